@@ -1,0 +1,32 @@
+# The kit's entry points. `make lab` runs the kit, `make test` runs every test; both install what
+# they need into .venv first (a fresh machine needs only Python 3.11+ and make).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: lab test demo bench reliability clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[all]'
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
+
+demo: $(STAMP)
+	$(BIN)/memkit demo
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+reliability: $(STAMP)
+	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability.py -s
+
+clean:
+	rm -rf $(VENV) .pytest_cache

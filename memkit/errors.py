@@ -1,0 +1,41 @@
+"""The kit's errors: one base class and a few subclasses a caller can act on.
+
+Every message names the value that was wrong and, where there is one, the remedy.
+"""
+
+from __future__ import annotations
+
+
+class MemkitError(Exception):
+    """Base class of every error memkit raises on purpose."""
+
+
+class ValidationError(MemkitError, ValueError):
+    """An argument broke a documented rule (pattern, length, type). Nothing was changed."""
+
+
+class QuotaError(MemkitError):
+    """A write would exceed a quota or the database size cap. Nothing was changed."""
+
+
+class StoreError(MemkitError):
+    """The database cannot be used as asked: not a memkit file, corrupt, locked or read-only.
+
+    The file is left exactly as it was found.
+    """
+
+
+class ApprovalError(MemkitError):
+    """A write or delete had no matching, unspent confirmation. Nothing was changed."""
+
+
+class BudgetError(MemkitError):
+    """A model request cannot fit its character budget even after trimming; the model was not called."""
+
+
+class ModelError(MemkitError):
+    """The model could not be used: missing credentials, a failed call, or a script that ran out."""
+
+
+class WindowError(MemkitError):
+    """The short-term window (for example Redis) is unavailable or refused a command."""

@@ -1,0 +1,134 @@
+"""Every teaching constant of the kit in one value, so a lesson can point at it and a store can raise it."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from .errors import ValidationError
+
+KINDS = ("preference", "episode")
+"""The two kinds of long-term memory: stable facts about the user, and things that happened."""
+
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_KEY_RE = re.compile(r"[a-z][a-z0-9_.:-]*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The bounds memkit enforces. The defaults are the teaching values; raise any of them per store.
+
+    Example:
+        >>> Limits().max_records_per_user
+        64
+        >>> Limits().replace(max_records_total=200_000).max_records_total
+        200000
+    """
+
+    # Long-term store.
+    max_value_chars: int = 512
+    max_key_chars: int = 64
+    max_id_chars: int = 64
+    max_records_per_user: int = 64
+    max_records_total: int = 1024
+    max_db_bytes: int = 16 * 1024 * 1024
+    max_query_chars: int = 256
+    max_search_limit: int = 50
+    busy_timeout_ms: int = 5000
+    # Retrieval: what is offered to the model for one task.
+    retrieval_max_preferences: int = 5
+    retrieval_max_terms: int = 8
+    retrieval_max_episodes: int = 8
+    retrieval_budget_chars: int = 2200
+    # Short-term history inside the prompt.
+    history_max_exchanges: int = 8
+    history_max_chars: int = 4000
+    history_max_text_chars: int = 1000
+    # The whole model request (messages + tool schemas, canonical JSON).
+    request_budget_chars: int = 16000
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValidationError(f"Limits.{field.name} is {value!r}; it must be a positive integer")
+
+    def replace(self, **changes: Any) -> "Limits":
+        """A copy with some limits changed."""
+        return dataclasses.replace(self, **changes)
+
+    # -- validation of the values that name and carry memories ---------------------------------
+
+    def check_id(self, what: str, value: object) -> str:
+        """Check a user or session id: 1-64 of `[A-Za-z0-9][A-Za-z0-9_.-]`."""
+        if not isinstance(value, str):
+            raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
+        if len(value) > self.max_id_chars:
+            raise ValidationError(f"{what} is {len(value)} characters; ids are at most {self.max_id_chars}")
+        if not _ID_RE.fullmatch(value):
+            raise ValidationError(
+                f"{what} {value!r} is not allowed; use letters, digits, '_', '.', '-' and start with a letter or digit"
+            )
+        return value
+
+    def check_kind(self, kind: object) -> str:
+        """Check a kind: `preference` or `episode`."""
+        if kind not in KINDS:
+            raise ValidationError(f"kind {kind!r} is unknown; use one of {', '.join(KINDS)}")
+        return kind  # type: ignore[return-value]
+
+    def check_key(self, key: object) -> str:
+        """Check a memory key: 1-64 of `[a-z][a-z0-9_.:-]`."""
+        if not isinstance(key, str):
+            raise ValidationError(f"key must be a string, not {type(key).__name__}")
+        if len(key) > self.max_key_chars:
+            raise ValidationError(f"key {key[:20]!r}... is {len(key)} characters; keys are at most {self.max_key_chars}")
+        if not _KEY_RE.fullmatch(key):
+            raise ValidationError(
+                f"key {key!r} is not allowed; use lower-case letters, digits, '_', '.', ':', '-' and start with a letter"
+            )
+        return key
+
+    def check_value(self, value: object) -> str:
+        """Check a memory value: 1-512 code points, not blank, no NUL, valid Unicode."""
+        if not isinstance(value, str):
+            raise ValidationError(f"value must be a string, not {type(value).__name__}")
+        check_text("value", value)
+        if len(value) > self.max_value_chars:
+            raise ValidationError(
+                f"value is {len(value)} characters; values are at most {self.max_value_chars} (nothing was cut)"
+            )
+        if not value.strip():
+            raise ValidationError("value is blank; a memory needs some text")
+        return value
+
+    def check_query(self, query: object) -> str:
+        """Check a search query: a string of at most 256 code points, no NUL (empty means 'most recent')."""
+        if not isinstance(query, str):
+            raise ValidationError(f"query must be a string, not {type(query).__name__}")
+        check_text("query", query)
+        if len(query) > self.max_query_chars:
+            raise ValidationError(f"query is {len(query)} characters; queries are at most {self.max_query_chars}")
+        return query
+
+    def check_limit(self, limit: object) -> int:
+        """Check a result limit: an integer from 1 to `max_search_limit`."""
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise ValidationError(f"limit must be an integer, not {type(limit).__name__}")
+        if not 1 <= limit <= self.max_search_limit:
+            raise ValidationError(f"limit is {limit}; it must be from 1 to {self.max_search_limit}")
+        return limit
+
+
+def check_text(what: str, text: str) -> None:
+    """Refuse NUL characters and lone surrogates, which SQLite and JSON cannot carry faithfully."""
+    if "\x00" in text:
+        raise ValidationError(f"{what} contains a NUL character at position {text.index(chr(0))}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{what} is not valid Unicode: a lone surrogate at position {exc.start}") from None
+
+
+DEFAULT_LIMITS = Limits()

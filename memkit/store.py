@@ -1,0 +1,749 @@
+"""MemoryStore: the long-term memory in one SQLite file, every read and write bound to one user.
+
+One long-lived connection per store. Writes run in `BEGIN IMMEDIATE` transactions, so the quota
+check, the write and the size check see one consistent database and racing writers in other
+processes wait their turn instead of both passing a check. WAL lets readers go on while a writer works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import stat
+import threading
+import urllib.parse
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Literal
+
+from .clock import Clock, iso, utc_now
+from .errors import QuotaError, StoreError, ValidationError
+from .limits import DEFAULT_LIMITS, Limits, check_text
+from .migrations import EXPECTED_TABLES, MIGRATIONS, SCHEMA_VERSION
+
+Record = dict[str, Any]
+"""A memory as the kit hands it out: kind, key, value, source_session, revision, created_at, updated_at."""
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+EXPORT_FORMAT = "memkit-export"
+EXPORT_FORMAT_VERSION = 1
+TURN_ROLES = ("user", "assistant", "tool")
+
+_RECORD_SQL = "kind, memory_key, value, source_session, revision, created_at, updated_at"
+
+
+def _record(row: sqlite3.Row) -> Record:
+    return {
+        "kind": row["kind"],
+        "key": row["memory_key"],
+        "value": row["value"],
+        "source_session": row["source_session"],
+        "revision": row["revision"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+    }
+
+
+class MemoryStore:
+    """A user-scoped long-term memory in a SQLite file.
+
+    Threads may share one store: the connection is opened with `check_same_thread=False` and every
+    operation holds the store's lock, so calls from several threads run one at a time. Processes
+    each open their own store on the same file; SQLite's locks (WAL, `busy_timeout`) coordinate them.
+
+    Args:
+        path: the database file. Created with the current schema if it does not exist; an existing
+            file must be a memkit database, or the store refuses it and leaves it untouched.
+        limits: the bounds to enforce (see `Limits`); raise them for large experiments.
+        synchronous: `"FULL"` (default) makes each commit durable through a power cut: it waits for
+            the WAL to reach the disk. `"NORMAL"` skips that wait in WAL mode: the database stays
+            consistent, but the last commits before a power cut (not a process crash) may be lost.
+        clock: where timestamps come from (tests pass a `FakeClock`).
+        check_integrity: run `PRAGMA quick_check` when opening an existing file (cost grows with size).
+
+    Raises:
+        StoreError: the file is not a memkit database, is damaged, newer, read-only or locked.
+
+    Example:
+        >>> with MemoryStore(tmp / "memory.sqlite3") as store:          # doctest: +SKIP
+        ...     store.put("alice", "s1", "preference", "drink", "tea")["revision"]
+        1
+    """
+
+    fts_min_user_rows: int = 256
+    """Search a user's rows through the trigram index once they hold at least this many records
+    (and the query has 3+ characters); below it a scan of the user's own rows is faster."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        clock: Clock = utc_now,
+        check_integrity: bool = True,
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValidationError(f"synchronous is {synchronous!r}; use 'FULL' or 'NORMAL'")
+        self.path = Path(path)
+        self.limits = limits
+        self.synchronous = synchronous
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn = self._open(check_integrity)
+
+    # -- opening -----------------------------------------------------------------------------------
+
+    def _open(self, check_integrity: bool) -> sqlite3.Connection:
+        path = self.path
+        is_new = self._inspect_file(path)
+        uri = "file:" + urllib.parse.quote(str(path.absolute())) + ("?mode=rwc" if is_new else "?mode=rw")
+        try:
+            conn = sqlite3.connect(
+                uri, uri=True, isolation_level=None, check_same_thread=False,
+                timeout=self.limits.busy_timeout_ms / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path}: {exc}") from None
+        conn.row_factory = sqlite3.Row
+        try:
+            # Read-only checks first: nothing below writes until the file is known to be ours.
+            self._check_schema(conn, path, is_new, check_integrity)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StoreError(f"{path} could not be switched to WAL mode (it stays in {mode!r} mode)")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            self._migrate(conn)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise self._locked_error() from None
+            raise StoreError(f"cannot use {path}: {exc}; the file was left as it was") from None
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"{path} is damaged or not a database ({exc}); memkit left it as it was") from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _inspect_file(path: Path) -> bool:
+        """Refuse what SQLite should not be pointed at; return True when the file is still to be made."""
+        if path.is_symlink():
+            raise StoreError(
+                f"{path} is a symbolic link; open the file it points to ({os.path.realpath(path)}) "
+                "so that its -wal and -shm files sit beside it"
+            )
+        folder = path.parent
+        if not folder.is_dir():
+            raise StoreError(f"the folder {folder} does not exist; create it first")
+        # Mode bits, not os.access: root may write anything, but a file marked read-only means "keep".
+        if not folder.stat().st_mode & stat.S_IWUSR:
+            raise StoreError(
+                f"the folder {folder} is read-only; SQLite in WAL mode writes {path.name}-wal and "
+                f"{path.name}-shm beside the database"
+            )
+        if not path.exists():
+            return True
+        if path.is_dir():
+            raise StoreError(f"{path} is a directory, not a database file")
+        if not path.is_file():
+            raise StoreError(f"{path} is not a regular file")
+        if not path.stat().st_mode & stat.S_IWUSR:
+            raise StoreError(f"{path} is read-only; memkit needs to write to it (copy it, or change its mode)")
+        with path.open("rb") as handle:
+            header = handle.read(100)
+        if not header:
+            raise StoreError(f"{path} is empty (0 bytes), not a memkit database; remove it or choose another path")
+        if not header.startswith(SQLITE_MAGIC):
+            raise StoreError(f"{path} is not a SQLite database (it starts with {header[:16]!r}); memkit left it as it was")
+        if len(header) < 100:
+            raise StoreError(f"{path} is truncated ({len(header)} bytes, shorter than a SQLite header)")
+        return False
+
+    @staticmethod
+    def _check_schema(conn: sqlite3.Connection, path: Path, is_new: bool, check_integrity: bool) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not row[0].startswith("sqlite_")
+        }
+        if not is_new and check_integrity:
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise StoreError(f"{path} is corrupt (quick_check: {problems[0]}); memkit left it as it was")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{path} has schema version {version}, newer than this memkit knows ({SCHEMA_VERSION}); "
+                "upgrade memkit to open it. The file was not changed"
+            )
+        if version < 0:
+            raise StoreError(f"{path} has a malformed schema version ({version}); memkit left it as it was")
+        if version == 0 and tables:
+            raise StoreError(
+                f"{path} holds tables of another program ({', '.join(sorted(tables)[:5])}) and no memkit "
+                "schema version; memkit left it as it was"
+            )
+        if version == SCHEMA_VERSION:
+            for table, expected in EXPECTED_TABLES.items():
+                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                if not expected <= columns:
+                    missing = ", ".join(sorted(expected - columns))
+                    raise StoreError(
+                        f"{path} says schema version {version} but table {table!r} lacks {missing}; "
+                        "it is malformed and memkit left it as it was"
+                    )
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in MIGRATIONS[number - 1]:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number}")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # -- connection life ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection. Safe to call twice."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "MemoryStore":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({str(self.path)!r})"
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The store's connection, for read-only inspection (notebooks, health checks)."""
+        if self._conn is None:
+            raise StoreError(f"the store for {self.path} is closed")
+        return self._conn
+
+    def _locked_error(self) -> StoreError:
+        return StoreError(
+            f"{self.path} is locked by another writer and stayed locked past the busy timeout "
+            f"({self.limits.busy_timeout_ms} ms); nothing was written. Try again later"
+        )
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: `BEGIN IMMEDIATE`, commit on success, roll back on any exception.
+
+        Taking the write lock at BEGIN (not at the first write) means a check made inside the
+        transaction still holds when the write happens: no other writer can slip in between.
+        """
+        with self._lock:
+            conn = self.connection
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise self._locked_error() if "locked" in str(exc) or "busy" in str(exc) else StoreError(
+                    f"cannot write to {self.path}: {exc}"
+                ) from None
+            try:
+                yield conn
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"write to {self.path} failed and was rolled back: {exc}") from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(f"commit to {self.path} failed and was rolled back: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A consistent read snapshot (a deferred transaction) under the store's lock."""
+        with self._lock:
+            conn = self.connection
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"read from {self.path} failed: {exc}") from exc
+
+    # -- checks inside write transactions ------------------------------------------------------------
+
+    def _check_quotas(self, conn: sqlite3.Connection, user: str, adding: int = 1) -> None:
+        row = conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
+        mine = row[0] if row else 0
+        if mine + adding > self.limits.max_records_per_user:
+            raise QuotaError(
+                f"user {user!r} has {mine} records; the per-user quota is {self.limits.max_records_per_user}. "
+                "Update an existing key or delete one first"
+            )
+        total = conn.execute("SELECT records FROM total_count").fetchone()[0]
+        if total + adding > self.limits.max_records_total:
+            raise QuotaError(
+                f"the store holds {total} records; the global quota is {self.limits.max_records_total}"
+            )
+
+    def _check_size(self, conn: sqlite3.Connection) -> None:
+        """Measure after the write, inside the transaction: an over-cap write is rolled back whole."""
+        size = self._db_bytes(conn)
+        if size > self.limits.max_db_bytes:
+            raise QuotaError(
+                f"the write would grow the database to {size} bytes; the cap is {self.limits.max_db_bytes} bytes"
+            )
+
+    @staticmethod
+    def _db_bytes(conn: sqlite3.Connection) -> int:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        return pages * conn.execute("PRAGMA page_size").fetchone()[0]
+
+    def _check_identity(self, user: str, kind: str, key: str) -> None:
+        self.limits.check_id("user", user)
+        self.limits.check_kind(kind)
+        self.limits.check_key(key)
+
+    # -- the memory API ----------------------------------------------------------------------------------
+
+    def put(self, user: str, session: str, kind: str, key: str, value: str, *,
+            confirmation: str | None = None) -> Record:
+        """Create or update one memory of `user`.
+
+        An update raises the revision by one; writing the value a key already holds changes nothing
+        (so a retried write is not counted twice). Keys already present may be updated at quota.
+
+        Args:
+            user: whose memory this is (chosen by the trusted caller, never by the model).
+            session: the session the value came from (kept as `source_session`).
+            kind: `preference` or `episode`.
+            key: 1-64 of `[a-z][a-z0-9_.:-]`.
+            value: 1-512 code points, not blank, no NUL.
+            confirmation: what allowed the write (kept in the event history).
+
+        Returns:
+            The record as stored.
+
+        Raises:
+            ValidationError: an argument broke a rule. QuotaError: a quota or the size cap.
+            StoreError: the database is locked or failed. In every case nothing was written.
+        """
+        self._check_identity(user, kind, key)
+        self.limits.check_id("session", session)
+        self.limits.check_value(value)
+        if confirmation is not None:
+            check_text("confirmation", confirmation)
+        now = iso(self._clock())
+        with self.transaction() as conn:
+            row = conn.execute(
+                f"SELECT id, {_RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+                (user, kind, key),
+            ).fetchone()
+            if row is not None and row["value"] == value:
+                return _record(row)
+            if row is None:
+                self._check_quotas(conn, user)
+                last = conn.execute(
+                    "SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?",
+                    (user, kind, key),
+                ).fetchone()[0]
+                revision, created, action, old_value = (last or 0) + 1, now, "create", None
+                conn.execute(
+                    "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+                    " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (user, kind, key, value, session, revision, now, now, key.casefold(), value.casefold()),
+                )
+            else:
+                revision, created, action, old_value = row["revision"] + 1, row["created_at"], "update", row["value"]
+                conn.execute(
+                    "UPDATE memories SET value = ?, value_fold = ?, source_session = ?, revision = ?,"
+                    " updated_at = ? WHERE id = ?",
+                    (value, value.casefold(), session, revision, now, row["id"]),
+                )
+            conn.execute(
+                "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
+                " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (user, kind, key, action, revision, session, old_value, value, confirmation, now),
+            )
+            self._check_size(conn)
+        return {"kind": kind, "key": key, "value": value, "source_session": session,
+                "revision": revision, "created_at": created, "updated_at": now}
+
+    def get(self, user: str, kind: str, key: str) -> Record | None:
+        """The record of `user` under (kind, key), or None."""
+        self._check_identity(user, kind, key)
+        with self._reading() as conn:
+            row = conn.execute(
+                f"SELECT {_RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+                (user, kind, key),
+            ).fetchone()
+        return _record(row) if row else None
+
+    def delete(self, user: str, kind: str, key: str, *, session: str | None = None,
+               confirmation: str | None = None) -> bool:
+        """Delete one memory of `user`; True if it existed. The event history keeps the deletion."""
+        self._check_identity(user, kind, key)
+        if session is not None:
+            self.limits.check_id("session", session)
+        if confirmation is not None:
+            check_text("confirmation", confirmation)
+        now = iso(self._clock())
+        with self.transaction() as conn:
+            row = conn.execute(
+                "SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+                (user, kind, key),
+            ).fetchone()
+            if row is None:
+                return False
+            conn.execute("DELETE FROM memories WHERE id = ?", (row["id"],))
+            conn.execute(
+                "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
+                " old_value, new_value, confirmation, at) VALUES (?, ?, ?, 'delete', ?, ?, ?, NULL, ?, ?)",
+                (user, kind, key, row["revision"], session, row["value"], confirmation, now),
+            )
+        return True
+
+    def search(self, user: str, query: str = "", limit: int = 5, kind: str | None = None) -> list[Record]:
+        """Memories of `user` whose key or value contains `query`, newest first.
+
+        The rule is a literal, case-insensitive substring match: both sides are compared after
+        Python's `str.casefold()`, and `%`, `_`, quotes and the like are plain characters. An empty
+        query returns the most recently updated records. Large users (see `fts_min_user_rows`) are
+        searched through the trigram index, which gives the same results.
+
+        Args:
+            user: whose memories to search.
+            query: at most 256 code points; may be empty.
+            limit: 1 to `Limits.max_search_limit` results.
+            kind: only this kind, or both when None.
+        """
+        self.limits.check_id("user", user)
+        self.limits.check_query(query)
+        self.limits.check_limit(limit)
+        if kind is not None:
+            self.limits.check_kind(kind)
+        folded = query.casefold()
+        kind_sql, kind_args = ("AND m.kind = ?", (kind,)) if kind else ("", ())
+        order = "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
+        with self._reading() as conn:
+            if not folded:
+                sql = f"SELECT {_RECORD_SQL} FROM memories m WHERE m.user_id = ? {kind_sql} {order}"
+                args: tuple[Any, ...] = (user, *kind_args, limit)
+            elif len(folded) >= 3 and self._user_records(conn, user) >= self.fts_min_user_rows:
+                sql = (
+                    f"SELECT {_RECORD_SQL} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+                    f"WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql} {order}"
+                )
+                args = ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit)
+            else:
+                sql = (
+                    f"SELECT {_RECORD_SQL} FROM memories m WHERE m.user_id = ? {kind_sql} "
+                    f"AND (instr(m.key_fold, ?) > 0 OR instr(m.value_fold, ?) > 0) {order}"
+                )
+                args = (user, *kind_args, folded, folded, limit)
+            return [_record(row) for row in conn.execute(sql, args)]
+
+    @staticmethod
+    def _user_records(conn: sqlite3.Connection, user: str) -> int:
+        row = conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
+        return row[0] if row else 0
+
+    def records(self, user: str, kind: str | None = None) -> list[Record]:
+        """Every record of `user` (bounded by the per-user quota), by kind then key."""
+        self.limits.check_id("user", user)
+        if kind is not None:
+            self.limits.check_kind(kind)
+        with self._reading() as conn:
+            rows = conn.execute(
+                f"SELECT {_RECORD_SQL} FROM memories WHERE user_id = ? AND (? IS NULL OR kind = ?)"
+                " ORDER BY kind, memory_key",
+                (user, kind, kind),
+            ).fetchall()
+        return [_record(row) for row in rows]
+
+    def users(self) -> dict[str, int]:
+        """Users that have records, with their record counts, by user id."""
+        with self._reading() as conn:
+            return dict(conn.execute("SELECT user_id, records FROM user_counts ORDER BY user_id").fetchall())
+
+    def history(self, user: str, kind: str, key: str) -> list[dict[str, Any]]:
+        """How the value under (kind, key) changed, oldest first, and on whose say-so."""
+        self._check_identity(user, kind, key)
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT action, revision, session_id, old_value, new_value, confirmation, at FROM memory_events"
+                " WHERE user_id = ? AND kind = ? AND memory_key = ? ORDER BY id",
+                (user, kind, key),
+            ).fetchall()
+        return [
+            {"action": r["action"], "revision": r["revision"], "session": r["session_id"],
+             "old_value": r["old_value"], "new_value": r["new_value"],
+             "confirmation": r["confirmation"], "at": r["at"]}
+            for r in rows
+        ]
+
+    def forget_user(self, user: str) -> dict[str, int]:
+        """Remove every trace of `user`: records, event history and archived transcript.
+
+        Returns:
+            How many rows of each were removed.
+        """
+        self.limits.check_id("user", user)
+        with self.transaction() as conn:
+            counts = {
+                "records": conn.execute("DELETE FROM memories WHERE user_id = ?", (user,)).rowcount,
+                "events": conn.execute("DELETE FROM memory_events WHERE user_id = ?", (user,)).rowcount,
+                "transcript": conn.execute("DELETE FROM transcript WHERE user_id = ?", (user,)).rowcount,
+            }
+        return counts
+
+    # -- export and import ---------------------------------------------------------------------------
+
+    def export_user(self, user: str, path: str | os.PathLike[str] | None = None) -> str:
+        """A portable bundle of `user`'s records and their history, as JSON Lines.
+
+        The first line is a header (format, schema version, user, counts); then one line per record
+        and per event; the last line is the SHA-256 of all the lines before it. The bundle has no
+        timestamp of its own, so exporting the same data twice gives the same bytes.
+
+        Args:
+            user: whose memory to export.
+            path: when given, the bundle is also written there (through a temporary file and a rename).
+
+        Returns:
+            The bundle text.
+        """
+        self.limits.check_id("user", user)
+        with self._reading() as conn:
+            records = conn.execute(
+                f"SELECT {_RECORD_SQL} FROM memories WHERE user_id = ? ORDER BY kind, memory_key", (user,)
+            ).fetchall()
+            events = conn.execute(
+                "SELECT kind, memory_key, action, revision, session_id, old_value, new_value, confirmation, at"
+                " FROM memory_events WHERE user_id = ? ORDER BY id",
+                (user,),
+            ).fetchall()
+        lines = [{"format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION,
+                  "schema_version": SCHEMA_VERSION, "user": user,
+                  "records": len(records), "events": len(events)}]
+        lines += [{"type": "record", **_record(row)} for row in records]
+        lines += [{"type": "event", "kind": e["kind"], "key": e["memory_key"], "action": e["action"],
+                   "revision": e["revision"], "session": e["session_id"], "old_value": e["old_value"],
+                   "new_value": e["new_value"], "confirmation": e["confirmation"], "at": e["at"]}
+                  for e in events]
+        body = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
+        text = body + json.dumps({"type": "checksum", "sha256": hashlib.sha256(body.encode()).hexdigest()}) + "\n"
+        if path is not None:
+            target = Path(path)
+            partial = target.with_name(target.name + ".partial")
+            partial.write_text(text, encoding="utf-8")
+            os.replace(partial, target)
+        return text
+
+    def import_records(self, bundle: str | os.PathLike[str], *, user: str | None = None,
+                       confirmation: str | None = None) -> dict[str, int]:
+        """Load a bundle made by `export_user`, all or nothing.
+
+        Args:
+            bundle: the bundle text, or a path to a bundle file.
+            user: import under this user id instead of the one in the bundle.
+            confirmation: unused by the store itself; kept for symmetry with writes (the CLI
+                requires `--confirm`).
+
+        Returns:
+            How many records and events were imported.
+
+        Raises:
+            ValidationError: the bundle is malformed, its checksum or version is wrong, or a record
+                breaks a limit. StoreError: the user already has data. QuotaError: it would not fit.
+        """
+        text = Path(bundle).read_text(encoding="utf-8") if isinstance(bundle, os.PathLike) else bundle
+        if not isinstance(text, str):
+            raise ValidationError(f"bundle must be text or a path, not {type(text).__name__}")
+        header, records, events = self._parse_bundle(text)
+        target = self.limits.check_id("user", user if user is not None else header["user"])
+        with self.transaction() as conn:
+            held = conn.execute(
+                "SELECT (SELECT count(*) FROM memories WHERE user_id = ?) + "
+                "(SELECT count(*) FROM memory_events WHERE user_id = ?)", (target, target)
+            ).fetchone()[0]
+            if held:
+                raise StoreError(
+                    f"user {target!r} already has memory in this store; forget_user first, or import with another user id"
+                )
+            self._check_quotas(conn, target, adding=len(records))
+            conn.executemany(
+                "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+                " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(target, r["kind"], r["key"], r["value"], r["source_session"], r["revision"],
+                  r["created_at"], r["updated_at"], r["key"].casefold(), r["value"].casefold()) for r in records],
+            )
+            conn.executemany(
+                "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
+                " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(target, e["kind"], e["key"], e["action"], e["revision"], e["session"], e["old_value"],
+                  e["new_value"], e["confirmation"], e["at"]) for e in events],
+            )
+            self._check_size(conn)
+        return {"records": len(records), "events": len(events)}
+
+    def _parse_bundle(self, text: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+        lines = text.splitlines(keepends=True)
+        if len(lines) < 2:
+            raise ValidationError("bundle is empty or has no checksum line")
+        try:
+            parsed = [json.loads(line) for line in lines]
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"bundle line {exc.lineno} is not JSON: {exc.msg}") from None
+        body, footer = "".join(lines[:-1]), parsed[-1]
+        if not isinstance(footer, dict) or footer.get("type") != "checksum":
+            raise ValidationError("bundle has no checksum line at its end; it may be truncated")
+        if footer.get("sha256") != hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest():
+            raise ValidationError("bundle checksum does not match its content; it was changed or damaged")
+        header = parsed[0]
+        if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+            raise ValidationError("bundle does not start with a memkit export header")
+        if header.get("format_version") != EXPORT_FORMAT_VERSION:
+            raise ValidationError(
+                f"bundle format version {header.get('format_version')!r} is not {EXPORT_FORMAT_VERSION}; "
+                "use the memkit that made it"
+            )
+        if header.get("schema_version") != SCHEMA_VERSION:
+            raise ValidationError(
+                f"bundle was made with schema version {header.get('schema_version')!r}; "
+                f"this memkit imports version {SCHEMA_VERSION}"
+            )
+        self.limits.check_id("bundle user", header.get("user"))
+        records = [item for item in parsed[1:-1] if isinstance(item, dict) and item.get("type") == "record"]
+        events = [item for item in parsed[1:-1] if isinstance(item, dict) and item.get("type") == "event"]
+        if len(records) + len(events) != len(parsed) - 2 or (header.get("records"), header.get("events")) != (
+            len(records), len(events)
+        ):
+            raise ValidationError("bundle line counts do not match its header")
+        for item in records:
+            self._check_bundle_entry(item, ("kind", "key", "value", "source_session", "revision",
+                                            "created_at", "updated_at", "type"))
+            self.limits.check_kind(item["kind"])
+            self.limits.check_key(item["key"])
+            self.limits.check_value(item["value"])
+            self.limits.check_id("source_session", item["source_session"])
+        for item in events:
+            self._check_bundle_entry(item, ("kind", "key", "action", "revision", "session", "old_value",
+                                            "new_value", "confirmation", "at", "type"))
+            if item["action"] not in ("create", "update", "delete"):
+                raise ValidationError(f"bundle event action {item['action']!r} is unknown")
+        return header, records, events
+
+    @staticmethod
+    def _check_bundle_entry(item: dict[str, Any], fields: tuple[str, ...]) -> None:
+        if set(item) != set(fields):
+            raise ValidationError(f"bundle entry has fields {sorted(item)}; expected {sorted(fields)}")
+        if not isinstance(item["revision"], int) or isinstance(item["revision"], bool) or item["revision"] < 1:
+            raise ValidationError(f"bundle entry revision {item['revision']!r} is not a positive integer")
+        for name, value in item.items():
+            if value is not None and not isinstance(value, (str, int)):
+                raise ValidationError(f"bundle field {name!r} has a {type(value).__name__}")
+
+    # -- transcript archive (turns that left the short-term window) -----------------------------------
+
+    def archive_turns(self, user: str, session: str, turns: Iterable[dict[str, Any]]) -> int:
+        """Keep turns of a session that left its short-term window; a turn already kept is skipped.
+
+        Keyed by (user, session, turn number), so archiving the same turn twice (a retry after a
+        crash) stores it once.
+
+        Args:
+            turns: dicts with `turn` (int >= 1), `role` (user, assistant, tool), `content`, `at`.
+
+        Returns:
+            How many turns were newly archived.
+        """
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        rows = []
+        for t in turns:
+            number, role, content, at = t.get("turn"), t.get("role"), t.get("content"), t.get("at")
+            if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+                raise ValidationError(f"turn number {number!r} is not a positive integer")
+            if role not in TURN_ROLES:
+                raise ValidationError(f"turn role {role!r} is unknown; use one of {', '.join(TURN_ROLES)}")
+            if not isinstance(content, str) or not isinstance(at, str):
+                raise ValidationError("turn content and at must be strings")
+            check_text("turn content", content)
+            rows.append((user, session, number, role, content, at))
+        with self.transaction() as conn:
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO transcript (user_id, session_id, turn, role, content, at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            added = conn.total_changes - before
+            self._check_size(conn)
+        return added
+
+    def archived_turns(self, user: str, session: str) -> list[dict[str, Any]]:
+        """The archived turns of one session of `user`, in turn order."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT turn, role, content, at FROM transcript WHERE user_id = ? AND session_id = ? ORDER BY turn",
+                (user, session),
+            ).fetchall()
+        return [dict(row) for row in rows]
+
+    # -- operations ---------------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """What an operator asks first, in one call.
+
+        Returns:
+            schema version, journal mode, synchronous, busy timeout, file size against the cap,
+            records in all and per user against the quotas, and whether the quota counters agree
+            with the rows.
+        """
+        with self._reading() as conn:
+            per_user = dict(conn.execute(
+                "SELECT user_id, records FROM user_counts ORDER BY records DESC, user_id LIMIT 50"
+            ).fetchall())
+            total = conn.execute("SELECT records FROM total_count").fetchone()[0]
+            counted = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            users = conn.execute("SELECT count(*) FROM user_counts").fetchone()[0]
+            db_bytes = self._db_bytes(conn)
+            synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[
+                conn.execute("PRAGMA synchronous").fetchone()[0]
+            ]
+            return {
+                "path": str(self.path),
+                "sqlite_version": sqlite3.sqlite_version,
+                "schema_version": conn.execute("PRAGMA user_version").fetchone()[0],
+                "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+                "synchronous": synchronous,
+                "busy_timeout_ms": conn.execute("PRAGMA busy_timeout").fetchone()[0],
+                "db_bytes": db_bytes,
+                "max_db_bytes": self.limits.max_db_bytes,
+                "records_total": total,
+                "max_records_total": self.limits.max_records_total,
+                "users": users,
+                "records_per_user": per_user,
+                "max_records_per_user": self.limits.max_records_per_user,
+                "counters_consistent": total == counted,
+            }
