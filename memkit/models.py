@@ -1,0 +1,225 @@
+"""The models the agent talks to: scripted fixtures that need nothing, and a live OpenAI-compatible client.
+
+All of them speak chat-completions messages and answer with a `ModelReply`. Fixtures record every
+request they receive, so a notebook or a test can look at exactly what a model was shown.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import json
+import os
+import re
+from typing import Any, Callable, Iterable, Union
+
+from .errors import ModelError
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCall:
+    """One tool call proposed by a model; `arguments` is the JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelReply:
+    """A model's answer: text, tool calls, or both."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message to put back into the conversation."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
+
+
+_call_ids = itertools.count(1)
+
+
+def say(text: str) -> ModelReply:
+    """A scripted reply with text only."""
+    return ModelReply(content=text)
+
+
+def call(name: str, arguments: dict[str, Any] | str | None = None, **kwargs: Any) -> ModelReply:
+    """A scripted reply with one tool call. `arguments` may be raw text, to script malformed JSON.
+
+    Example:
+        >>> call("memory_get", kind="preference", key="drink").tool_calls[0].arguments
+        '{"kind": "preference", "key": "drink"}'
+    """
+    text = arguments if isinstance(arguments, str) else json.dumps({**(arguments or {}), **kwargs})
+    return ModelReply(tool_calls=(ToolCall(f"call_{next(_call_ids)}", name, text),))
+
+
+ScriptStep = Union[ModelReply, str, Callable[[list[dict[str, Any]]], ModelReply]]
+
+
+class RecordingModel:
+    """Base of the fixture models: keeps a deep copy of every request in `requests`."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.closed = False
+
+    def _record(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
+        self.requests.append({"messages": copy.deepcopy(messages), "tools": copy.deepcopy(tools)})
+
+    async def aclose(self) -> None:
+        """Nothing to release; present so every model closes the same way."""
+        self.closed = True
+
+
+class ScriptedModel(RecordingModel):
+    """Answers from a script, one step per request; raises ModelError when the script runs out.
+
+    A step is a `ModelReply`, a plain string (text reply), or a function of the messages that
+    returns a `ModelReply`.
+
+    Example:
+        >>> model = ScriptedModel([call("memory_search", query="tea"), "You like tea."])
+    """
+
+    def __init__(self, script: Iterable[ScriptStep]) -> None:
+        super().__init__()
+        self._steps = list(script)
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        """The next scripted reply."""
+        self._record(messages, tools)
+        if not self._steps:
+            raise ModelError(f"the scripted model ran out of replies after {len(self.requests) - 1} requests")
+        step = self._steps.pop(0)
+        if isinstance(step, str):
+            return say(step)
+        if callable(step):
+            return step(messages)
+        return step
+
+
+def user_envelope(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON envelope of the (single) user message: task, retrieved_memory, recent_history."""
+    for message in messages:
+        if message["role"] == "user":
+            return json.loads(message["content"])
+    raise ModelError("the request has no user message")
+
+
+_REMEMBER = re.compile(r"remember (?:that )?my ([a-z][a-z0-9_ .:-]*?) is (.+?)\.?$", re.I)
+_EPISODE = re.compile(r"note (?:the )?episode ([a-z][a-z0-9_.:-]*): (.+?)$", re.I)
+_FORGET = re.compile(r"forget (?:my )?(episode )?([a-z][a-z0-9_ .:-]*?)\.?$", re.I)
+
+
+class FixtureModel(RecordingModel):
+    """A rule-following stand-in for a real model, so the kit runs with no credentials.
+
+    Rules, on the task of the user message:
+      - "remember my KEY is VALUE" proposes `memory_put` of a preference;
+      - "note episode KEY: VALUE" proposes `memory_put` of an episode;
+      - "forget my KEY" (or "forget episode KEY") proposes `memory_delete`;
+      - anything else is answered from the retrieved memory in the user message.
+    After tool results it reports them. Proposing is all it can do: the tools decide.
+    """
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        """A reply by the rules above."""
+        self._record(messages, tools)
+        if messages[-1]["role"] == "tool":
+            return say(" ".join(self._report(json.loads(m["content"])) for m in messages if m["role"] == "tool"))
+        envelope = user_envelope(messages)
+        task = envelope["task"].strip()
+        if match := _REMEMBER.search(task):
+            key = match.group(1).strip().lower().replace(" ", "_")
+            return call("memory_put", kind="preference", key=key, value=match.group(2).strip())
+        if match := _EPISODE.search(task):
+            return call("memory_put", kind="episode", key=match.group(1).lower(), value=match.group(2).strip())
+        if match := _FORGET.search(task):
+            kind = "episode" if match.group(1) else "preference"
+            return call("memory_delete", kind=kind, key=match.group(2).strip().lower().replace(" ", "_"))
+        memory = envelope.get("retrieved_memory") or []
+        if not memory:
+            return say("I have nothing in memory about that yet.")
+        facts = "; ".join(f"{m['kind']} {m['key']} = {m['value']}" for m in memory)
+        return say(f"From memory: {facts}.")
+
+    @staticmethod
+    def _report(outcome: dict[str, Any]) -> str:
+        if not outcome.get("ok"):
+            return f"I could not do that: {outcome.get('error')}."
+        result = outcome.get("result")
+        if isinstance(result, dict) and "revision" in result:
+            return f"Saved {result['kind']} {result['key']} = {result['value']} (revision {result['revision']})."
+        if isinstance(result, dict) and "deleted" in result:
+            return "Deleted." if result["deleted"] else "There was nothing to delete."
+        return f"Result: {json.dumps(result, ensure_ascii=False)}."
+
+
+class OpenAIModel:
+    """A live model behind any OpenAI-compatible chat-completions endpoint.
+
+    Reads `OPENAI_API_KEY`, `OPENAI_MODEL` and (optional) `OPENAI_BASE_URL` unless given. Fails at
+    construction when a key or model name is missing: it never falls back to a fixture. Close it
+    with `await model.aclose()` or `async with`.
+
+    Raises:
+        ModelError: no credentials, no `openai` package, or a failed call.
+    """
+
+    def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
+                 timeout_s: float = 60.0) -> None:
+        api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        self.model = model or os.environ.get("OPENAI_MODEL")
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if not api_key:
+            raise ModelError("OPENAI_API_KEY is not set: live mode needs a key (the fixture model needs none)")
+        if not self.model:
+            raise ModelError("OPENAI_MODEL is not set: live mode needs a model name, e.g. OPENAI_MODEL=gpt-4o-mini")
+        try:
+            import openai
+        except ImportError:
+            raise ModelError("live mode needs the openai package: pip install 'memkit[live]'") from None
+        self._openai = openai
+        self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        """Send one chat-completions request and convert the answer."""
+        try:
+            response = await self.client.chat.completions.create(
+                model=self.model, messages=messages, **({"tools": tools} if tools else {})
+            )
+        except self._openai.OpenAIError as exc:
+            raise ModelError(f"the live model call failed: {exc}") from exc
+        if not response.choices:
+            raise ModelError("the live model answered with no choices")
+        message = response.choices[0].message
+        calls = tuple(
+            ToolCall(c.id, c.function.name, c.function.arguments or "")
+            for c in (message.tool_calls or []) if getattr(c, "function", None) is not None
+        )
+        return ModelReply(content=message.content, tool_calls=calls)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the HTTP client has been closed."""
+        return self.client.is_closed()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self.client.close()
+
+    async def __aenter__(self) -> "OpenAIModel":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

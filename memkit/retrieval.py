@@ -1,0 +1,127 @@
+"""What long-term memory is offered to the model for one task, and why: bounded, whole records only.
+
+A few preferences (those the task mentions first, then the most recent) and episodes matched by a
+bounded number of terms from the task, deduplicated and packed greedily into a character budget.
+Every candidate gets a row in the report: included, or skipped and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from .budget import json_chars
+from .limits import DEFAULT_LIMITS, Limits
+from .store import MemoryStore, Record
+
+STOPWORDS = frozenset(
+    "about after again also and any are because been before but can could did does doing for from had has "
+    "have her here him his how into its just like more most not now off once only other our out over own "
+    "same she should some such than that the their them then there these they this those through too under "
+    "until very was were what when where which while who whom why will with would you your yours please "
+    "tell know remember".split()
+)
+_WORD_RE = re.compile(r"\w+")
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def task_terms(task: str, max_terms: int = DEFAULT_LIMITS.retrieval_max_terms) -> list[str]:
+    """The search terms of a task: words of 3+ letters that are not stopwords, in order, deduplicated.
+
+    Runs of CJK characters have no spaces between words, so they are split into overlapping
+    pairs of characters ("我喜欢咖啡" gives "我喜", "喜欢", "欢咖", "咖啡"). At most `max_terms`.
+
+    Example:
+        >>> task_terms("What drink do I like in the morning?")
+        ['drink', 'morning']
+    """
+    terms: list[str] = []
+    for word in _WORD_RE.findall(task.casefold()):
+        if _CJK_RE.search(word):
+            pieces = [word] if len(word) <= 2 else [word[i:i + 2] for i in range(len(word) - 1)]
+        elif len(word) >= 3 and word not in STOPWORDS and not word.isdigit():
+            pieces = [word]
+        else:
+            pieces = []
+        for piece in pieces:
+            if piece not in terms:
+                terms.append(piece)
+            if len(terms) == max_terms:
+                return terms
+    return terms
+
+
+@dataclasses.dataclass
+class RetrievedContext:
+    """The memory packed for one task, and the report of every candidate.
+
+    Attributes:
+        memory: the records to send, as `{"kind", "key", "value"}`, highest ranked first.
+        report: one row per candidate: kind, key, matched_by, chars, status (included/skipped), reason.
+        terms: the task terms that were searched.
+        chars: the canonical JSON size of `memory`.
+        budget_chars: the budget it was packed into.
+    """
+
+    memory: list[dict[str, Any]]
+    report: list[dict[str, Any]]
+    terms: list[str]
+    chars: int
+    budget_chars: int
+
+
+def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = None) -> RetrievedContext:
+    """Choose the memories of `user` to offer the model for `task`.
+
+    Args:
+        store: the long-term store.
+        user: whose memory (every search is bound to this user).
+        task: the user's request; its terms pick the episodes.
+        limits: the retrieval bounds (the store's limits by default).
+
+    Returns:
+        The packed memory and a report saying what was offered, included or skipped and why.
+    """
+    limits = limits or store.limits
+    terms = task_terms(task, limits.retrieval_max_terms)
+    per_term = min(limits.retrieval_max_episodes, limits.max_search_limit)
+
+    # Candidates with the terms that found them; a record found by more terms ranks higher.
+    found: dict[tuple[str, str], tuple[Record, list[str]]] = {}
+    for term in terms:
+        for kind in ("preference", "episode"):
+            for record in store.search(user, term, limit=per_term, kind=kind):
+                found.setdefault((record["kind"], record["key"]), (record, []))[1].append(term)
+
+    def ranked(kind: str) -> list[tuple[Record, str]]:
+        hits = [(rec, terms_) for (k, _), (rec, terms_) in found.items() if k == kind]
+        hits.sort(key=lambda hit: hit[0]["updated_at"], reverse=True)  # newest first among equals
+        hits.sort(key=lambda hit: len(hit[1]), reverse=True)  # then most terms matched (a stable sort)
+        return [(rec, "terms: " + ", ".join(terms_)) for rec, terms_ in hits]
+
+    preferences = ranked("preference")[: limits.retrieval_max_preferences]
+    if len(preferences) < limits.retrieval_max_preferences:
+        chosen = {rec["key"] for rec, _ in preferences}
+        recent = store.search(user, "", limit=min(limits.retrieval_max_preferences, limits.max_search_limit),
+                              kind="preference")
+        for record in recent:
+            if record["key"] not in chosen and len(preferences) < limits.retrieval_max_preferences:
+                preferences.append((record, "recent preference"))
+    episodes = ranked("episode")[: limits.retrieval_max_episodes]
+
+    memory: list[dict[str, Any]] = []
+    report: list[dict[str, Any]] = []
+    size = 2  # "[]"
+    for record, matched_by in preferences + episodes:
+        item = {"kind": record["kind"], "key": record["key"], "value": record["value"]}
+        cost = json_chars(item) + (1 if memory else 0)
+        row = {"kind": item["kind"], "key": item["key"], "matched_by": matched_by, "chars": json_chars(item)}
+        if size + cost <= limits.retrieval_budget_chars:
+            memory.append(item)
+            size += cost
+            report.append({**row, "status": "included", "reason": ""})
+        else:
+            report.append({**row, "status": "skipped",
+                           "reason": f"would make memory {size + cost} chars; budget {limits.retrieval_budget_chars}"})
+    return RetrievedContext(memory, report, terms, size, limits.retrieval_budget_chars)

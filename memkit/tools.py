@@ -1,0 +1,121 @@
+"""The memory tools a model may call, bound to one user and session chosen by the trusted caller.
+
+Arguments are checked against a JSON Schema (`additionalProperties: false`, so a model cannot add a
+`user` field), then by the store's own rules. Writes and deletes also need a waiting confirmation.
+Every outcome goes back to the model as JSON: `{"ok": true, "result": ...}` or `{"ok": false, "error": ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import jsonschema
+
+from .approvals import Approvals
+from .budget import History
+from .errors import MemkitError
+from .limits import KINDS
+from .store import MemoryStore
+
+_KEY_PATTERN = r"^[a-z][a-z0-9_.:-]*$"
+
+
+def tool_schemas(store: MemoryStore) -> list[dict[str, Any]]:
+    """The four memory tools in chat-completions form, with the store's limits in their schemas."""
+    limits = store.limits
+    kind = {"type": "string", "enum": list(KINDS)}
+    key = {"type": "string", "minLength": 1, "maxLength": limits.max_key_chars, "pattern": _KEY_PATTERN}
+    value = {"type": "string", "minLength": 1, "maxLength": limits.max_value_chars}
+
+    def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+        return {"type": "function", "function": {
+            "name": name, "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required,
+                           "additionalProperties": False},
+        }}
+
+    return [
+        tool("memory_get", "Read one memory of the current user.", {"kind": kind, "key": key}, ["kind", "key"]),
+        tool("memory_search", "Search the current user's memories by a literal, case-insensitive substring.",
+             {"query": {"type": "string", "maxLength": limits.max_query_chars}, "kind": kind,
+              "limit": {"type": "integer", "minimum": 1, "maximum": limits.max_search_limit}}, ["query"]),
+        tool("memory_put", "Save a memory. Works only if the user confirmed exactly this value outside the chat.",
+             {"kind": kind, "key": key, "value": value}, ["kind", "key", "value"]),
+        tool("memory_delete", "Delete a memory. Works only if the user confirmed the delete outside the chat.",
+             {"kind": kind, "key": key}, ["kind", "key"]),
+    ]
+
+
+class MemoryTools:
+    """The memory tools of one session: the user and session are fixed here, never by the model.
+
+    Args:
+        store: the long-term store.
+        user: the user every call is bound to.
+        session: recorded as the source of saved values.
+        approvals: the session's confirmations; writes and deletes need one each.
+        history: the short-term history, cleared after a confirmed delete so the old value is not resent.
+
+    Example:
+        >>> tools = MemoryTools(store, "alice", "s1", Approvals("cli"))       # doctest: +SKIP
+        >>> tools.call("memory_get", '{"kind": "preference", "key": "drink"}')  # doctest: +SKIP
+        {'ok': True, 'result': None}
+    """
+
+    def __init__(self, store: MemoryStore, user: str, session: str, approvals: Approvals,
+                 history: History | None = None) -> None:
+        self.store = store
+        self.user = store.limits.check_id("user", user)
+        self.session = store.limits.check_id("session", session)
+        self.approvals = approvals
+        self.history = history
+        self.schemas = tool_schemas(store)
+        self._validators = {
+            s["function"]["name"]: jsonschema.Draft202012Validator(s["function"]["parameters"]) for s in self.schemas
+        }
+        self._handlers: dict[str, Callable[..., Any]] = {
+            "memory_get": self._get, "memory_search": self._search,
+            "memory_put": self._put, "memory_delete": self._delete,
+        }
+
+    def call(self, name: str, arguments: str | dict[str, Any]) -> dict[str, Any]:
+        """Run one tool call; never raises for the model's mistakes, returns `{"ok": false, ...}`."""
+        if name not in self._handlers:
+            return {"ok": False, "error": f"unknown tool {name!r}; the tools are {', '.join(self._handlers)}"}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                return {"ok": False, "error": f"arguments of {name} are not valid JSON: {exc.msg} at position {exc.pos}"}
+        if not isinstance(arguments, dict):
+            return {"ok": False, "error": f"arguments of {name} must be a JSON object"}
+        error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path)
+            return {"ok": False, "error": f"invalid arguments for {name}{' at ' + where if where else ''}: {error.message}"}
+        try:
+            return {"ok": True, "result": self._handlers[name](**arguments)}
+        except MemkitError as exc:
+            return {"ok": False, "error": str(exc)}
+
+    def _get(self, kind: str, key: str) -> Any:
+        return self.store.get(self.user, kind, key)
+
+    def _search(self, query: str, kind: str | None = None, limit: int = 5) -> Any:
+        return self.store.search(self.user, query, limit=limit, kind=kind)
+
+    def _put(self, kind: str, key: str, value: str) -> Any:
+        confirmation = self.approvals.find_put(kind, key, value)
+        record = self.store.put(self.user, self.session, kind, key, value, confirmation=confirmation.id)
+        self.approvals.spend(confirmation)
+        return record
+
+    def _delete(self, kind: str, key: str) -> Any:
+        confirmation = self.approvals.find_delete(kind, key)
+        deleted = self.store.delete(self.user, kind, key, session=self.session, confirmation=confirmation.id)
+        if deleted:
+            self.approvals.spend(confirmation)
+            if self.history is not None:
+                self.history.clear()
+        return {"deleted": deleted}
