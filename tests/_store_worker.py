@@ -1,0 +1,89 @@
+"""A separate process for the store tests: racing writers, a lock holder, restarts.
+
+Run as `python tests/_store_worker.py MODE ARGS...`; it prints one JSON line on stdout. The tests
+start it with `sys.executable`, so each run is a real, fresh interpreter with its own connection.
+
+Modes:
+    race PATH USER PREFIX COUNT PER_USER TOTAL GO
+        Wait until the file GO exists (so all racers start together), then put COUNT new keys
+        `PREFIX0`, `PREFIX1`, ... for USER under the given quotas. Prints the outcome of each:
+        "ok" or "quota".
+    hold PATH SECONDS
+        Take the write lock with BEGIN IMMEDIATE through plain sqlite3, write a row that is never
+        committed, print "locked", then sleep SECONDS and exit without committing.
+    put PATH USER KEY VALUE
+        Put one preference and print the record.
+    get PATH USER KEY
+        Print the preference, or null.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+# Importable when run as a plain script from any folder: the package sits one level up.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memkit.errors import QuotaError  # noqa: E402
+from memkit.limits import Limits  # noqa: E402
+from memkit.store import MemoryStore  # noqa: E402
+
+
+def race(path: str, user: str, prefix: str, count: str, per_user: str, total: str, go: str) -> list[str]:
+    limits = Limits().replace(max_records_per_user=int(per_user), max_records_total=int(total),
+                              busy_timeout_ms=30_000)
+    outcomes = []
+    with MemoryStore(path, limits=limits, synchronous="NORMAL", check_integrity=False) as store:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(go):
+            if time.monotonic() > deadline:
+                raise SystemExit("the start signal never came")
+            time.sleep(0.002)
+        for number in range(int(count)):
+            try:
+                store.put(user, "race", "preference", f"{prefix}{number}", f"value {number}")
+                outcomes.append("ok")
+            except QuotaError:
+                outcomes.append("quota")
+    return outcomes
+
+
+def hold(path: str, seconds: str) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    # A write that must never become visible: this process exits without committing.
+    conn.execute(
+        "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision, created_at,"
+        " updated_at, key_fold, value_fold) VALUES ('holder', 'preference', 'half', 'half-written', 's', 1,"
+        " 'x', 'x', 'half', 'half-written')"
+    )
+    print(json.dumps("locked"), flush=True)
+    time.sleep(float(seconds))
+    os._exit(0)  # no rollback, no close: like a process that dies holding the lock
+
+
+def main(argv: list[str]) -> None:
+    mode, args = argv[0], argv[1:]
+    if mode == "race":
+        print(json.dumps(race(*args)))
+    elif mode == "hold":
+        hold(*args)
+    elif mode == "put":
+        path, user, key, value = args
+        with MemoryStore(path) as store:
+            print(json.dumps(store.put(user, "first-process", "preference", key, value)))
+    elif mode == "get":
+        path, user, key = args
+        with MemoryStore(path) as store:
+            print(json.dumps(store.get(user, "preference", key)))
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
