@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-import jsonschema
-
 from .approvals import Approvals
 from .budget import History
 from .errors import MemkitError
@@ -71,6 +69,11 @@ class MemoryTools:
         self.approvals = approvals
         self.history = history
         self.schemas = tool_schemas(store)
+        # Imported here, not at module level: with jupyter's optional format checkers installed,
+        # importing jsonschema costs seconds, and store-only processes should not pay for it.
+        import jsonschema
+
+        self._jsonschema = jsonschema
         self._validators = {
             s["function"]["name"]: jsonschema.Draft202012Validator(s["function"]["parameters"]) for s in self.schemas
         }
@@ -90,7 +93,7 @@ class MemoryTools:
                 return {"ok": False, "error": f"arguments of {name} are not valid JSON: {exc.msg} at position {exc.pos}"}
         if not isinstance(arguments, dict):
             return {"ok": False, "error": f"arguments of {name} must be a JSON object"}
-        error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
+        error = self._jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path)
             return {"ok": False, "error": f"invalid arguments for {name}{' at ' + where if where else ''}: {error.message}"}

@@ -1,0 +1,7 @@
+"""`python -m memkit` runs the `memkit` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
