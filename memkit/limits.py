@@ -64,6 +64,8 @@ class Limits:
         """Check a user or session id: 1-64 of `[A-Za-z0-9][A-Za-z0-9_.-]`."""
         if not isinstance(value, str):
             raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
+        if not value:
+            raise ValidationError(f"{what} is empty; ids are 1-{self.max_id_chars} characters")
         if len(value) > self.max_id_chars:
             raise ValidationError(f"{what} is {len(value)} characters; ids are at most {self.max_id_chars}")
         if not _ID_RE.fullmatch(value):
@@ -82,6 +84,8 @@ class Limits:
         """Check a memory key: 1-64 of `[a-z][a-z0-9_.:-]`."""
         if not isinstance(key, str):
             raise ValidationError(f"key must be a string, not {type(key).__name__}")
+        if not key:
+            raise ValidationError(f"key is empty; keys are 1-{self.max_key_chars} characters")
         if len(key) > self.max_key_chars:
             raise ValidationError(f"key {key[:20]!r}... is {len(key)} characters; keys are at most {self.max_key_chars}")
         if not _KEY_RE.fullmatch(key):
@@ -102,6 +106,22 @@ class Limits:
         if not value.strip():
             raise ValidationError("value is blank; a memory needs some text")
         return value
+
+    def check_confirmation(self, confirmation: object) -> str:
+        """Check a confirmation id kept in the event history: text, not blank, at most 512 code points.
+
+        It is stored verbatim beside every change it allowed, so it gets the same bounds as a value.
+        """
+        if not isinstance(confirmation, str):
+            raise ValidationError(f"confirmation must be a string or None, not {type(confirmation).__name__}")
+        check_text("confirmation", confirmation)
+        if not confirmation.strip():
+            raise ValidationError("confirmation is blank; pass None when nothing confirmed the change")
+        if len(confirmation) > self.max_value_chars:
+            raise ValidationError(
+                f"confirmation is {len(confirmation)} characters; confirmations are at most {self.max_value_chars}"
+            )
+        return confirmation
 
     def check_query(self, query: object) -> str:
         """Check a search query: a string of at most 256 code points, no NUL (empty means 'most recent')."""

@@ -6,6 +6,9 @@ transaction (see `MemoryStore._migrate`), so a crash leaves a file at the old ve
 
 from __future__ import annotations
 
+import functools
+import sqlite3
+
 MIGRATIONS: list[list[str]] = [
     # 1: memories, their event history, quota counters, the search index, the transcript archive.
     [
@@ -98,3 +101,24 @@ EXPECTED_TABLES: dict[str, set[str]] = {
     "transcript": {"user_id", "session_id", "turn", "role", "content", "at"},
 }
 """Tables and columns a file at `SCHEMA_VERSION` must have; checked at open to refuse foreign files."""
+
+
+@functools.cache
+def expected_objects() -> frozenset[tuple[str, str]]:
+    """(type, name) of every table, index and trigger the migrations make, SQLite's own excluded.
+
+    Read from a scratch in-memory database built by the migrations themselves, so the check at open
+    cannot drift from the schema: a file missing the search index or a counting trigger is refused,
+    not silently used with wrong quotas or search results.
+    """
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for steps in MIGRATIONS:
+            for statement in steps:
+                conn.execute(statement)
+        return frozenset(
+            (row[0], row[1]) for row in conn.execute("SELECT type, name FROM sqlite_master")
+            if not row[1].startswith("sqlite_")
+        )
+    finally:
+        conn.close()

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Literal
 from .clock import Clock, iso, utc_now
 from .errors import QuotaError, StoreError, ValidationError
 from .limits import DEFAULT_LIMITS, Limits, check_text
-from .migrations import EXPECTED_TABLES, MIGRATIONS, SCHEMA_VERSION
+from .migrations import EXPECTED_TABLES, MIGRATIONS, SCHEMA_VERSION, expected_objects
 
 Record = dict[str, Any]
 """A memory as the kit hands it out: kind, key, value, source_session, revision, created_at, updated_at."""
@@ -99,8 +99,9 @@ class MemoryStore:
 
     def _open(self, check_integrity: bool) -> sqlite3.Connection:
         path = self.path
-        is_new = self._inspect_file(path)
-        uri = "file:" + urllib.parse.quote(str(path.absolute())) + ("?mode=rwc" if is_new else "?mode=rw")
+        if self._inspect_file(path):
+            self._create(path)
+        uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=rw"
         try:
             conn = sqlite3.connect(
                 uri, uri=True, isolation_level=None, check_same_thread=False,
@@ -111,7 +112,7 @@ class MemoryStore:
         conn.row_factory = sqlite3.Row
         try:
             # Read-only checks first: nothing below writes until the file is known to be ours.
-            self._check_schema(conn, path, is_new, check_integrity)
+            self._check_schema(conn, path, check_integrity)
             conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":
@@ -130,6 +131,37 @@ class MemoryStore:
             conn.close()
             raise
         return conn
+
+    def _create(self, path: Path) -> None:
+        """Make a new database beside `path`, complete with its schema, and link it into place.
+
+        Built aside, so `path` never exists half-made: a process that opens it at the same moment
+        (or after a crash during creation) sees no file or a whole memkit database, never an empty
+        file it would rightly refuse. `os.link` fails if another process linked its copy first; then
+        that one is used and ours is dropped.
+        """
+        partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.creating")
+        try:
+            try:
+                conn = sqlite3.connect(str(partial), isolation_level=None)
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    self._migrate(conn)
+                finally:
+                    conn.close()
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot create {path}: {exc}") from None
+            try:
+                os.link(partial, path)
+            except FileExistsError:
+                pass  # another process created it first: open that one
+            except OSError:
+                # A file system without hard links: rename instead, still never over an existing file.
+                if not path.exists():
+                    os.rename(partial, path)
+        finally:
+            for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+                leftover.unlink(missing_ok=True)
 
     @staticmethod
     def _inspect_file(path: Path) -> bool:
@@ -167,13 +199,13 @@ class MemoryStore:
         return False
 
     @staticmethod
-    def _check_schema(conn: sqlite3.Connection, path: Path, is_new: bool, check_integrity: bool) -> None:
+    def _check_schema(conn: sqlite3.Connection, path: Path, check_integrity: bool) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             if not row[0].startswith("sqlite_")
         }
-        if not is_new and check_integrity:
+        if check_integrity:
             problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
             if problems != ["ok"]:
                 raise StoreError(f"{path} is corrupt (quick_check: {problems[0]}); memkit left it as it was")
@@ -190,6 +222,17 @@ class MemoryStore:
                 "schema version; memkit left it as it was"
             )
         if version == SCHEMA_VERSION:
+            present = {
+                (row[0], row[1]) for row in conn.execute("SELECT type, name FROM sqlite_master")
+                if not row[1].startswith("sqlite_")
+            }
+            missing_objects = sorted(expected_objects() - present)
+            if missing_objects:
+                names = ", ".join(f"{kind} {name!r}" for kind, name in missing_objects[:5])
+                raise StoreError(
+                    f"{path} says schema version {version} but lacks {names}; "
+                    "it is malformed and memkit left it as it was"
+                )
             for table, expected in EXPECTED_TABLES.items():
                 columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
                 if not expected <= columns:
@@ -199,14 +242,25 @@ class MemoryStore:
                         "it is malformed and memkit left it as it was"
                     )
 
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        for number in range(version + 1, SCHEMA_VERSION + 1):
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        """Run the missing steps, each with its version bump in one transaction.
+
+        The version is read again after `BEGIN IMMEDIATE`: another process may have run the step
+        while this one waited for the lock, and running it twice would fail half-way.
+        """
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+            return  # the common case takes no write lock, so opening works while another writes
+        while True:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in MIGRATIONS[number - 1]:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version >= SCHEMA_VERSION:
+                    conn.execute("COMMIT")
+                    return
+                for statement in MIGRATIONS[version]:
                     conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {number}")
+                conn.execute(f"PRAGMA user_version = {version + 1}")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -249,9 +303,24 @@ class MemoryStore:
 
         Taking the write lock at BEGIN (not at the first write) means a check made inside the
         transaction still holds when the write happens: no other writer can slip in between.
+
+        The store's methods may be called inside it, from the same thread, and then commit or roll
+        back together with it. A nested transaction (each `put` opens one) is a savepoint: when it
+        fails, only its own writes are undone and the error reaches the outer block.
+
+        Raises:
+            StoreError: the database stayed locked past the busy timeout, or the write failed.
+
+        Example:
+            >>> with store.transaction():                                  # doctest: +SKIP
+            ...     store.put("alice", "s1", "preference", "drink", "tea")
+            ...     store.put("alice", "s1", "preference", "food", "rice")  # both or neither
         """
         with self._lock:
             conn = self.connection
+            if conn.in_transaction:
+                yield from self._savepoint(conn)
+                return
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
@@ -273,12 +342,32 @@ class MemoryStore:
                     conn.execute("ROLLBACK")
                 raise StoreError(f"commit to {self.path} failed and was rolled back: {exc}") from exc
 
+    def _savepoint(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        # Only this thread can be inside the outer transaction: it holds the store's lock throughout.
+        conn.execute("SAVEPOINT memkit_nested")
+        try:
+            yield conn
+        except BaseException as exc:
+            conn.execute("ROLLBACK TO memkit_nested")
+            conn.execute("RELEASE memkit_nested")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"write to {self.path} failed and was rolled back: {exc}") from exc
+            raise
+        conn.execute("RELEASE memkit_nested")
+
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        """A consistent read snapshot (a deferred transaction) under the store's lock."""
+        """A consistent read snapshot (a deferred transaction) under the store's lock.
+
+        Inside this thread's `transaction()` it reads through that transaction, so it sees the
+        writes made so far instead of failing to begin a second one.
+        """
         with self._lock:
             conn = self.connection
             try:
+                if conn.in_transaction:
+                    yield conn
+                    return
                 conn.execute("BEGIN")
                 try:
                     yield conn
@@ -335,8 +424,8 @@ class MemoryStore:
             session: the session the value came from (kept as `source_session`).
             kind: `preference` or `episode`.
             key: 1-64 of `[a-z][a-z0-9_.:-]`.
-            value: 1-512 code points, not blank, no NUL.
-            confirmation: what allowed the write (kept in the event history).
+            value: 1-512 code points, not blank, no NUL, no lone surrogate.
+            confirmation: what allowed the write (kept in the event history); at most 512 code points.
 
         Returns:
             The record as stored.
@@ -349,9 +438,11 @@ class MemoryStore:
         self.limits.check_id("session", session)
         self.limits.check_value(value)
         if confirmation is not None:
-            check_text("confirmation", confirmation)
-        now = iso(self._clock())
+            self.limits.check_confirmation(confirmation)
         with self.transaction() as conn:
+            # The time is read holding the write lock, so updated_at follows commit order even
+            # across threads and processes, and "newest first" means what it says.
+            now = iso(self._clock())
             row = conn.execute(
                 f"SELECT id, {_RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
                 (user, kind, key),
@@ -398,14 +489,22 @@ class MemoryStore:
 
     def delete(self, user: str, kind: str, key: str, *, session: str | None = None,
                confirmation: str | None = None) -> bool:
-        """Delete one memory of `user`; True if it existed. The event history keeps the deletion."""
+        """Delete one memory of `user`; True if it existed. The event history keeps the deletion.
+
+        Args:
+            session: the session that asked for the deletion, kept in the event (None if unknown).
+            confirmation: what allowed the deletion, kept in the event; at most 512 code points.
+
+        Raises:
+            ValidationError: an argument broke a rule. StoreError: the database is locked or failed.
+        """
         self._check_identity(user, kind, key)
         if session is not None:
             self.limits.check_id("session", session)
         if confirmation is not None:
-            check_text("confirmation", confirmation)
-        now = iso(self._clock())
+            self.limits.check_confirmation(confirmation)
         with self.transaction() as conn:
+            now = iso(self._clock())
             row = conn.execute(
                 "SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
                 (user, kind, key),
@@ -553,8 +652,12 @@ class MemoryStore:
         if path is not None:
             target = Path(path)
             partial = target.with_name(target.name + ".partial")
-            partial.write_text(text, encoding="utf-8")
-            os.replace(partial, target)
+            try:
+                # Bytes, not text mode: the checksum covers "\n" line ends, which text mode may translate.
+                partial.write_bytes(text.encode("utf-8"))
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
         return text
 
     def import_records(self, bundle: str | os.PathLike[str], *, user: str | None = None,
@@ -562,7 +665,7 @@ class MemoryStore:
         """Load a bundle made by `export_user`, all or nothing.
 
         Args:
-            bundle: the bundle text, or a path to a bundle file.
+            bundle: the bundle text (a `str`), or a `pathlib.Path` to a bundle file.
             user: import under this user id instead of the one in the bundle.
             confirmation: unused by the store itself; kept for symmetry with writes (the CLI
                 requires `--confirm`).
@@ -571,10 +674,17 @@ class MemoryStore:
             How many records and events were imported.
 
         Raises:
-            ValidationError: the bundle is malformed, its checksum or version is wrong, or a record
-                breaks a limit. StoreError: the user already has data. QuotaError: it would not fit.
+            ValidationError: the bundle is malformed, truncated, its checksum or version is wrong, or
+                an entry breaks a limit. StoreError: the user already has data. QuotaError: it
+                would not fit. In every case nothing was imported.
         """
-        text = Path(bundle).read_text(encoding="utf-8") if isinstance(bundle, os.PathLike) else bundle
+        if isinstance(bundle, os.PathLike):
+            try:
+                text: object = Path(bundle).read_bytes().decode("utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValidationError(f"cannot read the bundle file {os.fspath(bundle)}: {exc}") from None
+        else:
+            text = bundle
         if not isinstance(text, str):
             raise ValidationError(f"bundle must be text or a path, not {type(text).__name__}")
         header, records, events = self._parse_bundle(text)
@@ -605,14 +715,20 @@ class MemoryStore:
         return {"records": len(records), "events": len(events)}
 
     def _parse_bundle(self, text: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-        lines = text.splitlines(keepends=True)
+        # Split on "\n" only: JSON escapes it inside strings, but not U+2028, U+0085 and the other
+        # characters str.splitlines() also breaks at, which a value may hold.
+        if not text.endswith("\n"):
+            raise ValidationError("bundle does not end with a newline; it may be truncated")
+        lines = text[:-1].split("\n")
         if len(lines) < 2:
             raise ValidationError("bundle is empty or has no checksum line")
-        try:
-            parsed = [json.loads(line) for line in lines]
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"bundle line {exc.lineno} is not JSON: {exc.msg}") from None
-        body, footer = "".join(lines[:-1]), parsed[-1]
+        parsed = []
+        for number, line in enumerate(lines, start=1):
+            try:
+                parsed.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValidationError(f"bundle line {number} is not JSON ({exc.msg}); it may be truncated") from None
+        body, footer = "".join(line + "\n" for line in lines[:-1]), parsed[-1]
         if not isinstance(footer, dict) or footer.get("type") != "checksum":
             raise ValidationError("bundle has no checksum line at its end; it may be truncated")
         if footer.get("sha256") != hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest():
@@ -633,10 +749,11 @@ class MemoryStore:
         self.limits.check_id("bundle user", header.get("user"))
         records = [item for item in parsed[1:-1] if isinstance(item, dict) and item.get("type") == "record"]
         events = [item for item in parsed[1:-1] if isinstance(item, dict) and item.get("type") == "event"]
-        if len(records) + len(events) != len(parsed) - 2 or (header.get("records"), header.get("events")) != (
-            len(records), len(events)
-        ):
+        counts = (header.get("records"), header.get("events"))
+        if (len(records) + len(events) != len(parsed) - 2 or any(isinstance(n, bool) for n in counts)
+                or counts != (len(records), len(events))):
             raise ValidationError("bundle line counts do not match its header")
+        seen: set[tuple[str, str]] = set()
         for item in records:
             self._check_bundle_entry(item, ("kind", "key", "value", "source_session", "revision",
                                             "created_at", "updated_at", "type"))
@@ -644,22 +761,46 @@ class MemoryStore:
             self.limits.check_key(item["key"])
             self.limits.check_value(item["value"])
             self.limits.check_id("source_session", item["source_session"])
+            self._check_bundle_time(item, "created_at", "updated_at")
+            if (item["kind"], item["key"]) in seen:
+                raise ValidationError(f"bundle holds {item['kind']} {item['key']!r} twice")
+            seen.add((item["kind"], item["key"]))
         for item in events:
             self._check_bundle_entry(item, ("kind", "key", "action", "revision", "session", "old_value",
                                             "new_value", "confirmation", "at", "type"))
             if item["action"] not in ("create", "update", "delete"):
                 raise ValidationError(f"bundle event action {item['action']!r} is unknown")
+            # Events go into the history as they are, so they meet the same rules as live writes.
+            self.limits.check_kind(item["kind"])
+            self.limits.check_key(item["key"])
+            if item["session"] is not None:
+                self.limits.check_id("event session", item["session"])
+            for name in ("old_value", "new_value"):
+                if item[name] is not None:
+                    self.limits.check_value(item[name])
+            if item["confirmation"] is not None:
+                self.limits.check_confirmation(item["confirmation"])
+            self._check_bundle_time(item, "at")
         return header, records, events
 
     @staticmethod
     def _check_bundle_entry(item: dict[str, Any], fields: tuple[str, ...]) -> None:
         if set(item) != set(fields):
             raise ValidationError(f"bundle entry has fields {sorted(item)}; expected {sorted(fields)}")
-        if not isinstance(item["revision"], int) or isinstance(item["revision"], bool) or item["revision"] < 1:
-            raise ValidationError(f"bundle entry revision {item['revision']!r} is not a positive integer")
+        revision = item["revision"]
+        if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+            raise ValidationError(f"bundle entry revision {revision!r} is not a positive integer")
         for name, value in item.items():
-            if value is not None and not isinstance(value, (str, int)):
-                raise ValidationError(f"bundle field {name!r} has a {type(value).__name__}")
+            if value is not None and not isinstance(value, str) and name != "revision":
+                raise ValidationError(f"bundle field {name!r} is a {type(value).__name__}, not text")
+
+    @staticmethod
+    def _check_bundle_time(item: dict[str, Any], *names: str) -> None:
+        for name in names:
+            moment = item[name]
+            if not isinstance(moment, str) or not moment or len(moment) > 64:
+                raise ValidationError(f"bundle field {name!r} is {moment!r}; expected a timestamp")
+            check_text(name, moment)
 
     # -- transcript archive (turns that left the short-term window) -----------------------------------
 
@@ -674,11 +815,17 @@ class MemoryStore:
 
         Returns:
             How many turns were newly archived.
+
+        Raises:
+            ValidationError: a turn is malformed; nothing of this call was archived.
+            QuotaError: the database would pass its size cap; nothing was archived.
         """
         self.limits.check_id("user", user)
         self.limits.check_id("session", session)
         rows = []
         for t in turns:
+            if not isinstance(t, dict):
+                raise ValidationError(f"a turn must be a dict with turn, role, content, at; got {type(t).__name__}")
             number, role, content, at = t.get("turn"), t.get("role"), t.get("content"), t.get("at")
             if not isinstance(number, int) or isinstance(number, bool) or number < 1:
                 raise ValidationError(f"turn number {number!r} is not a positive integer")
@@ -717,8 +864,8 @@ class MemoryStore:
 
         Returns:
             schema version, journal mode, synchronous, busy timeout, file size against the cap,
-            records in all and per user against the quotas, and whether the quota counters agree
-            with the rows.
+            records in all and per user (the 50 largest users) against the quotas, and whether the
+            quota counters (the total and every user's) agree with the rows.
         """
         with self._reading() as conn:
             per_user = dict(conn.execute(
@@ -726,6 +873,14 @@ class MemoryStore:
             ).fetchall())
             total = conn.execute("SELECT records FROM total_count").fetchone()[0]
             counted = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            # Per-user counters drift independently of the total (the quota check reads them), so
+            # compare them with the rows both ways: a missing, extra or wrong counter all show.
+            drifted = conn.execute(
+                "SELECT (SELECT count(*) FROM (SELECT user_id, count(*) FROM memories GROUP BY user_id"
+                "                              EXCEPT SELECT user_id, records FROM user_counts))"
+                "     + (SELECT count(*) FROM (SELECT user_id, records FROM user_counts"
+                "                              EXCEPT SELECT user_id, count(*) FROM memories GROUP BY user_id))"
+            ).fetchone()[0]
             users = conn.execute("SELECT count(*) FROM user_counts").fetchone()[0]
             db_bytes = self._db_bytes(conn)
             synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[
@@ -745,5 +900,5 @@ class MemoryStore:
                 "users": users,
                 "records_per_user": per_user,
                 "max_records_per_user": self.limits.max_records_per_user,
-                "counters_consistent": total == counted,
+                "counters_consistent": total == counted and not drifted,
             }
