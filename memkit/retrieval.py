@@ -26,11 +26,13 @@ _WORD_RE = re.compile(r"\w+")
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
-def task_terms(task: str, max_terms: int = DEFAULT_LIMITS.retrieval_max_terms) -> list[str]:
+def task_terms(task: str, max_terms: int = DEFAULT_LIMITS.retrieval_max_terms,
+               max_chars: int = DEFAULT_LIMITS.max_query_chars) -> list[str]:
     """The search terms of a task: words of 3+ letters that are not stopwords, in order, deduplicated.
 
     Runs of CJK characters have no spaces between words, so they are split into overlapping
-    pairs of characters ("我喜欢咖啡" gives "我喜", "喜欢", "欢咖", "咖啡"). At most `max_terms`.
+    pairs of characters ("我喜欢咖啡" gives "我喜", "喜欢", "欢咖", "咖啡"). At most `max_terms`
+    terms, each cut to `max_chars` (a search query's limit; a shorter term matches a superset).
 
     Example:
         >>> task_terms("What drink do I like in the morning?")
@@ -45,6 +47,7 @@ def task_terms(task: str, max_terms: int = DEFAULT_LIMITS.retrieval_max_terms) -
         else:
             pieces = []
         for piece in pieces:
+            piece = piece[:max_chars]
             if piece not in terms:
                 terms.append(piece)
             if len(terms) == max_terms:
@@ -84,7 +87,7 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
         The packed memory and a report saying what was offered, included or skipped and why.
     """
     limits = limits or store.limits
-    terms = task_terms(task, limits.retrieval_max_terms)
+    terms = task_terms(task, limits.retrieval_max_terms, limits.max_query_chars)
     per_term = min(limits.retrieval_max_episodes, limits.max_search_limit)
 
     # Candidates with the terms that found them; a record found by more terms ranks higher.

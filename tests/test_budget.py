@@ -1,0 +1,116 @@
+"""Canonical JSON sizes, the bounded History, and the budget wrapper's trimming and refusal."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memkit import BudgetedModel, BudgetError, History, Request, ScriptedModel, canonical_json, json_chars, say, shorten
+from memkit.models import call
+
+TOOLS = [{"type": "function", "function": {"name": "memory_get", "parameters": {"type": "object"}}}]
+
+
+def make_request(history=(), memory=(), exchanges=(), task="What do I like?"):
+    return Request(system="You are helpful.", task=task, tools=TOOLS, memory=list(memory),
+                   history=list(history), exchanges=[list(e) for e in exchanges],
+                   offered=[{"kind": m["kind"], "key": m["key"], "matched_by": "t", "chars": json_chars(m),
+                             "status": "included", "reason": ""} for m in memory])
+
+
+def exchange(n, size=200):
+    reply = call("memory_get", kind="preference", key=f"k{n}")
+    tool = {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": canonical_json({"ok": True, "result": "x" * size})}
+    return [reply.as_message(), tool]
+
+
+def test_canonical_json_counts_code_points_not_bytes():
+    assert canonical_json({"b": 1, "a": "茶"}) == '{"a":"茶","b":1}'
+    assert json_chars("茶") == 3
+
+
+def test_shorten_marks_what_it_cut_and_respects_the_bound():
+    text = shorten("x" * 5000, 1000)
+    assert len(text) <= 1000 and "shortened" in text and text.startswith("x")
+    assert shorten("short", 1000) == "short"
+
+
+def test_history_keeps_at_most_eight_exchanges_and_four_thousand_characters():
+    history = History()
+    for n in range(20):
+        history.add(f"question {n}", f"answer {n}")
+    assert len(history) == 8 and history.exchanges[0]["user"] == "question 12"
+    for n in range(20):
+        history.add("q" * 900, "a" * 900)
+    assert history.chars <= 4000 and len(history) >= 1
+
+
+def test_history_shortens_long_texts_with_a_marker():
+    history = History()
+    history.add("y" * 10_000, "ok")
+    assert len(history.exchanges[0]["user"]) <= 1000 and "shortened" in history.exchanges[0]["user"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    history=st.lists(st.fixed_dictionaries({"user": st.text(max_size=50), "assistant": st.text(max_size=50)}), max_size=5),
+    values=st.lists(st.text(max_size=80), max_size=5),
+    n_exchanges=st.integers(0, 3),
+    task=st.text(max_size=100),
+)
+def test_measured_size_equals_the_canonical_json_of_the_real_request(history, values, n_exchanges, task):
+    memory = [{"kind": "episode", "key": f"k{i}", "value": v} for i, v in enumerate(values)]
+    request = make_request(history, memory, [exchange(i, 10) for i in range(n_exchanges)], task=task)
+    total, parts = BudgetedModel(ScriptedModel([])).measure(request)
+    assert total == json_chars({"messages": request.messages(), "tools": request.tools})
+    assert sum(parts.values()) == total
+
+
+def test_trimming_order_history_then_memory_then_old_exchanges():
+    history = [{"user": f"old question {n}" + "h" * 300, "assistant": "a"} for n in range(4)]
+    memory = [{"kind": "episode", "key": f"e{n}", "value": "m" * 300} for n in range(3)]
+    request = make_request(history, memory, [exchange(n, 300) for n in range(3)])
+    wrapper = BudgetedModel(ScriptedModel([]), budget_chars=1)
+    full, _ = wrapper.measure(request)
+    # A budget that forces every kind of trim but leaves room for the newest exchange.
+    newest_only = make_request(exchanges=[exchange(9, 300)])
+    wrapper.budget_chars = wrapper.measure(newest_only)[0] + 10
+    measurement = wrapper.fit(request)
+    parts = [t["part"] for t in measurement.trimmed]
+    assert parts == ["history"] * 4 + ["memory"] * 3 + ["exchanges"] * 2
+    assert measurement.sent and measurement.total_chars <= wrapper.budget_chars < full
+    assert len(request.exchanges) == 1 and request.exchanges[0][0]["role"] == "assistant"
+    assert [row["status"] for row in measurement.packing] == ["trimmed"] * 3
+
+
+def test_a_tool_result_never_travels_without_its_call():
+    request = make_request(exchanges=[exchange(n, 500) for n in range(4)])
+    wrapper = BudgetedModel(ScriptedModel([]), budget_chars=1800)
+    wrapper.fit(request)
+    messages = request.messages()
+    call_ids = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])}
+    assert all(m["tool_call_id"] in call_ids for m in messages if m["role"] == "tool")
+
+
+def test_refuses_before_calling_when_the_newest_exchange_cannot_fit():
+    model = ScriptedModel([say("never sent")])
+    wrapper = BudgetedModel(model, budget_chars=600)
+    request = make_request(exchanges=[exchange(1, 2000)])
+    with pytest.raises(BudgetError, match="model was not called"):
+        asyncio.run(wrapper.complete(request))
+    assert model.requests == []
+    assert wrapper.measurements[-1].sent is False
+
+
+def test_every_sent_request_fits_and_is_recorded():
+    model = ScriptedModel([say("one"), say("two")])
+    wrapper = BudgetedModel(model, budget_chars=16000)
+    for _ in range(2):
+        asyncio.run(wrapper.complete(make_request(history=[{"user": "q", "assistant": "a"}])))
+    assert [m.call for m in wrapper.measurements] == [1, 2]
+    for sent, measurement in zip(model.requests, wrapper.measurements):
+        assert json_chars(sent) == measurement.total_chars <= 16000
+    assert wrapper.largest_request == max(m.total_chars for m in wrapper.measurements)

@@ -1,0 +1,130 @@
+"""The real `memkit` entry point: exit codes, JSON on stdout, `error:` on stderr, nothing changed on refusal."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def memkit(*argv: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=120)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "memory.sqlite3"
+    done = memkit("put", "--db", str(path), "--user", "alice", "--key", "drink", "--value", "tea", "--confirm")
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def test_put_get_search_history_round_trip(db):
+    got = json.loads(memkit("get", "--db", str(db), "--user", "alice", "--key", "drink").stdout)
+    assert got["value"] == "tea" and got["revision"] == 1
+    memkit("put", "--db", str(db), "--user", "alice", "--key", "drink", "--value", "coffee", "--confirm")
+    found = json.loads(memkit("search", "--db", str(db), "--user", "alice", "--query", "COFF").stdout)
+    assert [r["value"] for r in found] == ["coffee"]
+    history = json.loads(memkit("history", "--db", str(db), "--user", "alice", "--key", "drink").stdout)
+    assert [(e["action"], e["revision"], e["confirmation"]) for e in history] == [
+        ("create", 1, "cli#1"), ("update", 2, "cli#1")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["put", "--user", "alice", "--key", "drink", "--value", "milk"], "needs --confirm"),
+        (["delete", "--user", "alice", "--key", "drink"], "needs --confirm"),
+        (["forget-user", "--user", "alice"], "needs --confirm"),
+        (["put", "--user", "alice", "--key", "Drink", "--value", "milk", "--confirm"], "key 'Drink' is not allowed"),
+        (["put", "--user", "al ice", "--key", "drink", "--value", "milk", "--confirm"], "user 'al ice'"),
+        (["put", "--user", "alice", "--key", "drink", "--value", "x" * 600, "--confirm"], "at most 512"),
+        (["put", "--user", "alice", "--key", "drink", "--value", "   ", "--confirm"], "blank"),
+        (["search", "--user", "alice", "--limit", "0"], "limit is 0"),
+        (["import", "--file", "missing.jsonl", "--confirm"], "no bundle file"),
+    ],
+)
+def test_bad_input_exits_2_with_an_error_and_changes_nothing(db, argv, message):
+    before = digest(db)
+    done = memkit(argv[0], "--db", str(db), *argv[1:])
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: ") and message in done.stderr
+    assert digest(db) == before
+
+
+def test_reading_a_missing_database_does_not_create_one(tmp_path):
+    done = memkit("get", "--db", str(tmp_path / "none.sqlite3"), "--user", "alice", "--key", "drink")
+    assert done.returncode == 2 and "no database" in done.stderr
+    assert not (tmp_path / "none.sqlite3").exists()
+
+
+def test_workspace_means_state_memory_sqlite3(tmp_path):
+    done = memkit("put", "--workspace", str(tmp_path / "ws"), "--user", "bob", "--key", "k", "--value", "v", "--confirm")
+    assert done.returncode == 0
+    assert (tmp_path / "ws" / "state" / "memory.sqlite3").is_file()
+
+
+def test_export_forget_import_round_trip(db, tmp_path):
+    bundle = tmp_path / "alice.jsonl"
+    assert memkit("export", "--db", str(db), "--user", "alice", "--out", str(bundle)).returncode == 0
+    forgotten = json.loads(memkit("forget-user", "--db", str(db), "--user", "alice", "--confirm").stdout)
+    assert forgotten == {"records": 1, "events": 1, "transcript": 0}
+    assert json.loads(memkit("get", "--db", str(db), "--user", "alice", "--key", "drink").stdout) is None
+    imported = json.loads(memkit("import", "--db", str(db), "--file", str(bundle), "--confirm").stdout)
+    assert imported == {"records": 1, "events": 1}
+    assert memkit("export", "--db", str(db), "--user", "alice").stdout == bundle.read_text()
+
+
+def test_a_tampered_bundle_is_refused(db, tmp_path):
+    bundle = tmp_path / "alice.jsonl"
+    memkit("export", "--db", str(db), "--user", "alice", "--out", str(bundle))
+    bundle.write_text(bundle.read_text().replace('"tea"', '"gin"'))
+    done = memkit("import", "--db", str(db), "--file", str(bundle), "--as-user", "carol", "--confirm")
+    assert done.returncode == 2 and "checksum" in done.stderr
+
+
+def test_chat_recalls_in_a_new_process_and_never_shows_another_user(tmp_path):
+    db = str(tmp_path / "m.sqlite3")
+    first = memkit("chat", "--db", db, "--user", "alice", "--session", "s1",
+                   "--confirm-preference", "drink", "green tea", "--message", "Remember my drink is green tea")
+    assert first.returncode == 0, first.stderr
+    memkit("chat", "--db", db, "--user", "bob", "--confirm-preference", "drink", "espresso",
+           "--message", "Remember my drink is espresso")
+    dump = tmp_path / "requests.json"
+    second = memkit("chat", "--db", db, "--user", "alice", "--session", "s2", "--dump-requests", str(dump),
+                    "--message", "What drink do I like?")
+    assert "green tea" in json.loads(second.stdout)["turns"][0]["reply"]
+    assert "espresso" not in dump.read_text()
+
+
+def test_chat_reports_unconfirmed_saves_as_refused(tmp_path):
+    done = memkit("chat", "--db", str(tmp_path / "m.sqlite3"), "--user", "alice", "--message", "Remember my drink is rum")
+    output = json.loads(done.stdout)
+    assert output["turns"][0]["tool_results"][0]["outcome"]["ok"] is False
+    assert json.loads(memkit("search", "--db", str(tmp_path / "m.sqlite3"), "--user", "alice").stdout) == []
+
+
+def test_health_reports_the_settings_an_operator_asks_for(db):
+    health = json.loads(memkit("health", "--db", str(db)).stdout)
+    assert health["journal_mode"] == "wal" and health["synchronous"] == "FULL"
+    assert health["records_per_user"] == {"alice": 1} and health["max_records_per_user"] == 64
+
+
+def test_demo_runs_end_to_end_and_cleans_up(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    done = memkit(env={**os.environ, "TMPDIR": str(scratch)})  # no command: the demo is the default
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("ok  ") == 4 and "FAIL" not in done.stdout
+    assert "largest measured request" in done.stdout
+    assert list(scratch.iterdir()) == []  # the workspace was removed

@@ -1,0 +1,138 @@
+"""The live model against a real local HTTP server speaking chat completions; never a silent fixture."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from memkit import Approvals, MemoryAgent, ModelError, OpenAIModel
+
+
+class ChatServer:
+    """A local chat-completions endpoint that answers from a script and records what it received."""
+
+    def __init__(self, replies: list[dict], status: int = 200) -> None:
+        self.replies, self.status, self.received = list(replies), status, []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.received.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+                message = server.replies.pop(0) if server.replies else {"role": "assistant", "content": "(no more)"}
+                payload = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                           "choices": [{"index": 0, "message": message,
+                                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]}
+                if server.status != 200:
+                    payload = {"error": {"message": "server exploded", "type": "server_error"}}
+                data = json.dumps(payload).encode()
+                self.send_response(server.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def chat_server():
+    servers = []
+
+    def start(replies, status=200):
+        servers.append(ChatServer(replies, status))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def tool_call_message(name, arguments):
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_a", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+def test_live_model_runs_the_tool_loop_over_http(store, chat_server):
+    server = chat_server([
+        tool_call_message("memory_put", {"kind": "preference", "key": "drink", "value": "tea"}),
+        {"role": "assistant", "content": "Saved your drink."},
+    ])
+    approvals = Approvals()
+    approvals.confirm_put("preference", "drink", "tea")
+
+    async def scenario():
+        model = OpenAIModel("test-model", api_key="sk-test-not-real", base_url=server.url)
+        try:
+            reply = await MemoryAgent(store, "alice", "s1", model, approvals=approvals).ask("remember my drink is tea")
+        finally:
+            await model.aclose()
+        return model, reply
+
+    model, reply = asyncio.run(scenario())
+    assert reply.text == "Saved your drink." and model.closed
+    assert store.get("alice", "preference", "drink")["value"] == "tea"
+    first, second = server.received
+    assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-test-not-real"
+    assert [t["function"]["name"] for t in first["body"]["tools"]] == [
+        "memory_get", "memory_search", "memory_put", "memory_delete"]
+    assert second["body"]["messages"][-1]["role"] == "tool"
+    assert json.loads(second["body"]["messages"][-1]["content"])["ok"] is True
+
+
+def test_a_failing_endpoint_is_a_model_error_and_the_client_still_closes(store, chat_server):
+    server = chat_server([], status=500)
+
+    async def scenario():
+        async with OpenAIModel("m", api_key="k", base_url=server.url) as model:
+            with pytest.raises(ModelError, match="live model call failed"):
+                await MemoryAgent(store, "alice", "s1", model).ask("hi")
+        return model
+
+    assert asyncio.run(scenario()).closed
+
+
+def test_missing_credentials_fail_clearly(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ModelError, match="OPENAI_API_KEY"):
+        OpenAIModel("m")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.delenv("OPENAI_MODEL", raising=False)
+    with pytest.raises(ModelError, match="OPENAI_MODEL"):
+        OpenAIModel()
+
+
+def test_cli_live_without_credentials_never_falls_back_to_the_fixture(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OPENAI_")}
+    done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(tmp_path / "m.sqlite3"),
+                           "--user", "alice", "--live", "--message", "hi"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and "OPENAI_API_KEY" in done.stderr and done.stdout == ""
+
+
+def test_cli_live_talks_to_the_configured_endpoint(tmp_path, chat_server):
+    server = chat_server([{"role": "assistant", "content": "Hello from the live path."}])
+    env = {**__import__("os").environ, "OPENAI_API_KEY": "sk-test-not-real", "OPENAI_MODEL": "test-model",
+           "OPENAI_BASE_URL": server.url}
+    done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(tmp_path / "m.sqlite3"),
+                           "--user", "alice", "--live", "--message", "hi"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)
+    assert output["model"] == "live" and output["turns"][0]["reply"] == "Hello from the live path."
+    assert server.received[0]["body"]["model"] == "test-model"
