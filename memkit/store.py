@@ -54,8 +54,11 @@ class MemoryStore:
     each open their own store on the same file; SQLite's locks (WAL, `busy_timeout`) coordinate them.
 
     Args:
-        path: the database file. Created with the current schema if it does not exist; an existing
-            file must be a memkit database, or the store refuses it and leaves it untouched.
+        path: the database file. If it does not exist it is built beside, with the current schema,
+            and linked into place whole (so no process ever sees it half-made); an existing file must
+            be a memkit database, or the store refuses it and leaves it untouched. Its folder must
+            exist and be writable (WAL keeps `-wal` and `-shm` files beside it); a symbolic link is
+            refused.
         limits: the bounds to enforce (see `Limits`); raise them for large experiments.
         synchronous: `"FULL"` (default) makes each commit durable through a power cut: it waits for
             the WAL to reach the disk. `"NORMAL"` skips that wait in WAL mode: the database stays
@@ -532,6 +535,9 @@ class MemoryStore:
             query: at most 256 code points; may be empty.
             limit: 1 to `Limits.max_search_limit` results.
             kind: only this kind, or both when None.
+
+        Raises:
+            ValidationError: a bad user, query or kind, or a limit out of range (refused, not clamped).
         """
         self.limits.check_id("user", user)
         self.limits.check_query(query)
@@ -628,6 +634,9 @@ class MemoryStore:
 
         Returns:
             The bundle text.
+
+        Raises:
+            OSError: `path` could not be written (no partial file is left behind).
         """
         self.limits.check_id("user", user)
         with self._reading() as conn:

@@ -13,6 +13,9 @@ Modes:
         committed, print "locked", then sleep SECONDS and exit without committing.
     put PATH USER KEY VALUE
         Put one preference and print the record.
+    put-and-hang PATH USER KEY VALUE
+        Put one preference, print the record, then sleep until killed (the store is never closed,
+        so the write is only in the -wal file, not checkpointed).
     get PATH USER KEY
         Print the preference, or null.
 """
@@ -77,6 +80,11 @@ def main(argv: list[str]) -> None:
         path, user, key, value = args
         with MemoryStore(path) as store:
             print(json.dumps(store.put(user, "first-process", "preference", key, value)))
+    elif mode == "put-and-hang":
+        path, user, key, value = args
+        store = MemoryStore(path)
+        print(json.dumps(store.put(user, "first-process", "preference", key, value)), flush=True)
+        time.sleep(60)
     elif mode == "get":
         path, user, key = args
         with MemoryStore(path) as store:

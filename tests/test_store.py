@@ -338,11 +338,11 @@ def test_large_users_are_searched_through_the_trigram_index(clocked):
 
 # Characters chosen to stress the rule: case folding that changes length (ß, ﬁ, İ), final sigma,
 # CJK, FTS5 syntax characters, LIKE wildcards, quotes, backslashes, spaces.
-ALPHABET = st.sampled_from(list('aAbB ßSsİiıﬁΣσς茶绿喝"\'%_*\\-:.^()'))
+ALPHABET = st.sampled_from(list('aAbBkK ßSsİiıﬁΣσςÅå茶绿喝"\'%_*\\-:.^()\t'))
 VALUES = st.text(ALPHABET, min_size=1, max_size=12).filter(lambda v: v.strip())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     values=st.lists(VALUES, min_size=1, max_size=12),
     queries=st.lists(st.text(ALPHABET, min_size=0, max_size=5), min_size=1, max_size=6),
@@ -776,6 +776,22 @@ def test_a_value_written_in_one_process_is_read_by_a_fresh_one(tmp_path):
     assert worker("get", path, "bob", "drink") is None
     with MemoryStore(path) as store:
         assert store.get("alice", "preference", "drink") == written
+
+
+def test_a_committed_value_survives_the_writer_being_killed(tmp_path):
+    path = tmp_path / "memory.sqlite3"
+    hanging = subprocess.Popen([sys.executable, str(WORKER), "put-and-hang", path, "alice", "drink", "tea"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        written = json.loads(hanging.stdout.readline() or "null")
+        assert written is not None, hanging.stderr.read()
+    finally:
+        hanging.kill()  # SIGKILL: no close, no checkpoint
+        hanging.communicate()
+    assert Path(f"{path}-wal").stat().st_size > 0  # the value lives only in the write-ahead log
+    assert worker("get", path, "alice", "drink") == written
+    with MemoryStore(path) as store:
+        assert store.put("alice", "s2", "preference", "drink", "coffee")["revision"] == 2
 
 
 def test_threads_sharing_one_store_all_succeed_with_consecutive_revisions(clocked):
