@@ -288,7 +288,7 @@ def budget_chart(rows: Any, budget: int | None = None, *, title: str | None = No
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if budget is None:
         budget = int(frame["budget"].max()) if not frame.empty else 0
-    figure = _figure_class()(figsize=(9, 4))
+    figure = _figure_class()(figsize=(10, 4))
     ax = figure.add_subplot()
     x = list(range(len(frame)))
     bottom = [0] * len(frame)
@@ -312,7 +312,7 @@ def budget_chart(rows: Any, budget: int | None = None, *, title: str | None = No
     ax.set_ylabel("characters (canonical JSON)")
     ax.set_ylim(0, max([budget, *bottom]) * 1.12 if bottom or budget else 1)
     ax.set_title(title or f"Each request by part, budget {budget} characters")
-    ax.legend(loc="upper left", fontsize=7, ncol=2)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     figure.tight_layout()
     return figure
 
