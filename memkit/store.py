@@ -204,8 +204,10 @@ class MemoryStore:
     @staticmethod
     def _check_schema(conn: sqlite3.Connection, path: Path, check_integrity: bool) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = {
-            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        # Any table, view, index or trigger, not only tables: a file holding only another program's
+        # views is still theirs, and the migrations must not be run into it.
+        objects = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master")
             if not row[0].startswith("sqlite_")
         }
         if check_integrity:
@@ -219,9 +221,9 @@ class MemoryStore:
             )
         if version < 0:
             raise StoreError(f"{path} has a malformed schema version ({version}); memkit left it as it was")
-        if version == 0 and tables:
+        if version == 0 and objects:
             raise StoreError(
-                f"{path} holds tables of another program ({', '.join(sorted(tables)[:5])}) and no memkit "
+                f"{path} holds tables of another program ({', '.join(sorted(objects)[:5])}) and no memkit "
                 "schema version; memkit left it as it was"
             )
         if version == SCHEMA_VERSION:

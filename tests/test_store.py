@@ -6,6 +6,7 @@ Every test uses a real file under tmp_path; crashes, restarts, locks and races u
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -220,6 +221,8 @@ def test_a_tiny_size_cap_refuses_every_write(tmp_path):
             store.put("alice", "s1", "preference", "drink", "coffee")
         with pytest.raises(QuotaError, match="the cap is 4096 bytes"):
             store.archive_turns("alice", "s1", [{"turn": 1, "role": "user", "content": "hi", "at": "t"}])
+        with pytest.raises(QuotaError, match="the cap is 4096 bytes"):
+            store.import_records(store.export_user("alice"), user="bob")
         assert snapshot(store) == before
         assert store.health()["max_db_bytes"] == 4096
 
@@ -342,6 +345,16 @@ ALPHABET = st.sampled_from(list('aAbBkK ßSsİiıﬁΣσςÅå茶绿喝"\'%_*\\-
 VALUES = st.text(ALPHABET, min_size=1, max_size=12).filter(lambda v: v.strip())
 
 
+USER_NUMBERS = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def search_store(tmp_path_factory):
+    limits = Limits().replace(max_records_total=1_000_000)
+    with open_store(tmp_path_factory.mktemp("search") / "m.sqlite3", limits=limits, synchronous="NORMAL") as store:
+        yield store
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     values=st.lists(VALUES, min_size=1, max_size=12),
@@ -349,27 +362,28 @@ VALUES = st.text(ALPHABET, min_size=1, max_size=12).filter(lambda v: v.strip())
     picks=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11), st.integers(0, 5)), max_size=4),
     limit=st.integers(1, 50),
 )
-def test_trigram_index_and_scan_both_match_the_reference_rule(tmp_path_factory, values, queries, picks, limit):
-    folder = tmp_path_factory.mktemp("search")
-    with open_store(folder / "m.sqlite3", synchronous="NORMAL") as store:
-        records = {}
-        for number, value in enumerate(values):
-            key = f"k{number % 7}"  # some keys are updated: updated_at, not id, orders them
-            store.put("alice", "s1", "episode", key, value)
-            if records.get(key, (None,))[0] != value:  # the same value again is no update
-                records[key] = (value, number)
-        store.put("bob", "s1", "episode", "k0", values[0])  # another user's copy must never appear
-        # Also query real substrings of the values, so matches are common, not only misses.
-        queries = queries + [values[i % len(values)][j:j + 1 + k] for i, j, k in picks]
-        for query in queries:
-            newest_first = sorted(records.items(), key=lambda item: -item[1][1])
-            expected = [key for key, (value, _) in newest_first
-                        if query.casefold() in key.casefold() or query.casefold() in value.casefold()][:limit]
-            store.fts_min_user_rows = 0
-            through_index = [r["key"] for r in store.search("alice", query, limit=limit)]
-            store.fts_min_user_rows = 10**9
-            through_scan = [r["key"] for r in store.search("alice", query, limit=limit)]
-            assert through_index == through_scan == expected, query
+def test_trigram_index_and_scan_both_match_the_reference_rule(search_store, values, queries, picks, limit):
+    store = search_store
+    # A new pair of users per example: one store for all examples keeps the property test fast.
+    alice, bob = f"alice{next(USER_NUMBERS)}", f"bob{next(USER_NUMBERS)}"
+    records = {}
+    for number, value in enumerate(values):
+        key = f"k{number % 7}"  # some keys are updated: updated_at, not id, orders them
+        store.put(alice, "s1", "episode", key, value)
+        if records.get(key, (None,))[0] != value:  # the same value again is no update
+            records[key] = (value, number)
+    store.put(bob, "s1", "episode", "k0", values[0])  # another user's copy must never appear
+    # Also query real substrings of the values, so matches are common, not only misses.
+    queries = queries + [values[i % len(values)][j:j + 1 + k] for i, j, k in picks]
+    for query in queries:
+        newest_first = sorted(records.items(), key=lambda item: -item[1][1])
+        expected = [key for key, (value, _) in newest_first
+                    if query.casefold() in key.casefold() or query.casefold() in value.casefold()][:limit]
+        store.fts_min_user_rows = 0
+        through_index = [r["key"] for r in store.search(alice, query, limit=limit)]
+        store.fts_min_user_rows = 10**9
+        through_scan = [r["key"] for r in store.search(alice, query, limit=limit)]
+        assert through_index == through_scan == expected, query
 
 
 # -- forgetting, export and import ----------------------------------------------------------------
@@ -637,6 +651,7 @@ BAD_FILES = {
     "truncated by a byte": (truncated(-1), "damaged|corrupt"),
     "foreign schema": (lambda p: raw_edit(p, "CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)",
                                           "INSERT INTO orders VALUES (1, 9.5)"), "another program"),
+    "foreign view only": (lambda p: raw_edit(p, "CREATE VIEW answers AS SELECT 42 AS answer"), "another program"),
     "foreign schema claiming version 1": (
         lambda p: raw_edit(p, "CREATE TABLE memories (id INTEGER PRIMARY KEY)", "PRAGMA user_version = 1"),
         "malformed"),
@@ -704,6 +719,17 @@ def test_opening_refuses_a_directory_a_symlink_and_a_missing_folder(tmp_path):
         MemoryStore(tmp_path / "missing" / "memory.sqlite3")
     assert folder_state(tmp_path) == before
     assert not (tmp_path / "missing").exists() and not (tmp_path / "nowhere.sqlite3").exists()
+
+
+def test_paths_with_uri_characters_and_unicode_open(tmp_path):
+    folder = tmp_path / "odd ?#%20 ☕ file:x"
+    folder.mkdir()
+    path = folder / "m?x#y%25.sqlite3"
+    with MemoryStore(path) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+    with MemoryStore(path) as store:
+        assert store.get("alice", "preference", "drink")["value"] == "tea"
+    assert os.listdir(folder) == [path.name]  # no stray file under a mis-parsed name
 
 
 def test_a_sound_file_opens_again_unchanged_in_content(tmp_path):
