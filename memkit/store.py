@@ -145,6 +145,7 @@ class MemoryStore:
         """
         partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.creating")
         try:
+            partial.unlink(missing_ok=True)  # a leftover of a crashed process that had our pid
             try:
                 conn = sqlite3.connect(str(partial), isolation_level=None)
                 try:
