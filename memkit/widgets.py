@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, S
 
 from .agent import MemoryAgent
 from .approvals import Approvals, Confirmation
-from .budget import canonical_json
+from .budget import canonical_json, shorten
 from .errors import ApprovalError, BudgetError, MemkitError, StoreError, ValidationError
 from .limits import DEFAULT_LIMITS, KINDS, Limits
 from .models import FixtureModel, ModelReply, ScriptedModel, call, say
@@ -162,6 +162,24 @@ def tool_results_table(tool_results: Iterable[Mapping[str, Any]]) -> pandas.Data
         rows.append({"tool": item["name"], "arguments": item["arguments"], "ok": bool(outcome.get("ok")),
                      "result or error": detail})
     return pd.DataFrame(rows, columns=["tool", "arguments", "ok", "result or error"])
+
+
+def messages_table(messages: Iterable[Mapping[str, Any]], max_chars: int = 120) -> pandas.DataFrame:
+    """The messages of one model request, one row each: role and what it carries (shortened).
+
+    An assistant message that calls tools shows the calls (`memory_put {"kind": ...}`); other
+    messages show their content, cut to `max_chars` with a visible marker.
+    """
+    pd = _pandas()
+    rows = []
+    for number, message in enumerate(messages, start=1):
+        calls = message.get("tool_calls") or []
+        if calls:
+            text = "; ".join(f"{c['function']['name']} {c['function']['arguments']}" for c in calls)
+        else:
+            text = message.get("content") or ""
+        rows.append({"#": number, "role": message["role"], "content": shorten(text, max_chars)})
+    return pd.DataFrame(rows, columns=["#", "role", "content"])
 
 
 def approvals_table(approvals: Approvals) -> pandas.DataFrame:

@@ -30,6 +30,7 @@ from memkit.widgets import (  # noqa: E402
     confirm_from_form,
     conversation_rows,
     history_table,
+    messages_table,
     records_table,
     run_sync,
     scan_requests,
@@ -345,3 +346,13 @@ def test_importing_memkit_widgets_does_not_import_the_extras():
     script = "import sys, memkit.widgets; print(sorted({'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_messages_table_shows_calls_and_shortens_content(demo):
+    model = ScriptedModel([call("memory_search", query="drink"), "done"])
+    run_sync(MemoryAgent(demo, "alice", "s1", model).ask("What do I drink?"))
+    frame = messages_table(model.requests[1]["messages"], max_chars=80)
+    assert list(frame["role"]) == ["system", "user", "assistant", "tool"]
+    assert frame.loc[2, "content"] == 'memory_search {"query": "drink"}'
+    assert len(frame.loc[0, "content"]) == 80 and "shortened" in frame.loc[0, "content"]
+    assert '"jasmine tea"' in frame.loc[3, "content"]
