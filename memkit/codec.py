@@ -1,0 +1,125 @@
+"""The JSON codec of the short-term window: plain JSON plus a few tagged Python types.
+
+Turns travel through Redis as JSON text, and a tool turn may carry structured content (a price,
+a date, a set of tags). JSON has no type for those, so the codec writes each one as a one-key
+object with a `$` tag and reads it back as the same Python type:
+
+==============================  ==========================================  =========================
+Python value                    JSON text                                   decoded as
+==============================  ==========================================  =========================
+``datetime(2026, 1, 1, 9, 0,    ``{"$datetime":"2026-01-01T09:00:00+00:00"}``  the same datetime
+tzinfo=timezone.utc)``                                                        (naive stays naive)
+``Decimal("9.99")``             ``{"$decimal":"9.99"}`` (text, never float)  the exact Decimal
+``b"\\x00\\xff"``               ``{"$bytes":"AP8="}`` (base64)              the same bytes
+``{"b", "a"}`` / frozenset      ``{"$set":["a","b"]}`` (sorted by encoding)  a set
+a dict whose one key is a tag   ``{"$object":[["$set",...]]}`` (escaped)    the dict as it was
+==============================  ==========================================  =========================
+
+Everything else is plain JSON: str, int, float, bool, None, lists (tuples become lists, as JSON
+has no tuple) and dicts with string keys. The codec refuses what it cannot bring back faithfully
+instead of changing it silently: NaN and infinities, non-string dict keys, other types.
+
+Output is canonical (sorted keys, no spaces, UTF-8 kept as is), so equal values encode to equal
+text: Redis sorted-set members and tests can compare it byte for byte.
+
+Example:
+    >>> from decimal import Decimal
+    >>> text = dumps({"price": Decimal("9.99"), "tags": {"tea", "green"}})
+    >>> text
+    '{"price":{"$decimal":"9.99"},"tags":{"$set":["green","tea"]}}'
+    >>> loads(text) == {"price": Decimal("9.99"), "tags": {"tea", "green"}}
+    True
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+from .errors import ValidationError
+
+TAGS = ("$datetime", "$decimal", "$bytes", "$set", "$object")
+"""The tag keys the codec writes; a user dict with one of them as its only key is escaped."""
+
+
+def dumps(value: Any) -> str:
+    """Encode `value` as canonical JSON text, tagging datetime, Decimal, bytes and sets.
+
+    Raises:
+        ValidationError: the value holds something the codec cannot bring back as it was
+            (NaN, an infinity, a non-string dict key, an unknown type).
+    """
+    return json.dumps(_to_json(value, "value"), sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"), allow_nan=False)
+
+
+def loads(text: str | bytes) -> Any:
+    """Decode text written by `dumps` back into Python values (tags become their types again).
+
+    Raises:
+        ValidationError: the text is not JSON, or a tag holds a malformed value.
+    """
+    try:
+        return json.loads(text, object_hook=_from_json)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"not JSON text: {exc.msg} at position {exc.pos}") from None
+
+
+def _to_json(value: Any, where: str) -> Any:
+    # bool before int (bool is an int); datetime before date (datetime is a date).
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValidationError(f"{where} is {value!r}; JSON has no NaN or infinity")
+        return value
+    if isinstance(value, _dt.datetime):
+        return {"$datetime": value.isoformat()}
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValidationError(f"{where} is Decimal({str(value)!r}); only finite decimals are encoded")
+        return {"$decimal": str(value)}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, (set, frozenset)):
+        items = [_to_json(item, f"{where} item") for item in value]
+        return {"$set": sorted(items, key=lambda item: json.dumps(item, sort_keys=True, ensure_ascii=False))}
+    if isinstance(value, (list, tuple)):
+        return [_to_json(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError(f"{where} has a {type(key).__name__} key {key!r}; JSON keys are strings")
+            out[key] = _to_json(item, f"{where}[{key!r}]")
+        if len(out) == 1 and next(iter(out)) in TAGS:
+            # Escaped as a list of one [key, value] pair, so the decoder never mistakes it for a tag.
+            return {"$object": [[key, item] for key, item in out.items()]}
+        return out
+    raise ValidationError(
+        f"{where} is a {type(value).__name__}; the codec encodes JSON types, datetime, Decimal, bytes and sets"
+    )
+
+
+def _from_json(obj: dict[str, Any]) -> Any:
+    if len(obj) != 1:
+        return obj
+    (tag, inner), = obj.items()
+    try:
+        if tag == "$datetime":
+            return _dt.datetime.fromisoformat(inner)
+        if tag == "$decimal":
+            return Decimal(inner)
+        if tag == "$bytes":
+            return base64.b64decode(inner.encode("ascii"), validate=True)
+        if tag == "$set":
+            return {tuple(item) if isinstance(item, list) else item for item in inner}
+        if tag == "$object":
+            return {key: item for key, item in inner}
+    except (ValueError, TypeError, ArithmeticError, AttributeError) as exc:
+        raise ValidationError(f"malformed {tag} value {inner!r}: {exc}") from None
+    return obj
