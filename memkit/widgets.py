@@ -485,7 +485,8 @@ def _strings(obj: Any) -> Iterable[str]:
         yield str(obj)
 
 
-def scan_requests(requests: Sequence[Mapping[str, Any]], needles: Mapping[str, str]) -> pandas.DataFrame:
+def scan_requests(requests: Sequence[Mapping[str, Any]], needles: Mapping[str, str], *,
+                  roles: Sequence[str] | None = None) -> pandas.DataFrame:
     """Look for each needle in every request a model received; one row per needle.
 
     The scan covers every string in each request (system prompt, the user message's JSON envelope,
@@ -495,6 +496,8 @@ def scan_requests(requests: Sequence[Mapping[str, Any]], needles: Mapping[str, s
     Args:
         requests: `model.requests` of a fixture model (`{"messages": ..., "tools": ...}` each).
         needles: label -> text that must not appear (e.g. `"bob drink" -> "espresso"`).
+        roles: scan only the messages with these roles (e.g. `("tool",)`: what the tools returned);
+            by default everything, tool schemas included.
 
     Returns:
         Columns: needle, value, requests scanned, hits, in requests (the 1-based numbers with a hit).
@@ -511,6 +514,8 @@ def scan_requests(requests: Sequence[Mapping[str, Any]], needles: Mapping[str, s
                 pass
         return found
 
+    if roles is not None:
+        requests = [{"messages": [m for m in r["messages"] if m["role"] in roles]} for r in requests]
     scanned = [texts(r) for r in requests]
     rows = []
     for label, value in needles.items():
@@ -519,6 +524,32 @@ def scan_requests(requests: Sequence[Mapping[str, Any]], needles: Mapping[str, s
         rows.append({"needle": label, "value": value, "requests scanned": len(scanned), "hits": len(where),
                      "in requests": ", ".join(map(str, where))})
     return pd.DataFrame(rows, columns=["needle", "value", "requests scanned", "hits", "in requests"])
+
+
+def cross_user_scan(store: MemoryStore, requests_by_user: Mapping[str, Sequence[Mapping[str, Any]]], *,
+                    roles: Sequence[str] | None = None) -> pandas.DataFrame:
+    """Scan each user's model requests for the values of every *other* user in the store.
+
+    Args:
+        store: where the users' values are read from (every user with records).
+        requests_by_user: user -> the requests a model received while serving that user.
+        roles: passed to `scan_requests`.
+
+    Returns:
+        One row per (requests of, other user's record): the `scan_requests` columns plus
+        `requests of`. Zero hits everywhere means no value crossed between users.
+    """
+    pd = _pandas()
+    frames = []
+    for user, requests in requests_by_user.items():
+        needles = {f"{other} {r['kind']} {r['key']}": r["value"]
+                   for other in store.users() if other != user for r in store.records(other)}
+        frame = scan_requests(requests, needles, roles=roles)
+        frame.insert(0, "requests of", user)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["requests of", "needle", "value", "requests scanned", "hits", "in requests"])
+    return pd.concat(frames, ignore_index=True)
 
 
 def what_user_sees(store: MemoryStore, user: str, task: str, *, session: str = "switcher") -> dict[str, Any]:

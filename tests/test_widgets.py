@@ -17,7 +17,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
-from memkit import Approvals, FakeClock, MemoryAgent, MemoryStore, ScriptedModel, call, say  # noqa: E402
+from memkit import Approvals, FakeClock, FixtureModel, MemoryAgent, MemoryStore, ScriptedModel, call  # noqa: E402
 from memkit.errors import ApprovalError, StoreError, ValidationError  # noqa: E402
 from memkit.widgets import (  # noqa: E402
     BudgetExplorer,
@@ -29,6 +29,7 @@ from memkit.widgets import (  # noqa: E402
     budget_summary,
     confirm_from_form,
     conversation_rows,
+    cross_user_scan,
     history_table,
     messages_table,
     records_table,
@@ -356,3 +357,17 @@ def test_messages_table_shows_calls_and_shortens_content(demo):
     assert frame.loc[2, "content"] == 'memory_search {"query": "drink"}'
     assert len(frame.loc[0, "content"]) == 80 and "shortened" in frame.loc[0, "content"]
     assert frame.loc[3, "content"].startswith('{"ok":true,"result":[')
+
+
+def test_cross_user_scan_finds_nothing_foreign_and_would_find_a_leak(demo):
+    models = {"alice": FixtureModel(), "bob": FixtureModel()}
+    for user, model in models.items():
+        run_sync(MemoryAgent(demo, user, "s1", model).ask("What do I drink, and where do I live?"))
+    clean = cross_user_scan(demo, {user: m.requests for user, m in models.items()})
+    assert len(clean) == 3 + 2 and clean["hits"].sum() == 0
+    assert set(clean.loc[clean["requests of"] == "alice", "value"]) == {"espresso", "Oslo"}
+    # The same scan over a request that did carry Bob's value reports it.
+    leaked = [{"messages": [{"role": "tool", "content": json.dumps({"ok": True, "result": "espresso"})}]}]
+    found = cross_user_scan(demo, {"alice": leaked}, roles=("tool",))
+    assert found.loc[found["value"] == "espresso", "hits"].item() == 1
+    assert cross_user_scan(demo, {}).empty
