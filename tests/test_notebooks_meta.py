@@ -1,0 +1,208 @@
+"""Meta-checks over every notebook in notebooks/: the teaching shape, the kernel, clean committed outputs.
+
+nbval runs the notebooks and compares their outputs; these checks cover what nbval cannot see: that
+each notebook opens with a title, learning goals and the time it needs, ends with an exercise and a
+cell that checks it, names the `python3` kernel, was committed executed, uses nbval markers that
+nbval actually understands, and that no committed output carries a machine path, a secret-like string
+or an error traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+
+NAME_RE = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
+TIME_RE = re.compile(r"(?i)\btime\b[^\n]{0,40}?\d+\s*(?:min|minutes)\b")
+EXERCISE_RE = re.compile(r"(?im)^#+[^\n]*\bexercise")
+# The markers nbval 0.11 knows; a marker must be the whole line (anything after it disables it).
+NBVAL_MARKERS = {"# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP", "# NBVAL_CHECK_OUTPUT"}
+# A path of this machine (or a typical laptop) at the start of a path, not inside a URL.
+MACHINE_PATH_RE = re.compile(
+    r"(?<![\w.:/-])(?:/tmp/|/var/folders/|/private/var/|/root/|/work/|/home/|/Users/|[A-Za-z]:\\\\?Users\\)"
+)
+SECRET_RES = [
+    re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{20,}"),  # OpenAI-style keys
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),  # GitHub tokens
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack tokens
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    re.compile(r"(?i)\b(?:api[_-]?key|secret|token|password)\b\s*[=:]\s*['\"]?[A-Za-z0-9_\-]{16,}"),
+]
+TRACEBACK_MARKERS = ("Traceback (most recent call last)", "\x1b[0;31m---------------------------------------")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "".join(str(part) for part in value)
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def output_texts(output: dict[str, Any]) -> list[str]:
+    """Every piece of text an output carries (stream text, rich text reprs, error fields); no images."""
+    texts = []
+    if "text" in output:
+        texts.append(_text(output["text"]))
+    for mime, value in output.get("data", {}).items():
+        if not mime.startswith("image/"):
+            texts.append(_text(value))
+    if output.get("output_type") == "error":
+        texts += [output.get("ename", ""), output.get("evalue", ""), _text(output.get("traceback", []))]
+    return texts
+
+
+def notebook_problems(nb: dict[str, Any], name: str = "00_example.ipynb") -> list[str]:
+    """What is wrong with a notebook, as short sentences; an empty list means it follows the conventions."""
+    problems = []
+    if not NAME_RE.match(name):
+        problems.append(f"name {name!r} is not NN_topic.ipynb")
+    kernel = nb.get("metadata", {}).get("kernelspec", {}).get("name")
+    if kernel != "python3":
+        problems.append(f"kernelspec.name is {kernel!r}, not 'python3'")
+
+    cells = nb.get("cells", [])
+    first = cells[0] if cells else {}
+    first_text = _text(first.get("source", ""))
+    if first.get("cell_type") != "markdown" or not first_text.lstrip().startswith("# "):
+        problems.append("the first cell is not a markdown cell starting with a '# ' title")
+    if "you will learn" not in first_text.lower():
+        problems.append("the first cell does not say 'You will learn'")
+    if not TIME_RE.search(first_text):
+        problems.append("the first cell does not give the time needed (e.g. 'Time needed: 10 minutes')")
+
+    exercise_at = [i for i, c in enumerate(cells[1:], 1)
+                   if c.get("cell_type") == "markdown" and EXERCISE_RE.search(_text(c.get("source", "")))]
+    if not exercise_at or exercise_at[-1] < len(cells) - 6:
+        problems.append("no '## Exercise' markdown cell among the last cells")
+    elif not any(c.get("cell_type") == "code" and re.search(r"^\s*assert\b", _text(c.get("source", "")), re.M)
+                 for c in cells[exercise_at[-1] + 1:]):
+        problems.append("no code cell with an assert checks the exercise")
+
+    counts = []
+    for index, cell in enumerate(cells):
+        source = _text(cell.get("source", ""))
+        for pattern in SECRET_RES:
+            if pattern.search(source):
+                problems.append(f"cell {index} source holds a secret-like string ({pattern.pattern[:20]}...)")
+        if cell.get("cell_type") != "code":
+            continue
+        for line in source.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("# NBVAL") and stripped not in NBVAL_MARKERS:
+                problems.append(f"cell {index}: {stripped!r} is not an nbval marker nbval obeys "
+                                "(markers stand alone; NBVAL_RAISES_EXCEPTION is not used here)")
+        if source.strip():
+            counts.append(cell.get("execution_count"))
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                problems.append(f"cell {index} output is an error ({output.get('ename')})")
+            for text in output_texts(output):
+                if any(marker in text for marker in TRACEBACK_MARKERS):
+                    problems.append(f"cell {index} output holds a traceback")
+                if match := MACHINE_PATH_RE.search(text):
+                    problems.append(f"cell {index} output holds a machine path ({match.group(0)}...)")
+                for pattern in SECRET_RES:
+                    if pattern.search(text):
+                        problems.append(f"cell {index} output holds a secret-like string ({pattern.pattern[:20]}...)")
+    if not counts or any(count is None for count in counts):
+        problems.append("not every code cell was executed: commit the outputs of a real run")
+    elif counts != list(range(counts[0], counts[0] + len(counts))):
+        problems.append(f"code cells were not run top to bottom in one go (execution counts {counts})")
+    return problems
+
+
+def test_there_are_notebooks_to_check():
+    names = {path.name for path in NOTEBOOKS}
+    assert {"00_start_here.ipynb", "01_schema_and_store.ipynb", "02_quotas_and_transactions.ipynb",
+            "05_restart_simulation.ipynb"} <= names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
+def test_notebook_follows_the_conventions(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert notebook_problems(nb, path.name) == []
+
+
+# -- the checker itself must be able to fail ---------------------------------------------------------
+
+
+def _cell(kind: str, source: str, **extra: Any) -> dict[str, Any]:
+    cell: dict[str, Any] = {"cell_type": kind, "metadata": {}, "source": source}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    cell.update(extra)
+    return cell
+
+
+def _stream(text: str) -> dict[str, Any]:
+    return {"output_type": "stream", "name": "stdout", "text": text}
+
+
+GOOD = {
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    "nbformat": 4, "nbformat_minor": 5,
+    "cells": [
+        _cell("markdown", "# 09 · Example\n\n**You will learn**\n\n- one thing\n\n**Time needed:** about 5 minutes."),
+        _cell("code", "x = 1\nprint(x)", execution_count=1, outputs=[_stream("1\n")]),
+        _cell("markdown", "## Summary\n\nOne thing.\n\n## Exercise\n\nMake x two."),
+        _cell("code", "x = 2", execution_count=2),
+        _cell("code", "assert x == 2\nprint('solved')", execution_count=3, outputs=[_stream("solved\n")]),
+    ],
+}
+
+
+def test_a_notebook_that_follows_the_conventions_has_no_problems():
+    assert notebook_problems(GOOD) == []
+
+
+def _with(change) -> dict[str, Any]:
+    nb = copy.deepcopy(GOOD)
+    change(nb)
+    return nb
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda nb: nb["metadata"]["kernelspec"].update(name="conda-env-x"), "kernelspec.name"),
+    (lambda nb: nb["cells"][0].update(source="Example\n\nYou will learn\n\nTime needed: 5 minutes"), "title"),
+    (lambda nb: nb["cells"][0].update(source="# Example\n\nTime needed: 5 minutes"), "You will learn"),
+    (lambda nb: nb["cells"][0].update(source="# Example\n\nYou will learn: a thing."), "time needed"),
+    (lambda nb: nb["cells"][2].update(source="## Summary"), "Exercise"),
+    (lambda nb: nb["cells"][4].update(source="print(x == 2)"), "checks the exercise"),
+    (lambda nb: nb["cells"][1]["outputs"].append(_stream("saved to /tmp/tmpab12/memory.sqlite3\n")), "machine path"),
+    (lambda nb: nb["cells"][1]["outputs"].append(
+        {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+         "data": {"text/html": "<td>/home/alice/memory.sqlite3</td>", "text/plain": "x"}}), "machine path"),
+    (lambda nb: nb["cells"][1]["outputs"].append(_stream("key sk-abcdefghijklmnopqrstuvwxyz123456\n")), "secret"),
+    (lambda nb: nb["cells"][1].update(source="api_key = 'ABCDEFGHIJKLMNOPQRSTUV'"), "secret"),
+    (lambda nb: nb["cells"][1]["outputs"].append(
+        {"output_type": "error", "ename": "ValueError", "evalue": "bad", "traceback": ["..."]}), "error"),
+    (lambda nb: nb["cells"][1]["outputs"].append(
+        _stream("Traceback (most recent call last):\n  File ...\n")), "traceback"),
+    (lambda nb: nb["cells"][1].update(source="# NBVAL_SKIP (slow)\nx = 1"), "nbval marker"),
+    (lambda nb: nb["cells"][1].update(source="# NBVAL_RAISES_EXCEPTION\nx = 1"), "nbval marker"),
+    (lambda nb: nb["cells"][3].update(execution_count=None), "executed"),
+    (lambda nb: nb["cells"][3].update(execution_count=7), "top to bottom"),
+])
+def test_each_broken_convention_is_reported(change, expected):
+    problems = notebook_problems(_with(change))
+    assert len(problems) == 1 and expected.lower() in problems[0].lower(), problems
+
+
+def test_a_bad_name_is_reported():
+    assert notebook_problems(GOOD, "Example Notebook.ipynb") == [
+        "name 'Example Notebook.ipynb' is not NN_topic.ipynb"
+    ]
+
+
+def test_urls_and_sanitized_placeholders_are_not_machine_paths():
+    nb = _with(lambda nb: nb["cells"][1]["outputs"].append(
+        _stream("see https://sqlite.org/work/wal.html and <TMP> and memory.sqlite3\n")))
+    assert notebook_problems(nb) == []
