@@ -35,6 +35,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Sequence
 
@@ -176,6 +177,13 @@ def _read_json_line(stream: IO[str] | None, process: subprocess.Popen[str]) -> A
         process.wait(timeout=_WORKER_TIMEOUT_S)
         raise RuntimeError(f"worker exited with code {process.returncode} before answering: {_stderr_tail(process)}")
     return json.loads(line)
+
+
+def _expect(process: subprocess.Popen[str], word: str) -> None:
+    """Wait for a worker's handshake line (`"ready"`, `"locked"`); fail clearly if it says anything else."""
+    answer = _read_json_line(process.stdout, process)
+    if answer != word:
+        raise RuntimeError(f"worker said {answer!r} where {word!r} was expected")
 
 
 def _stderr_tail(process: subprocess.Popen[str]) -> str:
@@ -371,8 +379,7 @@ def race_writers(path: PathLike, *, naive: bool, writers: int = 4, new_keys_per_
         processes.append(_start("race", payload))
     try:
         for process in processes:
-            ready = _read_json_line(process.stdout, process)
-            assert ready == "ready", ready
+            _expect(process, "ready")
         for process in processes:  # the start signal, as close together as the pipes allow
             assert process.stdin is not None
             process.stdin.write("go\n")
@@ -424,9 +431,9 @@ def _race_worker(payload: dict[str, Any]) -> list[dict[str, Any]]:
                 if naive:
                     # Check (one read) ... then write (another transaction): the classic race.
                     exists = store.get(user, "preference", key) is not None
-                    mine = store.users().get(user, 0)
-                    total = sum(store.users().values())
-                    full = mine >= limits.max_records_per_user or total >= limits.max_records_total
+                    counts = store.users()
+                    full = (counts.get(user, 0) >= limits.max_records_per_user
+                            or sum(counts.values()) >= limits.max_records_total)
                     time.sleep(pause)
                     if full and not exists:
                         raise QuotaError(f"user {user!r} is at the quota")
@@ -450,7 +457,7 @@ def inspect_file(path: PathLike) -> dict[str, Any]:
         `integrity` ("ok" or SQLite's first complaint), `records` (rows in memories),
         `counted` (what the total_count counter says) and `counters_consistent` (bool).
     """
-    uri = "file:" + str(Path(path).absolute()) + "?mode=ro"
+    uri = "file:" + urllib.parse.quote(str(Path(path).absolute())) + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True)
     try:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
@@ -483,8 +490,7 @@ def holding_write_lock(path: PathLike, *, seconds: float = 60.0) -> Iterator[dic
     process = _start("hold", {"path": str(Path(path).absolute()), "seconds": seconds})
     info: dict[str, Any] = {"pid": process.pid}
     try:
-        answer = _read_json_line(process.stdout, process)
-        assert answer == "locked", answer
+        _expect(process, "locked")
         yield info
     finally:
         if process.poll() is None:
@@ -549,8 +555,7 @@ def kill_writer(path: PathLike, *, prefix: str, kill_after_acks: int, user: str 
     acked: list[str] = []
     assert process.stdout is not None
     try:
-        ready = _read_json_line(process.stdout, process)
-        assert ready == "ready", ready
+        _expect(process, "ready")
         while len(acked) < kill_after_acks:
             line = process.stdout.readline()
             if not line:

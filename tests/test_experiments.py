@@ -208,3 +208,12 @@ def test_scrub_leaves_file_names_only(tmp_path):
 def test_the_worker_refuses_an_unknown_mode():
     with pytest.raises(SystemExit, match="usage"):
         experiments.main(["nope"])
+
+
+def test_files_in_a_folder_with_spaces_and_a_hash_work(tmp_path):
+    folder = tmp_path / "my memory #1"
+    folder.mkdir()
+    crash = experiments.kill_writer(folder / "memory.sqlite3", prefix="r1", kill_after_acks=1)
+    check = experiments.check_writes(folder / "memory.sqlite3", crash["acked"])
+    assert (check["lost"], check["integrity"]) == (0, "ok")
+    assert experiments.inspect_file(folder / "memory.sqlite3")["records"] >= 1
