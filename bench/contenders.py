@@ -1,0 +1,344 @@
+"""The three ways to keep the same memories, each behind the same small interface.
+
+* `RawLimit`    the physical limit: plain `sqlite3` on one long-lived connection, the statements the
+                kit needs for each operation on the kit's own schema (a copy of the same file), no
+                validation, no locks, no dicts. Nothing written in Python can beat it by much.
+* `Naive`       the textbook first version: one table with no index but the rowid, a new connection
+                per operation, `count(*)` for the quotas, a full-table `instr()` scan for search.
+* `Kit`         memkit's `MemoryStore` and `retrieve`, through their public API.
+
+All three use WAL and the same `synchronous` setting, so a durable commit costs the same fsync.
+Every method returns plain tuples, so the suite can check that the contenders agree.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from memkit.clock import iso, utc_now
+from memkit.limits import Limits
+from memkit.retrieval import retrieve
+from memkit.store import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, MemoryStore
+from memkit.migrations import SCHEMA_VERSION
+
+from .data import DataSet, Memory
+
+SESSION = "bench"
+Hit = tuple[str, str, str]  # kind, key, value
+
+BENCH_LIMITS = Limits().replace(
+    max_records_per_user=1_000_000, max_records_total=10_000_000, max_db_bytes=1 << 40,
+)
+"""The teaching quotas (64 per user, 1024 in all, 16 MiB) raised so that 100k records fit."""
+
+_COLUMNS = "kind, memory_key, value, source_session, revision, created_at, updated_at"
+
+
+def _bundle(user: str, records: list[Memory]) -> str:
+    """`records` as a memkit export bundle (the format `export_user` writes), one create event each."""
+    import hashlib
+    import json
+
+    lines: list[dict[str, Any]] = [{"format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION,
+                                    "schema_version": SCHEMA_VERSION, "user": user,
+                                    "records": len(records), "events": len(records)}]
+    lines += [{"type": "record", "kind": r.kind, "key": r.key, "value": r.value, "source_session": "load",
+               "revision": 1, "created_at": r.at, "updated_at": r.at} for r in records]
+    lines += [{"type": "event", "kind": r.kind, "key": r.key, "action": "create", "revision": 1,
+               "session": "load", "old_value": None, "new_value": r.value, "confirmation": None, "at": r.at}
+              for r in records]
+    body = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
+    return body + json.dumps({"type": "checksum", "sha256": hashlib.sha256(body.encode()).hexdigest()}) + "\n"
+
+
+def build_kit_file(path: Path, data: DataSet) -> float:
+    """Load `data` into a new memkit file through the kit's own bulk path; return the seconds it took.
+
+    The documented bulk path is `MemoryStore.import_records`: it validates every entry like a live
+    write and inserts a user's records and events with `executemany`. All users go in one outer
+    `transaction()` (each import is a savepoint), so the load costs one fsync, not one per user.
+    """
+    started = time.perf_counter()
+    with MemoryStore(path, limits=BENCH_LIMITS) as store:
+        with store.transaction():
+            for user, records in data.by_user().items():
+                store.import_records(_bundle(user, records))
+    return time.perf_counter() - started
+
+
+def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    return conn
+
+
+class Kit:
+    """memkit through its public API."""
+
+    name = "memkit"
+
+    def __init__(self, path: Path, synchronous: str) -> None:
+        self.store = MemoryStore(path, limits=BENCH_LIMITS, synchronous=synchronous, check_integrity=False)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def put(self, user: str, kind: str, key: str, value: str) -> int:
+        return self.store.put(user, SESSION, kind, key, value)["revision"]
+
+    def get(self, user: str, kind: str, key: str) -> str | None:
+        record = self.store.get(user, kind, key)
+        return record["value"] if record else None
+
+    def delete(self, user: str, kind: str, key: str) -> bool:
+        return self.store.delete(user, kind, key, session=SESSION)
+
+    def search(self, user: str, query: str, limit: int = 5) -> list[Hit]:
+        return [(r["kind"], r["key"], r["value"]) for r in self.store.search(user, query, limit)]
+
+    def retrieve(self, user: str, task: str) -> list[tuple[str, str]]:
+        return [(m["kind"], m["key"]) for m in retrieve(self.store, user, task).memory]
+
+
+class RawLimit:
+    """The statements the kit's operations need, on its schema, straight through `sqlite3`.
+
+    Mirrors `MemoryStore`'s SQL (same reads, same writes, same triggers fire, same search plan),
+    minus everything Python adds around it: argument checks, the lock, record dicts.
+    """
+
+    name = "raw sqlite3"
+
+    def __init__(self, path: Path, synchronous: str) -> None:
+        self.conn = _connect(path, synchronous)
+        self.page_size = self.conn.execute("PRAGMA page_size").fetchone()[0]
+        self.fts_min_user_rows = MemoryStore.fts_min_user_rows
+        self.limits = BENCH_LIMITS  # for retrieve(), which reads the retrieval bounds from its store
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def put(self, user: str, kind: str, key: str, value: str) -> int:
+        conn = self.conn
+        now = iso(utc_now())
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(
+            "SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+            (user, kind, key),
+        ).fetchone()
+        if row is None:
+            conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
+            conn.execute("SELECT records FROM total_count").fetchone()
+            last = conn.execute(
+                "SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?",
+                (user, kind, key),
+            ).fetchone()[0]
+            revision, action, old = (last or 0) + 1, "create", None
+            conn.execute(
+                "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+                " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (user, kind, key, value, SESSION, revision, now, now, key.casefold(), value.casefold()),
+            )
+        else:
+            revision, action, old = row[2] + 1, "update", row[1]
+            conn.execute(
+                "UPDATE memories SET value = ?, value_fold = ?, source_session = ?, revision = ?,"
+                " updated_at = ? WHERE id = ?",
+                (value, value.casefold(), SESSION, revision, now, row[0]),
+            )
+        conn.execute(
+            "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
+            " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (user, kind, key, action, revision, SESSION, old, value, None, now),
+        )
+        conn.execute("PRAGMA page_count").fetchone()  # the size cap check
+        conn.execute("COMMIT")
+        return revision
+
+    def get(self, user: str, kind: str, key: str) -> str | None:
+        row = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+            (user, kind, key),
+        ).fetchone()
+        return row[2] if row else None
+
+    def delete(self, user: str, kind: str, key: str) -> bool:
+        conn = self.conn
+        now = iso(utc_now())
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(
+            "SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+            (user, kind, key),
+        ).fetchone()
+        if row is None:
+            conn.execute("COMMIT")
+            return False
+        conn.execute("DELETE FROM memories WHERE id = ?", (row[0],))
+        conn.execute(
+            "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
+            " old_value, new_value, confirmation, at) VALUES (?, ?, ?, 'delete', ?, ?, ?, NULL, ?, ?)",
+            (user, kind, key, row[2], SESSION, row[1], None, now),
+        )
+        conn.execute("COMMIT")
+        return True
+
+    def _rows(self, user: str, query: str, limit: int, kind: str | None) -> list[tuple[Any, ...]]:
+        folded = query.casefold()
+        kind_sql, kind_args = ("AND m.kind = ?", (kind,)) if kind else ("", ())
+        order = "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
+        if not folded:
+            sql = f"SELECT {_COLUMNS} FROM memories m WHERE m.user_id = ? {kind_sql} {order}"
+            args: tuple[Any, ...] = (user, *kind_args, limit)
+        else:
+            row = self.conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
+            if len(folded) >= 3 and (row[0] if row else 0) >= self.fts_min_user_rows:
+                sql = (f"SELECT {_COLUMNS} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+                       f"WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql} {order}")
+                args = ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit)
+            else:
+                sql = (f"SELECT {_COLUMNS} FROM memories m WHERE m.user_id = ? {kind_sql} "
+                       f"AND (instr(m.key_fold, ?) > 0 OR instr(m.value_fold, ?) > 0) {order}")
+                args = (user, *kind_args, folded, folded, limit)
+        return self.conn.execute(sql, args).fetchall()
+
+    def search(self, user: str, query: str, limit: int = 5) -> list[Hit]:
+        return [(r[0], r[1], r[2]) for r in self._rows(user, query, limit, None)]
+
+    def retrieve(self, user: str, task: str) -> list[tuple[str, str]]:
+        # The same packing code as the kit (retrieval.retrieve), fed by the raw searches below.
+        return [(m["kind"], m["key"]) for m in retrieve(_RecordSource(self), user, task).memory]  # type: ignore[arg-type]
+
+
+class _RecordSource:
+    """What `retrieve` needs of a store (`search` returning record dicts, `limits`), over raw rows."""
+
+    def __init__(self, contender: RawLimit | Naive) -> None:
+        self.contender = contender
+        self.limits = BENCH_LIMITS
+
+    def search(self, user: str, query: str = "", limit: int = 5, kind: str | None = None) -> list[dict[str, Any]]:
+        return [{"kind": r[0], "key": r[1], "value": r[2], "updated_at": r[6]}
+                for r in self.contender._rows(user, query, limit, kind)]
+
+
+class Naive:
+    """The textbook first version: what a tutorial writes before anyone measures.
+
+    One table, no index besides the rowid; a new connection for every operation (WAL and the same
+    `synchronous` set on each, as durability demands); quotas checked with `count(*)`; search with
+    a case-insensitive `instr()` over every row of the table.
+    """
+
+    name = "naive"
+
+    SCHEMA = """CREATE TABLE memories (
+        id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, kind TEXT NOT NULL, memory_key TEXT NOT NULL,
+        value TEXT NOT NULL, source_session TEXT NOT NULL, revision INTEGER NOT NULL,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL)"""
+
+    def __init__(self, path: Path, synchronous: str, data: DataSet | None = None) -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self.limits = BENCH_LIMITS
+        if data is not None:
+            conn = _connect(path, synchronous)
+            with conn:
+                conn.execute("BEGIN")
+                conn.execute(self.SCHEMA)
+                conn.executemany(
+                    "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+                    " created_at, updated_at) VALUES (?, ?, ?, ?, 'load', 1, ?, ?)",
+                    [(r.user, r.kind, r.key, r.value, r.at, r.at) for r in data.records],
+                )
+                conn.execute("COMMIT")
+            conn.close()
+
+    def close(self) -> None:
+        pass  # nothing is kept open between operations
+
+    def _open(self) -> sqlite3.Connection:
+        return _connect(self.path, self.synchronous)
+
+    def put(self, user: str, kind: str, key: str, value: str) -> int:
+        conn = self._open()
+        try:
+            now = iso(utc_now())
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT id, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+                (user, kind, key),
+            ).fetchone()
+            if row is None:
+                mine = conn.execute("SELECT count(*) FROM memories WHERE user_id = ?", (user,)).fetchone()[0]
+                total = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+                if mine >= self.limits.max_records_per_user or total >= self.limits.max_records_total:
+                    conn.execute("ROLLBACK")
+                    raise RuntimeError("quota")
+                conn.execute(
+                    "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+                    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+                    (user, kind, key, value, SESSION, now, now),
+                )
+                revision = 1
+            else:
+                revision = row[1] + 1
+                conn.execute("UPDATE memories SET value = ?, source_session = ?, revision = ?, updated_at = ?"
+                             " WHERE id = ?", (value, SESSION, revision, now, row[0]))
+            conn.execute("COMMIT")
+            return revision
+        finally:
+            conn.close()
+
+    def get(self, user: str, kind: str, key: str) -> str | None:
+        conn = self._open()
+        try:
+            row = conn.execute(
+                "SELECT value FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?", (user, kind, key)
+            ).fetchone()
+            return row[0] if row else None
+        finally:
+            conn.close()
+
+    def delete(self, user: str, kind: str, key: str) -> bool:
+        conn = self._open()
+        try:
+            return conn.execute("DELETE FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+                                (user, kind, key)).rowcount > 0
+        finally:
+            conn.close()
+
+    def _rows(self, user: str, query: str, limit: int, kind: str | None) -> list[tuple[Any, ...]]:
+        conn = self._open()
+        try:
+            return conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE user_id = ?"
+                " AND (? IS NULL OR kind = ?)"
+                " AND (instr(lower(memory_key), lower(?)) > 0 OR instr(lower(value), lower(?)) > 0)"
+                " ORDER BY updated_at DESC, id DESC LIMIT ?",
+                (user, kind, kind, query, query, limit),
+            ).fetchall()
+        finally:
+            conn.close()
+
+    def search(self, user: str, query: str, limit: int = 5) -> list[Hit]:
+        return [(r[0], r[1], r[2]) for r in self._rows(user, query, limit, None)]
+
+    def retrieve(self, user: str, task: str) -> list[tuple[str, str]]:
+        # The same packing code as the kit, each search through its own new connection.
+        return [(m["kind"], m["key"]) for m in retrieve(_RecordSource(self), user, task).memory]  # type: ignore[arg-type]
+
+
+def make_contenders(workdir: Path, data: DataSet, synchronous: str) -> tuple[list[Any], dict[str, float]]:
+    """Build the three databases from `data` and open the contenders; return them and load times."""
+    kit_path, raw_path, naive_path = workdir / "kit.sqlite3", workdir / "raw.sqlite3", workdir / "naive.sqlite3"
+    load = {"memkit (import_records)": build_kit_file(kit_path, data)}
+    shutil.copyfile(kit_path, raw_path)  # closed, so checkpointed: the main file holds everything
+    started = time.perf_counter()
+    naive = Naive(naive_path, synchronous, data)
+    load["naive (executemany)"] = time.perf_counter() - started
+    return [RawLimit(raw_path, synchronous), naive, Kit(kit_path, synchronous)], load
