@@ -355,14 +355,15 @@ def test_archive_exactly_once_under_sigkill(make_window, redis_handle, prefix, s
     in_the_gap = 0
     for kill in range(KILLS):
         gap = kill % 2 == 0
-        proc = spawn_instance(redis_handle.url, store.path, "alice", "s1", name=f"k{kill}", turns=100_000,
-                              size=2, prefix=prefix, inline_archive=True, pause_after_archive=0.2 if gap else 0.0)
         target, seen = rng.randint(1, 8), 0
+        proc = spawn_instance(redis_handle.url, store.path, "alice", "s1", name=f"k{kill}", turns=100_000,
+                              size=2, prefix=prefix, inline_archive=True,
+                              pause_after_archive=30.0 if gap else 0.0, pause_from_turn=target)
         for line in proc.stdout:
             if line.startswith("turn "):
                 promised.add(int(line.split()[1]))
                 seen += 1
-            if seen >= target and (not gap or line.startswith("archived")):
+            if line.startswith("archived") if gap else seen >= target:
                 break
         if not gap:
             time.sleep(rng.uniform(0, 0.005))
@@ -383,7 +384,7 @@ def test_archive_exactly_once_under_sigkill(make_window, redis_handle, prefix, s
         assert _numbers(after) == numbers
         assert all("+" not in row["place"] for row in after), "a turn is in two places after a pass"
         assert len(store.archived_turns("alice", "s1")) == len(numbers) - len(checker.recent("alice", "s1"))
-    assert in_the_gap >= KILLS // 4, f"only {in_the_gap} kills landed between commit and trim"
+    assert in_the_gap >= KILLS // 2, f"only {in_the_gap} kills landed between commit and trim"
     assert len(promised) >= KILLS
 
 
