@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import html
 import io
+import itertools
 import json
 import os
 import sqlite3
@@ -32,7 +33,7 @@ from .approvals import Approvals, Confirmation
 from .budget import canonical_json, shorten
 from .errors import ApprovalError, BudgetError, MemkitError, StoreError, ValidationError
 from .limits import DEFAULT_LIMITS, KINDS, Limits
-from .models import FixtureModel, ModelReply, ScriptedModel, call, say
+from .models import FixtureModel, ModelReply, ScriptedModel, ToolCall, say
 from .store import MemoryStore, Record
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
@@ -185,9 +186,14 @@ def messages_table(messages: Iterable[Mapping[str, Any]], max_chars: int = 120) 
 def approvals_table(approvals: Approvals) -> pandas.DataFrame:
     """Every confirmation of an `Approvals`, waiting or spent, in the order they were made."""
     pd = _pandas()
+    def made(row: dict[str, str]) -> int:
+        # Ids are `origin#N`, numbered in the order the confirmations were made.
+        number = row["id"].rsplit("#", 1)[-1]
+        return int(number) if number.isdigit() else 0
+
     rows = [{"id": c.id, "allows": c.describe(), "state": state}
             for state, group in (("waiting", approvals.pending), ("spent", approvals.spent)) for c in group]
-    rows.sort(key=lambda row: int(row["id"].rsplit("#", 1)[1]) if row["id"].rsplit("#", 1)[-1].isdigit() else 0)
+    rows.sort(key=made)
     return pd.DataFrame(rows, columns=["id", "allows", "state"])
 
 
@@ -268,12 +274,17 @@ def conversation_rows(store: MemoryStore, user: str, budget_chars: int, *,
     Returns:
         Rows of `Measurement.row()` plus `turn` (1-based) and `refused` (the BudgetError message or "").
     """
+    call_numbers = itertools.count(1)
+
     def step(messages: list[dict[str, Any]]) -> ModelReply:
         if messages[-1]["role"] == "tool":
             return say(f"Answer {len(messages)}: " + "·" * answer_chars)
         task = json.loads(messages[1]["content"])["task"]
         words = [w.strip("?,.!").lower() for w in task.split() if len(w.strip("?,.!")) >= 4]
-        return call("memory_search", query=words[0] if words else task[:20])
+        arguments = json.dumps({"query": words[0] if words else task[:20]})
+        # Call ids numbered per replay (not by the process-wide counter of `models.call`), so a
+        # replay measures the same sizes however often it runs in one kernel.
+        return ModelReply(tool_calls=(ToolCall(f"call_{next(call_numbers)}", "memory_search", arguments),))
 
     # A step per request is enough however the budget trims: each step looks at the messages.
     model = ScriptedModel([step] * (2 * len(tasks) + 2))
@@ -662,6 +673,7 @@ class MemoryInspector(_View):
         self.selected: tuple[str, str] | None = None
         self.staged: dict[str, Any] | None = None
         self.controls: dict[str, Any] = {}
+        """The widget's controls by name, filled when the widget is built (tests set and click them)."""
         self._refreshing = False
         users = self.users()
         if users:
