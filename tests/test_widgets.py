@@ -374,3 +374,13 @@ def test_cross_user_scan_finds_nothing_foreign_and_would_find_a_leak(demo):
     found = cross_user_scan(demo, {"alice": leaked}, roles=("tool",))
     assert found.loc[found["value"] == "espresso", "hits"].item() == 1
     assert cross_user_scan(demo, {}).empty
+
+
+def test_inspector_on_an_empty_database_explains_instead_of_failing(tmp_path):
+    with MemoryStore(tmp_path / "empty.sqlite3") as store:
+        inspector = MemoryInspector(store)
+        inspector.widget  # build it, as displaying it would
+        assert inspector.user is None and inspector.table().empty and inspector.history().empty
+        assert "no records match" in inspector.controls["records"].value
+        inspector.controls["stage_delete"].click()
+        assert "select a user and a key first" in inspector.controls["status"].value
