@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import atexit
 import collections
 import contextlib
 import logging
@@ -298,8 +299,12 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
             shutil.rmtree(path, ignore_errors=True)
         raise WindowError(f"the embedded redis-server did not start: {exc}") from None
     socket_url = "unix://" + server.socket_file
-    return RedisHandle(_client_for(socket_url), socket_url, server=server, persistence=persistence,
-                       cleanup=tuple(made))
+    handle = RedisHandle(_client_for(socket_url), socket_url, server=server, persistence=persistence,
+                         cleanup=tuple(made))
+    # A handle nobody closed (an interrupted notebook) still stops its server when Python exits.
+    # (A process killed with SIGKILL cannot: its server then runs on until stopped by hand.)
+    atexit.register(handle.close)
+    return handle
 
 
 # -- the interface ---------------------------------------------------------------------------------------
@@ -660,6 +665,11 @@ class RedisWindow(ShortTermWindow):
     def __repr__(self) -> str:
         return f"RedisWindow({self._where!r}, size={self.size}, ttl={self.ttl:g}s, prefix={self.prefix!r})"
 
+    @property
+    def handle(self) -> RedisHandle | None:
+        """The connection the window opened itself (None when it was given a client, or is closed)."""
+        return self._handle
+
     @contextlib.contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
         redis = self._redis
@@ -737,7 +747,10 @@ class RedisWindow(ShortTermWindow):
         return _merge(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
 
     def ttl_left(self, user: str, session: str) -> float | None:
-        """Seconds until Redis would drop the session's window, or None if it has none."""
+        """Seconds until Redis would drop the session's window, or None if it has none.
+
+        Asking does not count as activity: it does not restart the TTL.
+        """
         keys = self.keys(user, session)
         with self._errors(f"reading the TTL of {user}/{session}"):
             ms = self.client.pttl(keys.turns)
