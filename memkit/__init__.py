@@ -25,11 +25,21 @@ from .models import FixtureModel, ModelReply, OpenAIModel, ScriptedModel, ToolCa
 from .retrieval import RetrievedContext, retrieve, task_terms
 from .store import MemoryStore, Record
 from .tools import MemoryTools, tool_schemas
+from .window import (
+    InProcessWindow,
+    RedisHandle,
+    RedisWindow,
+    ShortTermWindow,
+    Turn,
+    connect_redis,
+    start_embedded_redis,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AgentReply", "ApprovalError", "Approvals", "BudgetError", "BudgetedModel", "Confirmation",
+    "AgentReply", "InProcessWindow", "RedisHandle", "RedisWindow", "ShortTermWindow", "Turn",
+    "connect_redis", "start_embedded_redis", "ApprovalError", "Approvals", "BudgetError", "BudgetedModel", "Confirmation",
     "DEFAULT_LIMITS", "FakeClock", "FixtureModel", "History", "KINDS", "Limits", "Measurement",
     "MemkitError", "MemoryAgent", "MemoryStore", "MemoryTools", "ModelError", "ModelReply",
     "OpenAIModel", "QuotaError", "Record", "Request", "RetrievedContext", "SCHEMA_VERSION",
