@@ -67,11 +67,20 @@ ScriptStep = Union[ModelReply, str, Callable[[list[dict[str, Any]]], ModelReply]
 
 
 class RecordingModel:
-    """Base of the fixture models: keeps a deep copy of every request in `requests`."""
+    """Base of the fixture models: keeps a deep copy of every request in `requests`.
+
+    It numbers the tool calls it returns `call_1`, `call_2`, ... per model, so the same script gives
+    the same ids (and the same measured sizes) however often a notebook runs it in one kernel.
+    """
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.closed = False
+        self._call_numbers = itertools.count(1)
+
+    def _numbered(self, reply: ModelReply) -> ModelReply:
+        calls = tuple(dataclasses.replace(c, id=f"call_{next(self._call_numbers)}") for c in reply.tool_calls)
+        return dataclasses.replace(reply, tool_calls=calls)
 
     def _record(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
         self.requests.append({"messages": copy.deepcopy(messages), "tools": copy.deepcopy(tools)})
@@ -103,9 +112,7 @@ class ScriptedModel(RecordingModel):
         step = self._steps.pop(0)
         if isinstance(step, str):
             return say(step)
-        if callable(step):
-            return step(messages)
-        return step
+        return self._numbered(step(messages) if callable(step) else step)
 
 
 def user_envelope(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -134,6 +141,9 @@ class FixtureModel(RecordingModel):
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         """A reply by the rules above."""
+        return self._numbered(self._reply(messages, tools))
+
+    def _reply(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         self._record(messages, tools)
         if messages[-1]["role"] == "tool":
             return say(" ".join(self._report(json.loads(m["content"])) for m in messages if m["role"] == "tool"))
