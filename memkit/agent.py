@@ -13,6 +13,7 @@ from typing import Any
 from .approvals import Approvals
 from .budget import BudgetedModel, ChatModel, History, Measurement, Request, canonical_json
 from .errors import ModelError
+from .limits import check_text
 from .retrieval import RetrievedContext, retrieve
 from .store import MemoryStore
 from .tools import MemoryTools
@@ -83,11 +84,14 @@ class MemoryAgent:
 
         Raises:
             BudgetError: the newest exchange cannot fit the budget (the model was not called).
-            ModelError: the model failed. TimeoutError: `timeout_s` passed.
+            ModelError: the task is empty, or the model failed. TimeoutError: `timeout_s` passed.
+            ValidationError: the task holds a NUL or a lone surrogate (from bytes that were not UTF-8),
+                which no model request can carry faithfully; nothing was asked.
             asyncio.CancelledError: the caller cancelled; history is left as it was.
         """
         if not isinstance(task, str) or not task.strip():
             raise ModelError("the task is empty; ask something")
+        check_text("task", task)
         async with asyncio.timeout(self.timeout_s):
             return await self._run(task)
 

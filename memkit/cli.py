@@ -292,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MemkitError, ValidationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a path given on the command line that cannot be read or written
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -200,7 +200,34 @@ class MemoryStore:
             raise StoreError(f"{path} is not a SQLite database (it starts with {header[:16]!r}); memkit left it as it was")
         if len(header) < 100:
             raise StoreError(f"{path} is truncated ({len(header)} bytes, shorter than a SQLite header)")
+        MemoryStore._check_length(path, header)
         return False
+
+    @staticmethod
+    def _check_length(path: Path, header: bytes) -> None:
+        """Refuse a file cut short: SQLite reads missing bytes of its last page as zeros.
+
+        A cut inside the last page (a copy that stopped early, a full disk) passes `quick_check`
+        and silently loses the end of a record, so the length is checked against the header: whole
+        pages, and at least as many as the header counts. Skipped while a non-empty `-wal` file is
+        beside it: a crashed checkpoint may have left the file short, and the WAL completes it.
+        """
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            return
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        if not (512 <= page_size <= 65536 and page_size & (page_size - 1) == 0):
+            return  # not a page size at all: SQLite itself reports the file as damaged
+        size = path.stat().st_size
+        pages = int.from_bytes(header[28:32], "big")
+        counted = pages > 0 and header[24:28] == header[92:96]  # SQLite's rule for a valid page count
+        if size % page_size or (counted and size < pages * page_size):
+            expected = f"{pages} pages of {page_size} bytes" if counted else f"whole pages of {page_size} bytes"
+            raise StoreError(
+                f"{path} is truncated or damaged: it holds {size} bytes, but its header says {expected}; "
+                "memkit left it as it was"
+            )
 
     @staticmethod
     def _check_schema(conn: sqlite3.Connection, path: Path, check_integrity: bool) -> None:
@@ -740,6 +767,9 @@ class MemoryStore:
                 parsed.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"bundle line {number} is not JSON ({exc.msg}); it may be truncated") from None
+            except (ValueError, RecursionError) as exc:
+                # JSON that Python will not decode: a number of over 4300 digits, or very deep nesting.
+                raise ValidationError(f"bundle line {number} cannot be decoded: {str(exc)[:120]}") from None
         body, footer = "".join(line + "\n" for line in lines[:-1]), parsed[-1]
         if not isinstance(footer, dict) or footer.get("type") != "checksum":
             raise ValidationError("bundle has no checksum line at its end; it may be truncated")
@@ -800,8 +830,9 @@ class MemoryStore:
         if set(item) != set(fields):
             raise ValidationError(f"bundle entry has fields {sorted(item)}; expected {sorted(fields)}")
         revision = item["revision"]
-        if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
-            raise ValidationError(f"bundle entry revision {revision!r} is not a positive integer")
+        # At most 2**63 - 1: SQLite's INTEGER; a larger one would fail half-way through the import.
+        if not isinstance(revision, int) or isinstance(revision, bool) or not 1 <= revision < 2**63:
+            raise ValidationError(f"bundle entry revision {revision!r} is not a positive 64-bit integer")
         for name, value in item.items():
             if value is not None and not isinstance(value, str) and name != "revision":
                 raise ValidationError(f"bundle field {name!r} is a {type(value).__name__}, not text")

@@ -91,6 +91,10 @@ class MemoryTools:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
                 return {"ok": False, "error": f"arguments of {name} are not valid JSON: {exc.msg} at position {exc.pos}"}
+            except (ValueError, RecursionError) as exc:
+                # Valid JSON that Python will not decode: a number of over 4300 digits, or nesting deeper
+                # than the interpreter's recursion limit. A model can write either; it must not crash the loop.
+                return {"ok": False, "error": f"arguments of {name} cannot be decoded: {str(exc)[:120]}"}
         if not isinstance(arguments, dict):
             return {"ok": False, "error": f"arguments of {name} must be a JSON object"}
         error = self._jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
