@@ -566,7 +566,12 @@ def kill_writer(path: PathLike, *, prefix: str, kill_after_acks: int, user: str 
         killed = process.poll() is None
         if killed:
             process.send_signal(signal.SIGKILL)
-        out, _ = process.communicate(timeout=_WORKER_TIMEOUT_S)
+        # Read the rest through the same buffered file that readline() used: communicate() reads the
+        # pipe directly and would skip acknowledgements readline() had already buffered, leaving them
+        # unchecked (a fast writer, e.g. synchronous="NORMAL", puts many lines in one read).
+        out = process.stdout.read()
+        process.stderr.read()
+        process.wait(timeout=_WORKER_TIMEOUT_S)
     finally:
         if process.poll() is None:
             process.kill()

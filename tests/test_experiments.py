@@ -132,6 +132,20 @@ def test_a_writer_killed_mid_stream_keeps_every_acknowledged_write(tmp_path):
     assert check["counters_consistent"]
 
 
+def test_every_acknowledgement_is_counted_even_when_many_arrive_at_once(tmp_path):
+    # A fast writer (NORMAL: no fsync per commit) puts many acknowledgements into one pipe read; each
+    # must reach the checker. Once, those buffered by readline() were dropped and went unchecked.
+    db = tmp_path / "memory.sqlite3"
+    for number in range(8):
+        crash = experiments.kill_writer(db, prefix=f"n{number}", kill_after_acks=3, synchronous="NORMAL",
+                                        delay_s=0.003 * (number % 3))
+        numbers = [int(key.rsplit("-", 1)[1]) for key in crash["acked"]]
+        assert numbers == list(range(len(numbers)))
+        check = experiments.check_writes(db, crash["acked"], prefixes=[f"n{number}"])
+        assert (check["lost"], check["half_written"]) == (0, 0)
+        assert check["unacknowledged_commits"] <= 1
+
+
 def test_the_checker_reports_a_lost_write_and_a_half_written_one(tmp_path):
     db = tmp_path / "memory.sqlite3"
     crash = experiments.kill_writer(db, prefix="r1", kill_after_acks=2)
