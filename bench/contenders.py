@@ -188,42 +188,84 @@ class RawLimit:
         return True
 
     def _rows(self, user: str, query: str, limit: int, kind: str | None) -> list[tuple[Any, ...]]:
+        conn = self.conn
         folded = query.casefold()
-        kind_sql, kind_args = ("AND m.kind = ?", (kind,)) if kind else ("", ())
-        order = "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
+        kind_sql, kind_args = ("AND kind = ?", (kind,)) if kind else ("", ())
+        newest = "ORDER BY updated_at DESC, id DESC"
         if not folded:
-            sql = f"SELECT {_COLUMNS} FROM memories m WHERE m.user_id = ? {kind_sql} {order}"
-            args: tuple[Any, ...] = (user, *kind_args, limit)
-        else:
-            row = self.conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
-            if len(folded) >= 3 and (row[0] if row else 0) >= self.fts_min_user_rows:
-                sql = (f"SELECT {_COLUMNS} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-                       f"WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql} {order}")
-                args = ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit)
-            else:
-                sql = (f"SELECT {_COLUMNS} FROM memories m WHERE m.user_id = ? {kind_sql} "
-                       f"AND (instr(m.key_fold, ?) > 0 OR instr(m.value_fold, ?) > 0) {order}")
-                args = (user, *kind_args, folded, folded, limit)
-        return self.conn.execute(sql, args).fetchall()
+            return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? {kind_sql} {newest} LIMIT ?",
+                                (user, *kind_args, limit)).fetchall()
+        match = "(instr(key_fold, ?) > 0 OR instr(value_fold, ?) > 0)"
+        if len(folded) < 3 or self._user_records(user) < self.fts_min_user_rows:
+            return conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? {kind_sql} AND {match} {newest} LIMIT ?",
+                (user, *kind_args, folded, folded, limit)).fetchall()
+        if self.fts_min_user_rows > 0:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM (SELECT * FROM memories WHERE user_id = ? {kind_sql} "
+                f"{newest} LIMIT ?) WHERE {match} {newest} LIMIT ?",
+                (user, *kind_args, self.fts_min_user_rows, folded, folded, limit)).fetchall()
+            if len(rows) == limit:
+                return rows
+        return conn.execute(
+            f"SELECT {_COLUMNS} FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql.replace('kind', 'm.kind')}"
+            " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
+            ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit)).fetchall()
+
+    def _user_records(self, user: str) -> int:
+        row = self.conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
+        return row[0] if row else 0
+
+    def _many(self, user: str, queries: list[str], limit: int,
+              kinds: tuple[str, ...]) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
+        """The kit's `search_many` statement: every term and kind in one pass over the user's rows."""
+        unique = list(dict.fromkeys(queries))
+        if not unique:
+            return {}
+        if self._user_records(user) >= self.fts_min_user_rows:
+            return {(q, k): self._rows(user, q, limit, k) for q in unique for k in kinds}
+        terms = ", ".join("(?, ?)" for _ in unique)
+        rows = self.conn.execute(
+            f"WITH q (n, term) AS (VALUES {terms}) SELECT n, {_COLUMNS} FROM ("
+            "  SELECT q.n, m.*, row_number() OVER ("
+            "    PARTITION BY q.n, m.kind ORDER BY m.updated_at DESC, m.id DESC) AS rank"
+            "  FROM memories m JOIN q ON instr(m.key_fold, q.term) > 0 OR instr(m.value_fold, q.term) > 0"
+            f"  WHERE m.user_id = ? AND m.kind IN ({', '.join('?' for _ in kinds)})"
+            ") WHERE rank <= ? ORDER BY n, rank",
+            (*(x for n, q in enumerate(unique) for x in (n, q.casefold())), user, *kinds, limit),
+        ).fetchall()
+        found: dict[tuple[str, str], list[tuple[Any, ...]]] = {(q, k): [] for q in unique for k in kinds}
+        for row in rows:
+            found[(unique[row[0]], row[1])].append(row[1:])
+        return found
 
     def search(self, user: str, query: str, limit: int = 5) -> list[Hit]:
         return [(r[0], r[1], r[2]) for r in self._rows(user, query, limit, None)]
 
     def retrieve(self, user: str, task: str) -> list[tuple[str, str]]:
-        # The same packing code as the kit (retrieval.retrieve), fed by the raw searches below.
+        # The same packing code as the kit (retrieval.retrieve), fed by the raw statements above.
         return [(m["kind"], m["key"]) for m in retrieve(_RecordSource(self), user, task).memory]  # type: ignore[arg-type]
 
 
+def _as_record(row: tuple[Any, ...]) -> dict[str, Any]:
+    return {"kind": row[0], "key": row[1], "value": row[2], "updated_at": row[6]}
+
+
 class _RecordSource:
-    """What `retrieve` needs of a store (`search` returning record dicts, `limits`), over raw rows."""
+    """What `retrieve` needs of a store (`search`, `search_many`, `limits`), over a contender's rows."""
 
     def __init__(self, contender: RawLimit | Naive) -> None:
         self.contender = contender
         self.limits = BENCH_LIMITS
 
     def search(self, user: str, query: str = "", limit: int = 5, kind: str | None = None) -> list[dict[str, Any]]:
-        return [{"kind": r[0], "key": r[1], "value": r[2], "updated_at": r[6]}
-                for r in self.contender._rows(user, query, limit, kind)]
+        return [_as_record(r) for r in self.contender._rows(user, query, limit, kind)]
+
+    def search_many(self, user: str, queries: list[str], limit: int = 5,
+                    kinds: tuple[str, ...] = ("preference", "episode")) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        found = self.contender._many(user, queries, limit, kinds)
+        return {pair: [_as_record(r) for r in rows] for pair, rows in found.items()}
 
 
 class Naive:
@@ -325,11 +367,16 @@ class Naive:
         finally:
             conn.close()
 
+    def _many(self, user: str, queries: list[str], limit: int,
+              kinds: tuple[str, ...]) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
+        # The obvious way: one search per term and kind, each through its own new connection.
+        return {(q, k): self._rows(user, q, limit, k) for q in queries for k in kinds}
+
     def search(self, user: str, query: str, limit: int = 5) -> list[Hit]:
         return [(r[0], r[1], r[2]) for r in self._rows(user, query, limit, None)]
 
     def retrieve(self, user: str, task: str) -> list[tuple[str, str]]:
-        # The same packing code as the kit, each search through its own new connection.
+        # The same packing code as the kit, fed by the naive searches.
         return [(m["kind"], m["key"]) for m in retrieve(_RecordSource(self), user, task).memory]  # type: ignore[arg-type]
 
 

@@ -16,6 +16,7 @@ from .store_bench import CONTENDERS, OPERATIONS
 LIMIT_OPS = ("get", "put (new key)", "put (update)", "search (hit)", "search (miss)")
 NAIVE_10X = ("get", "search (hit)", "search (miss)")
 NAIVE_2X = ("put (new key)", "put (update)")
+ENCODE, WRAPPED = "encode only (unmeasured)", "budget wrapper + encode"
 
 
 def _fmt_time(seconds: float | None) -> str:
@@ -61,8 +62,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         t = med[(100_000, "retrieval context", "memkit")]
         add("retrieval context at 100k: median < 5 ms", _fmt_time(t), t < 5e-3)
     budget = {(r["case"], r["contender"]): r["median_s"] for r in results["budget"]["rows"]}
-    share = budget[("request fits", "budget wrapper fit()")] / budget[("request fits", "encode only (unmeasured)")]
-    add("budget wrapper overhead < 10% of the request's JSON encoding", f"{share:.1%}", share < 0.10)
+    enc, wrapped = budget[("agent turn, fits", ENCODE)], budget[("agent turn, fits", WRAPPED)]
+    share = (wrapped - enc) / enc
+    add("budget wrapper overhead < 10% of the request's JSON encoding (agent turn)", f"{share:+.1%}", share < 0.10)
     return out
 
 
@@ -158,15 +160,20 @@ def markdown(results: dict[str, Any], notes: str) -> str:
     budget = results["budget"]
     out += ["", "## Budget wrapper", "",
             f"A typical agent turn: {budget['request_chars']:,} characters of canonical JSON (system prompt, "
-            "4 tool schemas, 8 retrieved records, 8 history exchanges, 2 tool round trips).", "",
-            "| case | encode only (unmeasured) | budget wrapper fit() | overhead / encoding |", "|---|---:|---:|---:|"]
+            "4 tool schemas, 8 retrieved records, 8 history exchanges, 2 tool round trips, the older one "
+            "already measured at the previous call). The contenders run interleaved call by call; the "
+            "overhead is the difference of their medians.", "",
+            "| case | encode only (unmeasured) | budget wrapper + encode | overhead | overhead / encoding |",
+            "|---|---:|---:|---:|---:|"]
     bmed = {(r["case"], r["contender"]): r["median_s"] for r in budget["rows"]}
     for case in dict.fromkeys(r["case"] for r in budget["rows"]):
-        enc, fit = bmed[(case, "encode only (unmeasured)")], bmed[(case, "budget wrapper fit()")]
-        out.append(f"| {case} | {_fmt_time(enc)} | {_fmt_time(fit)} | {fit / enc:.1%} |")
+        enc, wrapped = bmed[(case, ENCODE)], bmed[(case, WRAPPED)]
+        out.append(f"| {case} | {_fmt_time(enc)} | {_fmt_time(wrapped)} | {_fmt_time(wrapped - enc)} "
+                   f"| {(wrapped - enc) / enc:+.1%} |")
     out += ["", "Checks: " + "; ".join(
         f"{c['case']}: measured size {'equals' if c['measured_equals_encoded'] else '**differs from**'} "
-        f"the encoded size, sent={c['sent']}, trimmed {c['trimmed']}" for c in budget["checks"])]
+        f"the encoded size, the text sent {'equals' if c['sent_equals_unmeasured'] else '**differs from**'} "
+        f"the unmeasured encoding, sent={c['sent']}, trimmed {c['trimmed']}" for c in budget["checks"])]
     window = results.get("window")
     out += ["", "## Short-term window", ""]
     if window and window.get("table"):

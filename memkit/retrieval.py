@@ -91,10 +91,13 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
     per_term = min(limits.retrieval_max_episodes, limits.max_search_limit)
 
     # Candidates with the terms that found them; a record found by more terms ranks higher.
+    # One search_many call gives what a search per term and kind would, reading the user's rows once.
+    kinds = ("preference", "episode")
+    hits = store.search_many(user, terms, limit=per_term, kinds=kinds)
     found: dict[tuple[str, str], tuple[Record, list[str]]] = {}
     for term in terms:
-        for kind in ("preference", "episode"):
-            for record in store.search(user, term, limit=per_term, kind=kind):
+        for kind in kinds:
+            for record in hits[(term, kind)]:
                 found.setdefault((record["kind"], record["key"]), (record, []))[1].append(term)
 
     def ranked(kind: str) -> list[tuple[Record, str]]:

@@ -16,11 +16,11 @@ import stat
 import threading
 import urllib.parse
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 from .clock import Clock, iso, utc_now
 from .errors import QuotaError, StoreError, ValidationError
-from .limits import DEFAULT_LIMITS, Limits, check_text
+from .limits import DEFAULT_LIMITS, KINDS, Limits, check_text
 from .migrations import EXPECTED_TABLES, MIGRATIONS, SCHEMA_VERSION, expected_objects
 
 Record = dict[str, Any]
@@ -75,9 +75,17 @@ class MemoryStore:
         1
     """
 
-    fts_min_user_rows: int = 256
-    """Search a user's rows through the trigram index once they hold at least this many records
-    (and the query has 3+ characters); below it a scan of the user's own rows is faster."""
+    fts_min_user_rows: int = 1000
+    """How many of a user's rows a search scans before it may turn to the trigram index.
+
+    A user with fewer records is searched by a scan of their own rows alone: newest first, stopping
+    at `limit` matches, so its cost is bounded by the user's size, whatever the size of the store.
+    For a user with at least this many records (and a query of 3+ characters) the newest this-many
+    rows are scanned first, and the index is asked only when they hold fewer than `limit` matches.
+    The index covers every user's rows, so its cost grows with how common the term is in the whole
+    store; a term that a user's newest rows rarely contain is, by the same token, rare enough to
+    ask it for. `bench/RESULTS.md` has the measurements; 0 means "always the index", a huge
+    number "never"."""
 
     def __init__(
         self,
@@ -388,9 +396,23 @@ class MemoryStore:
             raise
         conn.execute("RELEASE memkit_nested")
 
+    def _fetch(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Run one read statement under the store's lock and return its rows.
+
+        One statement in autocommit mode is already a consistent snapshot of its own, so it needs
+        no BEGIN/COMMIT around it; those two statements cost as much again as an indexed read
+        (measured in bench/RESULTS.md). Inside this thread's `transaction()` it reads through it.
+        """
+        with self._lock:
+            try:
+                return self.connection.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"read from {self.path} failed: {exc}") from exc
+
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        """A consistent read snapshot (a deferred transaction) under the store's lock.
+        """A consistent read snapshot (a deferred transaction) under the store's lock, for reads of
+        several statements that must agree (export, health); one statement needs only `_fetch`.
 
         Inside this thread's `transaction()` it reads through that transaction, so it sees the
         writes made so far instead of failing to begin a second one.
@@ -513,12 +535,11 @@ class MemoryStore:
     def get(self, user: str, kind: str, key: str) -> Record | None:
         """The record of `user` under (kind, key), or None."""
         self._check_identity(user, kind, key)
-        with self._reading() as conn:
-            row = conn.execute(
-                f"SELECT {_RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-                (user, kind, key),
-            ).fetchone()
-        return _record(row) if row else None
+        rows = self._fetch(
+            f"SELECT {_RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+            (user, kind, key),
+        )
+        return _record(rows[0]) if rows else None
 
     def delete(self, user: str, kind: str, key: str, *, session: str | None = None,
                confirmation: str | None = None) -> bool:
@@ -575,58 +596,117 @@ class MemoryStore:
         if kind is not None:
             self.limits.check_kind(kind)
         folded = query.casefold()
-        kind_sql, kind_args = ("AND m.kind = ?", (kind,)) if kind else ("", ())
-        order = "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
-        with self._reading() as conn:
-            if not folded:
-                sql = f"SELECT {_RECORD_SQL} FROM memories m WHERE m.user_id = ? {kind_sql} {order}"
-                args: tuple[Any, ...] = (user, *kind_args, limit)
-            elif len(folded) >= 3 and self._user_records(conn, user) >= self.fts_min_user_rows:
-                sql = (
-                    f"SELECT {_RECORD_SQL} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-                    f"WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql} {order}"
+        kind_sql, kind_args = ("AND kind = ?", (kind,)) if kind else ("", ())
+        newest = "ORDER BY updated_at DESC, id DESC"
+        if not folded:
+            return [_record(row) for row in self._fetch(
+                f"SELECT {_RECORD_SQL} FROM memories WHERE user_id = ? {kind_sql} {newest} LIMIT ?",
+                (user, *kind_args, limit),
+            )]
+        match = "(instr(key_fold, ?) > 0 OR instr(value_fold, ?) > 0)"
+        with self._lock:
+            if len(folded) < 3 or self._user_records(user) < self.fts_min_user_rows:
+                # The user's rows through the (user_id, updated_at) index, newest first: SQLite stops
+                # at the `limit`-th match, and never reads another user's rows.
+                rows = self._fetch(
+                    f"SELECT {_RECORD_SQL} FROM memories WHERE user_id = ? {kind_sql} AND {match} {newest} LIMIT ?",
+                    (user, *kind_args, folded, folded, limit),
                 )
-                args = ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit)
-            else:
-                sql = (
-                    f"SELECT {_RECORD_SQL} FROM memories m WHERE m.user_id = ? {kind_sql} "
-                    f"AND (instr(m.key_fold, ?) > 0 OR instr(m.value_fold, ?) > 0) {order}"
+                return [_record(row) for row in rows]
+            if self.fts_min_user_rows > 0:
+                # A large user: the newest rows first. If they hold `limit` matches, those are the
+                # answer (every other match is older); only otherwise is the index worth asking.
+                rows = self._fetch(
+                    f"SELECT {_RECORD_SQL} FROM (SELECT * FROM memories WHERE user_id = ? {kind_sql} "
+                    f"{newest} LIMIT ?) WHERE {match} {newest} LIMIT ?",
+                    (user, *kind_args, self.fts_min_user_rows, folded, folded, limit),
                 )
-                args = (user, *kind_args, folded, folded, limit)
-            return [_record(row) for row in conn.execute(sql, args)]
+                if len(rows) == limit:
+                    return [_record(row) for row in rows]
+            # CROSS JOIN fixes the order: the index query runs once, then rows are fetched by id and
+            # filtered by user. With a plain JOIN SQLite walked the user's rows and ran the MATCH
+            # again for each of them, which was slower than a scan by two orders of magnitude.
+            rows = self._fetch(
+                f"SELECT {_RECORD_SQL} FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid"
+                f" WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql.replace('kind', 'm.kind')}"
+                " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
+                ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit),
+            )
+            return [_record(row) for row in rows]
 
-    @staticmethod
-    def _user_records(conn: sqlite3.Connection, user: str) -> int:
-        row = conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
-        return row[0] if row else 0
+    def search_many(self, user: str, queries: Sequence[str], limit: int = 5,
+                    kinds: Sequence[str] = KINDS) -> dict[tuple[str, str], list[Record]]:
+        """`search(user, query, limit, kind)` for every query and kind, in one statement.
+
+        What retrieval needs: a few terms, each in both kinds. Sixteen searches that each scan the
+        user's rows cost sixteen scans (and a miss scans all of them); here the user's rows are read
+        once and matched against every query inside SQLite. A user with `fts_min_user_rows` or more
+        records is searched query by query instead, so the trigram index can serve them.
+
+        Returns:
+            `{(query, kind): records}`, exactly what `search` returns for each pair.
+
+        Raises:
+            ValidationError: a bad user, query, kind or limit (as `search`).
+        """
+        self.limits.check_id("user", user)
+        for query in queries:
+            self.limits.check_query(query)
+        self.limits.check_limit(limit)
+        for kind in kinds:
+            self.limits.check_kind(kind)
+        unique = list(dict.fromkeys(queries))
+        if not unique or not kinds:
+            return {(q, k): [] for q in queries for k in kinds}
+        with self._lock:
+            if self._user_records(user) >= self.fts_min_user_rows:
+                return {(q, k): self.search(user, q, limit, k) for q in unique for k in kinds}
+            # For each (query, kind): the matches ranked newest first, as `search` orders them; an
+            # empty query matches every row (instr(x, '') is 1), as an empty search does.
+            terms = ", ".join("(?, ?)" for _ in unique)
+            rows = self._fetch(
+                f"WITH q (n, term) AS (VALUES {terms}) "
+                f"SELECT n, {_RECORD_SQL} FROM ("
+                f"  SELECT q.n, m.*, row_number() OVER ("
+                f"    PARTITION BY q.n, m.kind ORDER BY m.updated_at DESC, m.id DESC) AS rank"
+                f"  FROM memories m JOIN q ON instr(m.key_fold, q.term) > 0 OR instr(m.value_fold, q.term) > 0"
+                f"  WHERE m.user_id = ? AND m.kind IN ({', '.join('?' for _ in kinds)})"
+                f") WHERE rank <= ? ORDER BY n, rank",
+                (*(x for n, q in enumerate(unique) for x in (n, q.casefold())), user, *kinds, limit),
+            )
+        found: dict[tuple[str, str], list[Record]] = {(q, k): [] for q in unique for k in kinds}
+        for row in rows:
+            found[(unique[row["n"]], row["kind"])].append(_record(row))
+        return found
+
+    def _user_records(self, user: str) -> int:
+        rows = self._fetch("SELECT records FROM user_counts WHERE user_id = ?", (user,))
+        return rows[0][0] if rows else 0
 
     def records(self, user: str, kind: str | None = None) -> list[Record]:
         """Every record of `user` (bounded by the per-user quota), by kind then key."""
         self.limits.check_id("user", user)
         if kind is not None:
             self.limits.check_kind(kind)
-        with self._reading() as conn:
-            rows = conn.execute(
-                f"SELECT {_RECORD_SQL} FROM memories WHERE user_id = ? AND (? IS NULL OR kind = ?)"
-                " ORDER BY kind, memory_key",
-                (user, kind, kind),
-            ).fetchall()
+        rows = self._fetch(
+            f"SELECT {_RECORD_SQL} FROM memories WHERE user_id = ? AND (? IS NULL OR kind = ?)"
+            " ORDER BY kind, memory_key",
+            (user, kind, kind),
+        )
         return [_record(row) for row in rows]
 
     def users(self) -> dict[str, int]:
         """Users that have records, with their record counts, by user id."""
-        with self._reading() as conn:
-            return dict(conn.execute("SELECT user_id, records FROM user_counts ORDER BY user_id").fetchall())
+        return {row[0]: row[1] for row in self._fetch("SELECT user_id, records FROM user_counts ORDER BY user_id")}
 
     def history(self, user: str, kind: str, key: str) -> list[dict[str, Any]]:
         """How the value under (kind, key) changed, oldest first, and on whose say-so."""
         self._check_identity(user, kind, key)
-        with self._reading() as conn:
-            rows = conn.execute(
-                "SELECT action, revision, session_id, old_value, new_value, confirmation, at FROM memory_events"
-                " WHERE user_id = ? AND kind = ? AND memory_key = ? ORDER BY id",
-                (user, kind, key),
-            ).fetchall()
+        rows = self._fetch(
+            "SELECT action, revision, session_id, old_value, new_value, confirmation, at FROM memory_events"
+            " WHERE user_id = ? AND kind = ? AND memory_key = ? ORDER BY id",
+            (user, kind, key),
+        )
         return [
             {"action": r["action"], "revision": r["revision"], "session": r["session_id"],
              "old_value": r["old_value"], "new_value": r["new_value"],
@@ -893,11 +973,10 @@ class MemoryStore:
         """The archived turns of one session of `user`, in turn order."""
         self.limits.check_id("user", user)
         self.limits.check_id("session", session)
-        with self._reading() as conn:
-            rows = conn.execute(
-                "SELECT turn, role, content, at FROM transcript WHERE user_id = ? AND session_id = ? ORDER BY turn",
-                (user, session),
-            ).fetchall()
+        rows = self._fetch(
+            "SELECT turn, role, content, at FROM transcript WHERE user_id = ? AND session_id = ? ORDER BY turn",
+            (user, session),
+        )
         return [dict(row) for row in rows]
 
     # -- operations ---------------------------------------------------------------------------------
