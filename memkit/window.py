@@ -852,6 +852,34 @@ class RedisWindow(ShortTermWindow):
             closed = self.sweep()
             return {"closed": closed, "archived": self.archive_pending()}
 
+    def forget_user(self, user: str) -> dict[str, int]:
+        """Remove every trace of `user`: the Redis windows and pending turns of all their sessions,
+        then (`MemoryStore.forget_user`) their records, history and archived transcript.
+
+        Redis goes first: `store.forget_user` alone leaves pending turns that the archiver would copy
+        back into the transcript. Holding the archiver's lock keeps this instance's worker out; archivers
+        of other instances on the same prefix should be stopped meanwhile (or this called again).
+
+        Returns:
+            The store's counts plus `redis_keys`: how many Redis keys were removed.
+        """
+        self.limits.check_id("user", user)
+        with self._flush_lock:
+            with self._errors(f"forgetting {user}"):
+                # Ids cannot hold ':' or glob characters, so this pattern matches this user's keys only.
+                doomed = list(self.client.scan_iter(match=f"{self.prefix}:{user}:*", count=500))
+                refs = [m for m in (_text(m) for m in self.client.zrange(self._index, 0, -1)
+                                    + list(self.client.smembers(self._queue)))
+                        if m.partition("/")[0] == user]
+                pipe = self.client.pipeline(transaction=True)
+                if doomed:
+                    pipe.delete(*doomed)
+                if refs:
+                    pipe.zrem(self._index, *refs)
+                    pipe.srem(self._queue, *refs)
+                pipe.execute()
+            return {**self.store.forget_user(user), "redis_keys": len(doomed)}
+
     def retire_all(self) -> dict[str, int]:
         """Move every session's window into the archive now (e.g. before the server stops)."""
         with self._flush_lock:

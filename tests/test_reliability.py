@@ -1019,9 +1019,17 @@ def test_isolation_probes_hold_after_a_restart_and_after_forget_user(tmp_path, f
         leaked += len(found)
         assert found == [], (user, found)
     forgotten = [pair[0] for pair in PROBE_PAIRS]
-    with MemoryStore(path) as store:
+    with MemoryStore(path) as store, RedisWindow(store, redis_client, prefix=prefix, size=1,
+                                                 background=False) as window:
         for user in forgotten:
-            store.forget_user(user)
+            # A turn pushes an older one into pending: store.forget_user alone would let the archiver
+            # copy it back into the transcript. window.forget_user clears Redis first (a regression).
+            window.append(user, "s1", "user", f"third turn of {user}: {token[user]}")
+            assert window.forget_user(user)["redis_keys"] >= 2
+        window.flush()
+        for user in users:
+            recent = window.recent(user, "s1")
+            assert (recent == []) == (user in forgotten) and (store.archived_turns(user, "s1") == []) == (user in forgotten)
     for user, answer in dump_all(users).items():
         others = {token[u] for u in users if u != user}
         if user in forgotten:
