@@ -946,6 +946,10 @@ class MemoryStore:
         self.limits.check_id("user", user)
         self.limits.check_id("session", session)
         rows = []
+        try:
+            turns = list(turns)
+        except TypeError:
+            raise ValidationError(f"turns must be a list of turn dicts, not {type(turns).__name__}") from None
         for t in turns:
             if not isinstance(t, dict):
                 raise ValidationError(f"a turn must be a dict with turn, role, content, at; got {type(t).__name__}")

@@ -666,6 +666,11 @@ def test_hostile_input_to_every_store_method_round_trips_or_is_refused(tmp_path,
             store.import_records(text, user="carol")
         tally["refused as documented"] += 1
         assert snapshot(store) == before
+    for wrong in (None, 5, object()):  # turns that are not a list once escaped as TypeError (a regression)
+        tally["calls"] += 1
+        with pytest.raises(ValidationError, match="turns must be a list"):
+            store.archive_turns("alice", "s1", wrong)
+        tally["refused as documented"] += 1
     try:
         one_call()
     finally:
