@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from typing import Any
 
 from .approvals import Approvals
@@ -115,6 +116,8 @@ class MemoryAgent:
                     stop_reason = "max_tool_calls"
                 else:
                     outcome = self.tools.call(tool_call.name, tool_call.arguments)
+                    if tool_call.name == "memory_delete" and outcome["ok"] and outcome["result"]["deleted"]:
+                        _forget_in_request(request, json.loads(tool_call.arguments))
                 tool_results.append({"name": tool_call.name, "arguments": tool_call.arguments, "outcome": outcome})
                 results.append({"role": "tool", "tool_call_id": tool_call.id, "content": canonical_json(outcome)})
             request.exchanges.append([reply.as_message(), *results])
@@ -122,3 +125,12 @@ class MemoryAgent:
                 break
         self.history.add(task, text)
         return AgentReply(text, stop_reason, tool_results, self.model.measurements[first:], retrieved)
+
+
+def _forget_in_request(request: Request, deleted: dict[str, Any]) -> None:
+    """After a confirmed delete, later requests of this ask carry neither the record nor old history.
+
+    The tool already cleared the session's History; the request holds copies made before the call.
+    """
+    request.history.clear()
+    request.memory[:] = [m for m in request.memory if (m["kind"], m["key"]) != (deleted["kind"], deleted["key"])]

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from .agent import MemoryAgent
 from .approvals import Approvals
 from .errors import MemkitError, ValidationError
-from .limits import KINDS
+from .limits import DEFAULT_LIMITS, KINDS, check_text
 from .models import FixtureModel, OpenAIModel
 from .store import MemoryStore
 
@@ -33,24 +33,59 @@ class CliError(MemkitError):
     """A command line that cannot be carried out as given."""
 
 
-def _db_path(args: argparse.Namespace) -> Path:
-    """`--db`, else `--workspace DIR` (meaning DIR/state/memory.sqlite3), else $MEMKIT_DB, else ./memkit-workspace."""
+def _db_path(args: argparse.Namespace) -> tuple[Path, bool]:
+    """`--db`, else `--workspace DIR` (DIR/state/memory.sqlite3), else $MEMKIT_DB, else ./memkit-workspace.
+
+    Returns the path and whether its folder is the kit's to create (a workspace, never a --db folder).
+    """
     if args.db:
-        return Path(args.db)
-    workspace = args.workspace or (None if os.environ.get("MEMKIT_DB") else DEFAULT_WORKSPACE)
-    if workspace is None:
-        return Path(os.environ["MEMKIT_DB"])
-    return Path(workspace) / "state" / "memory.sqlite3"
+        return Path(args.db), False
+    if args.workspace is None and os.environ.get("MEMKIT_DB"):
+        return Path(os.environ["MEMKIT_DB"]), False
+    return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / "memory.sqlite3", True
 
 
 def _open_store(args: argparse.Namespace) -> MemoryStore:
-    path = _db_path(args)
+    path, is_workspace = _db_path(args)
     if not path.exists() and not path.is_symlink():
         if args.command not in WRITE_COMMANDS:
             raise CliError(f"there is no database at {path}; create one with `memkit put ... --confirm` or `memkit chat`")
-        if args.workspace and not args.db:
+        if is_workspace:
             path.parent.mkdir(parents=True, exist_ok=True)
     return MemoryStore(path)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Check every argument before any file is opened, so a refused command creates nothing."""
+    limits = DEFAULT_LIMITS
+    required = {"put": ("key", "value"), "delete": ("key",), "get": ("key",), "history": ("key",),
+                "import": ("file",)}.get(args.command, ())
+    for name in required:
+        _need(args, name)
+    if getattr(args, "user", None) is not None:
+        limits.check_id("user", args.user)
+    if getattr(args, "session", None) is not None:
+        limits.check_id("session", args.session)
+    if getattr(args, "as_user", None) is not None:
+        limits.check_id("user", args.as_user)
+    if getattr(args, "key", None) is not None:
+        limits.check_key(args.key)
+    if getattr(args, "value", None) is not None:
+        limits.check_value(args.value)
+    if args.command == "search":
+        limits.check_query(args.query)
+        limits.check_limit(args.limit)
+    if args.command == "chat":
+        for key, value in (args.confirm_preference or []) + (args.confirm_episode or []):
+            limits.check_key(key)
+            limits.check_value(value)
+        for kind, key in args.confirm_delete or []:
+            limits.check_kind(kind)
+            limits.check_key(key)
+        for message in args.message or []:
+            check_text("message", message)
+        if args.budget is not None and args.budget < 1:
+            raise CliError(f"--budget is {args.budget}; it must be a positive number of characters")
 
 
 def _require_confirm(args: argparse.Namespace, what: str) -> None:
@@ -68,13 +103,13 @@ def _emit(value: Any) -> None:
 def cmd_put(args: argparse.Namespace) -> None:
     _require_confirm(args, "put")
     with _open_store(args) as store:
-        confirmation = Approvals("cli", store.limits).confirm_put(args.kind, args.key, _need(args, "value"))
+        confirmation = Approvals("cli", store.limits).confirm_put(args.kind, args.key, args.value)
         _emit(store.put(args.user, args.session, args.kind, args.key, args.value, confirmation=confirmation.id))
 
 
 def cmd_get(args: argparse.Namespace) -> None:
     with _open_store(args) as store:
-        _emit(store.get(args.user, args.kind, _need(args, "key")))
+        _emit(store.get(args.user, args.kind, args.key))
 
 
 def cmd_search(args: argparse.Namespace) -> None:
@@ -85,14 +120,14 @@ def cmd_search(args: argparse.Namespace) -> None:
 def cmd_delete(args: argparse.Namespace) -> None:
     _require_confirm(args, "delete")
     with _open_store(args) as store:
-        confirmation = Approvals("cli", store.limits).confirm_delete(args.kind, _need(args, "key"))
+        confirmation = Approvals("cli", store.limits).confirm_delete(args.kind, args.key)
         deleted = store.delete(args.user, args.kind, args.key, session=args.session, confirmation=confirmation.id)
         _emit({"deleted": deleted})
 
 
 def cmd_history(args: argparse.Namespace) -> None:
     with _open_store(args) as store:
-        _emit(store.history(args.user, args.kind, _need(args, "key")))
+        _emit(store.history(args.user, args.kind, args.key))
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -106,7 +141,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def cmd_import(args: argparse.Namespace) -> None:
     _require_confirm(args, "import")
-    bundle = Path(_need(args, "file"))
+    bundle = Path(args.file)
     if not bundle.is_file():
         raise CliError(f"there is no bundle file at {bundle}")
     with _open_store(args) as store:
@@ -128,31 +163,52 @@ def cmd_chat(args: argparse.Namespace) -> None:
     messages = args.message or [line.strip() for line in sys.stdin if line.strip()]
     if not messages:
         raise CliError("chat needs --message TEXT (repeatable) or lines on standard input")
-    model = OpenAIModel() if args.live else FixtureModel()  # live mode never falls back to the fixture
+    for message in messages:
+        check_text("message", message)
+    # The model first: live mode without credentials fails before a database is created, and it
+    # never falls back to the fixture.
+    model = OpenAIModel() if args.live else FixtureModel()
+    turns: list[dict[str, Any]] = []
     try:
-        with _open_store(args) as store:
-            approvals = Approvals("cli", store.limits)
-            for key, value in args.confirm_preference or []:
-                approvals.confirm_put("preference", key, value)
-            for key, value in args.confirm_episode or []:
-                approvals.confirm_put("episode", key, value)
-            for kind, key in args.confirm_delete or []:
-                approvals.confirm_delete(kind, key)
-            agent = MemoryAgent(store, args.user, args.session, model, approvals=approvals,
-                                budget_chars=args.budget)
-            turns = []
-            for message in messages:
-                reply = asyncio.run(agent.ask(message))
-                turns.append({"message": message, "reply": reply.text, "stop_reason": reply.stop_reason,
-                              "tool_results": reply.tool_results})
-    finally:
+        store = _open_store(args)
+    except BaseException:
         asyncio.run(model.aclose())
-    if args.dump_requests and isinstance(model, FixtureModel):
-        Path(args.dump_requests).write_text(json.dumps(model.requests, ensure_ascii=False), encoding="utf-8")
-    _emit({"user": args.user, "session": args.session, "model": "live" if args.live else "fixture",
-           "turns": turns, "requests": len(agent.model.measurements),
+        raise
+    with store:
+        approvals = Approvals("cli", store.limits)
+        for key, value in args.confirm_preference or []:
+            approvals.confirm_put("preference", key, value)
+        for key, value in args.confirm_episode or []:
+            approvals.confirm_put("episode", key, value)
+        for kind, key in args.confirm_delete or []:
+            approvals.confirm_delete(kind, key)
+        agent = MemoryAgent(store, args.user, args.session, model, approvals=approvals, budget_chars=args.budget)
+        summary = {"user": args.user, "session": args.session, "model": "live" if args.live else "fixture",
+                   "turns": turns}
+        try:
+            # One event loop for the whole conversation: the live client's pooled connections
+            # belong to the loop that opened them.
+            asyncio.run(_converse(agent, model, messages, turns))
+        except MemkitError as exc:
+            if turns:  # earlier turns may have changed memory: say what was done before failing
+                _emit({**summary, "error": str(exc)})
+            raise
+        finally:
+            if args.dump_requests and isinstance(model, FixtureModel):
+                Path(args.dump_requests).write_text(json.dumps(model.requests, ensure_ascii=False), encoding="utf-8")
+    _emit({**summary, "requests": len(agent.model.measurements),
            "largest_request_chars": agent.model.largest_request,
            "unused_confirmations": [c.describe() for c in approvals.pending]})
+
+
+async def _converse(agent: MemoryAgent, model: Any, messages: list[str], turns: list[dict[str, Any]]) -> None:
+    try:
+        for message in messages:
+            reply = await agent.ask(message)
+            turns.append({"message": message, "reply": reply.text, "stop_reason": reply.stop_reason,
+                          "tool_results": reply.tool_results})
+    finally:
+        await model.aclose()
 
 
 def _need(args: argparse.Namespace, name: str) -> Any:
@@ -288,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["demo"])
     try:
+        _check_args(args)
         args.handler(args)
     except (MemkitError, ValidationError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -127,3 +127,17 @@ def test_fixture_model_proposes_and_the_tools_decide(store):
     refused = run(agent.ask("Remember my drink is coffee")).text
     assert "could not" in refused and store.get("alice", "preference", "drink")["value"] == "green tea"
     assert "green tea" in run(agent.ask("What drink do I like?")).text
+
+
+def test_a_confirmed_delete_keeps_the_value_out_of_the_rest_of_the_ask(store):
+    store.put("alice", "s0", "preference", "drink", "tea")
+    approvals = Approvals()
+    approvals.confirm_delete("preference", "drink")
+    model = ScriptedModel([call("memory_delete", kind="preference", key="drink"), "Deleted."])
+    agent = MemoryAgent(store, "alice", "s1", model, approvals=approvals)
+    agent.history.add("what do I drink?", "You drink tea.")
+    run(agent.ask("forget my drink please"))
+    first, second = (json.loads(r["messages"][1]["content"]) for r in model.requests)
+    assert first["retrieved_memory"] and first["recent_history"]  # the value was there before the delete
+    assert second["retrieved_memory"] == [] and second["recent_history"] == []
+    assert "tea" not in second["task"] and store.get("alice", "preference", "drink") is None

@@ -62,6 +62,41 @@ def test_bad_input_exits_2_with_an_error_and_changes_nothing(db, argv, message):
     assert digest(db) == before
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["put", "--user", "bad user", "--key", "k", "--value", "v", "--confirm"],
+        ["put", "--user", "alice", "--value", "v", "--confirm"],
+        ["put", "--user", "alice", "--key", "k", "--value", "", "--confirm"],
+        ["chat", "--user", "alice", "--confirm-preference", "BadKey", "v", "--message", "hi"],
+        ["chat", "--user", "alice", "--confirm-delete", "secret", "k", "--message", "hi"],
+        ["chat", "--user", "alice", "--message", b"not utf-8: \xff"],  # arrives as a lone surrogate
+        ["chat", "--user", "alice", "--budget", "0", "--message", "hi"],
+    ],
+)
+def test_a_refused_write_creates_no_database_or_folder(tmp_path, argv):
+    done = memkit(argv[0], "--workspace", str(tmp_path / "ws"), *argv[1:])
+    assert done.returncode == 2 and done.stderr.startswith("error: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_default_workspace_is_created_on_a_first_write(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "MEMKIT_DB"}
+    done = memkit("put", "--user", "alice", "--key", "k", "--value", "v", "--confirm", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "memkit-workspace" / "state" / "memory.sqlite3").is_file()
+
+
+def test_a_chat_that_fails_midway_reports_the_turns_it_completed(tmp_path):
+    db = str(tmp_path / "m.sqlite3")
+    done = memkit("chat", "--db", db, "--user", "alice", "--budget", "3000", "--confirm-preference", "drink", "tea",
+                  "--message", "Remember my drink is tea", "--message", "x" * 5000)
+    assert done.returncode == 2 and "budget" in done.stderr
+    partial = json.loads(done.stdout)
+    assert [t["message"] for t in partial["turns"]] == ["Remember my drink is tea"] and "error" in partial
+    assert json.loads(memkit("get", "--db", db, "--user", "alice", "--key", "drink").stdout)["value"] == "tea"
+
+
 def test_reading_a_missing_database_does_not_create_one(tmp_path):
     done = memkit("get", "--db", str(tmp_path / "none.sqlite3"), "--user", "alice", "--key", "drink")
     assert done.returncode == 2 and "no database" in done.stderr

@@ -22,6 +22,8 @@ class ChatServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints do: connections get reused
+
             def do_POST(self):  # noqa: N802 (http.server's naming)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.received.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
@@ -123,16 +125,19 @@ def test_cli_live_without_credentials_never_falls_back_to_the_fixture(tmp_path):
                            "--user", "alice", "--live", "--message", "hi"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 2 and "OPENAI_API_KEY" in done.stderr and done.stdout == ""
+    assert not (tmp_path / "m.sqlite3").exists()  # it failed before creating anything
 
 
 def test_cli_live_talks_to_the_configured_endpoint(tmp_path, chat_server):
-    server = chat_server([{"role": "assistant", "content": "Hello from the live path."}])
+    server = chat_server([{"role": "assistant", "content": "Hello from the live path."},
+                          {"role": "assistant", "content": "Still here."}])
     env = {**__import__("os").environ, "OPENAI_API_KEY": "sk-test-not-real", "OPENAI_MODEL": "test-model",
            "OPENAI_BASE_URL": server.url}
     done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(tmp_path / "m.sqlite3"),
-                           "--user", "alice", "--live", "--message", "hi"],
+                           "--user", "alice", "--live", "--message", "hi", "--message", "again"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     output = json.loads(done.stdout)
-    assert output["model"] == "live" and output["turns"][0]["reply"] == "Hello from the live path."
-    assert server.received[0]["body"]["model"] == "test-model"
+    assert output["model"] == "live"
+    assert [t["reply"] for t in output["turns"]] == ["Hello from the live path.", "Still here."]
+    assert [r["body"]["model"] for r in server.received] == ["test-model", "test-model"]
