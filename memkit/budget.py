@@ -41,6 +41,15 @@ def _escaped_chars(json_text: str) -> int:
     return len(json_text) + json_text.count('"') + json_text.count("\\")
 
 
+def _positive(name: str, value: int | None, default: int) -> int:
+    """`value`, or `default` when None; anything but a positive integer is refused, not replaced."""
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValidationError(f"{name} is {value!r}; it must be a positive integer")
+    return value
+
+
 def shorten(text: str, max_chars: int) -> str:
     """Cut `text` to at most `max_chars` code points, saying so with a visible marker."""
     if len(text) <= max_chars:
@@ -68,9 +77,9 @@ class History:
 
     def __init__(self, max_exchanges: int | None = None, max_chars: int | None = None,
                  max_text_chars: int | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
-        self.max_exchanges = max_exchanges or limits.history_max_exchanges
-        self.max_chars = max_chars or limits.history_max_chars
-        self.max_text_chars = max_text_chars or limits.history_max_text_chars
+        self.max_exchanges = _positive("max_exchanges", max_exchanges, limits.history_max_exchanges)
+        self.max_chars = _positive("max_chars", max_chars, limits.history_max_chars)
+        self.max_text_chars = _positive("max_text_chars", max_text_chars, limits.history_max_text_chars)
         self._exchanges: list[dict[str, str]] = []
         self.dropped = 0
 
@@ -203,7 +212,7 @@ class BudgetedModel:
 
     def __init__(self, model: ChatModel, budget_chars: int | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
         self.model = model
-        self.budget_chars = budget_chars or limits.request_budget_chars
+        self.budget_chars = _positive("budget_chars", budget_chars, limits.request_budget_chars)
         self.measurements: list[Measurement] = []
         self._sizes: dict[int, tuple[Any, int]] = {}
 

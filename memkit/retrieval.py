@@ -22,8 +22,10 @@ STOPWORDS = frozenset(
     "until very was were what when where which while who whom why will with would you your yours please "
     "tell know remember".split()
 )
-_WORD_RE = re.compile(r"\w+")
-_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+# A word is a run of CJK characters or a run of other word characters: "kyoto京都trip" is three.
+_WORD_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+")
+_CJK_RE = re.compile(rf"[{_CJK}]")
 
 
 def task_terms(task: str, max_terms: int = DEFAULT_LIMITS.retrieval_max_terms,
@@ -31,7 +33,8 @@ def task_terms(task: str, max_terms: int = DEFAULT_LIMITS.retrieval_max_terms,
     """The search terms of a task: words of 3+ letters that are not stopwords, in order, deduplicated.
 
     Runs of CJK characters have no spaces between words, so they are split into overlapping
-    pairs of characters ("我喜欢咖啡" gives "我喜", "喜欢", "欢咖", "咖啡"). At most `max_terms`
+    pairs of characters ("我喜欢咖啡" gives "我喜", "喜欢", "欢咖", "咖啡"); other letters next to
+    them form words of their own ("kyoto京都" gives "kyoto", "京都"). At most `max_terms`
     terms, each cut to `max_chars` (a search query's limit; a shorter term matches a superset).
 
     Example:

@@ -11,7 +11,7 @@ import json
 from typing import Any, Callable
 
 from .approvals import Approvals
-from .budget import History
+from .budget import History, shorten
 from .errors import MemkitError
 from .limits import KINDS
 from .store import MemoryStore
@@ -100,7 +100,8 @@ class MemoryTools:
         error = self._jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path)
-            return {"ok": False, "error": f"invalid arguments for {name}{' at ' + where if where else ''}: {error.message}"}
+            return {"ok": False, "error": f"invalid arguments for {name}{' at ' + where if where else ''}: "
+                                          f"{_describe(error)}"}
         try:
             return {"ok": True, "result": self._handlers[name](**arguments)}
         except MemkitError as exc:
@@ -126,3 +127,12 @@ class MemoryTools:
             if self.history is not None:
                 self.history.clear()
         return {"deleted": deleted}
+
+
+def _describe(error: Any) -> str:
+    """A schema error in a few words. jsonschema's own message quotes the whole offending value,
+    which for a 5000-character value would make the tool result too big to send back."""
+    if error.validator in ("maxLength", "minLength") and isinstance(error.instance, str):
+        bound = "at most" if error.validator == "maxLength" else "at least"
+        return f"the text is {len(error.instance)} characters; it must be {bound} {error.validator_value}"
+    return shorten(error.message, 200)

@@ -114,3 +114,13 @@ def test_every_sent_request_fits_and_is_recorded():
     for sent, measurement in zip(model.requests, wrapper.measurements):
         assert json_chars(sent) == measurement.total_chars <= 16000
     assert wrapper.largest_request == max(m.total_chars for m in wrapper.measurements)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_sizes_must_be_positive_integers_not_silently_replaced(bad):
+    from memkit import ValidationError
+
+    with pytest.raises(ValidationError):
+        BudgetedModel(ScriptedModel([]), budget_chars=bad)
+    with pytest.raises(ValidationError):
+        History(max_exchanges=bad)

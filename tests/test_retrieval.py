@@ -73,3 +73,8 @@ def test_never_over_budget_and_never_another_users_value(tmp_path_factory, value
         context = retrieve(store, "alice", task + " " + " ".join(values))
     assert json_chars(context.memory) <= budget
     assert not any("BOB-ONLY" in m["value"] for m in context.memory)
+
+
+def test_mixed_script_words_split_into_their_scripts():
+    assert task_terms("Kyoto京都trip?") == ["kyoto", "京都", "trip"]
+    assert task_terms("我喜欢coffee和tea") == ["我喜", "喜欢", "coffee", "和", "tea"]

@@ -31,7 +31,7 @@ def test_outcomes_are_json_ready_dicts(tools):
         ("memory_get", '["preference", "drink"]', "must be a JSON object"),
         ("memory_search", '{"query": "x", "limit": 500}', "maximum"),
         ("memory_search", '{"query": 5}', "is not of type 'string'"),
-        ("memory_put", '{"kind": "preference", "key": "k", "value": "' + "x" * 513 + '"}', "is too long"),
+        ("memory_put", '{"kind": "preference", "key": "k", "value": "' + "x" * 513 + '"}', "513 characters; it must be at most 512"),
         ("memory_drop_table", "{}", "unknown tool"),
     ],
 )
@@ -82,3 +82,8 @@ def test_store_errors_come_back_as_outcomes_not_exceptions(tmp_path):
         outcome = tools.call("memory_put", {"kind": "preference", "key": "b", "value": "2"})
         assert outcome["ok"] is False and "quota" in outcome["error"]
         assert len(tools.approvals.pending) == 1  # a refused write does not spend its confirmation
+
+
+def test_a_refusal_does_not_echo_a_huge_argument_back(tools):
+    outcome = tools.call("memory_put", {"kind": "preference", "key": "k", "value": "x" * 5000})
+    assert outcome["ok"] is False and "5000 characters" in outcome["error"] and len(outcome["error"]) < 200
