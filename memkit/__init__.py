@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from .agent import SYSTEM_PROMPT, AgentReply, MemoryAgent
 from .approvals import Approvals, Confirmation
-from .budget import BudgetedModel, History, Measurement, Request, canonical_json, json_chars, shorten
-from .clock import FakeClock, utc_now
+from .budget import BudgetedModel, ChatModel, History, Measurement, Request, canonical_json, json_chars, shorten
+from .clock import Clock, FakeClock, utc_now
 from .errors import (
     ApprovalError,
     BudgetError,
@@ -38,12 +38,12 @@ from .window import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AgentReply", "InProcessWindow", "RedisHandle", "RedisWindow", "ShortTermWindow", "Turn",
-    "connect_redis", "start_embedded_redis", "ApprovalError", "Approvals", "BudgetError", "BudgetedModel", "Confirmation",
-    "DEFAULT_LIMITS", "FakeClock", "FixtureModel", "History", "KINDS", "Limits", "Measurement",
-    "MemkitError", "MemoryAgent", "MemoryStore", "MemoryTools", "ModelError", "ModelReply",
-    "OpenAIModel", "QuotaError", "Record", "Request", "RetrievedContext", "SCHEMA_VERSION",
-    "SYSTEM_PROMPT", "ScriptedModel", "StoreError", "ToolCall", "ValidationError", "WindowError",
-    "call", "canonical_json", "json_chars", "retrieve", "say", "shorten", "task_terms", "tool_schemas",
-    "utc_now",
+    "AgentReply", "ApprovalError", "Approvals", "BudgetedModel", "BudgetError", "call",
+    "canonical_json", "ChatModel", "Clock", "Confirmation", "connect_redis", "DEFAULT_LIMITS",
+    "FakeClock", "FixtureModel", "History", "InProcessWindow", "json_chars", "KINDS", "Limits",
+    "Measurement", "MemkitError", "MemoryAgent", "MemoryStore", "MemoryTools", "ModelError",
+    "ModelReply", "OpenAIModel", "QuotaError", "Record", "RedisHandle", "RedisWindow", "Request",
+    "retrieve", "RetrievedContext", "say", "SCHEMA_VERSION", "ScriptedModel", "shorten",
+    "ShortTermWindow", "start_embedded_redis", "StoreError", "SYSTEM_PROMPT", "task_terms",
+    "tool_schemas", "ToolCall", "Turn", "utc_now", "ValidationError", "WindowError",
 ]
