@@ -225,19 +225,20 @@ class RawLimit:
             return {}
         if self._user_records(user) >= self.fts_min_user_rows:
             return {(q, k): self._rows(user, q, limit, k) for q in unique for k in kinds}
-        terms = ", ".join("(?, ?)" for _ in unique)
+        match = [f"(instr(key_fold, ?{n}) > 0 OR instr(value_fold, ?{n}) > 0)" for n in range(2, len(unique) + 2)]
+        kind_params = ", ".join(f"?{n}" for n in range(len(unique) + 2, len(unique) + 2 + len(kinds)))
         rows = self.conn.execute(
-            f"WITH q (n, term) AS (VALUES {terms}) SELECT n, {_COLUMNS} FROM ("
-            "  SELECT q.n, m.*, row_number() OVER ("
-            "    PARTITION BY q.n, m.kind ORDER BY m.updated_at DESC, m.id DESC) AS rank"
-            "  FROM memories m JOIN q ON instr(m.key_fold, q.term) > 0 OR instr(m.value_fold, q.term) > 0"
-            f"  WHERE m.user_id = ? AND m.kind IN ({', '.join('?' for _ in kinds)})"
-            ") WHERE rank <= ? ORDER BY n, rank",
-            (*(x for n, q in enumerate(unique) for x in (n, q.casefold())), user, *kinds, limit),
+            f"SELECT {_COLUMNS}, {', '.join(match)} FROM memories"
+            f" WHERE user_id = ?1 AND kind IN ({kind_params}) AND ({' OR '.join(match)})"
+            " ORDER BY updated_at DESC, id DESC",
+            (user, *(q.casefold() for q in unique), *kinds),
         ).fetchall()
         found: dict[tuple[str, str], list[tuple[Any, ...]]] = {(q, k): [] for q in unique for k in kinds}
         for row in rows:
-            found[(unique[row[0]], row[1])].append(row[1:])
+            for n, query in enumerate(unique, start=7):
+                hits = found[(query, row[0])]
+                if row[n] and len(hits) < limit:
+                    hits.append(row)
         return found
 
     def search(self, user: str, query: str, limit: int = 5) -> list[Hit]:

@@ -177,7 +177,8 @@ def markdown(results: dict[str, Any], notes: str) -> str:
     window = results.get("window")
     out += ["", "## Short-term window", ""]
     if window and window.get("table"):
-        out += ["From `bench/bench_window.py` (its own file: `bench/results_window.md`):", "",
+        out += ["From `bench/bench_window.py`, run by this suite (the script's own runs write "
+                "`bench/results_window.md`):", "",
                 window["table"].strip()]
     else:
         out.append(f"Not measured in this run: {window['status'] if window else 'skipped (--no-window)'}.")

@@ -636,11 +636,11 @@ class MemoryStore:
 
     def search_many(self, user: str, queries: Sequence[str], limit: int = 5,
                     kinds: Sequence[str] = KINDS) -> dict[tuple[str, str], list[Record]]:
-        """`search(user, query, limit, kind)` for every query and kind, in one statement.
+        """`search(user, query, limit, kind)` for every query and kind, in one pass.
 
         What retrieval needs: a few terms, each in both kinds. Sixteen searches that each scan the
         user's rows cost sixteen scans (and a miss scans all of them); here the user's rows are read
-        once and matched against every query inside SQLite. A user with `fts_min_user_rows` or more
+        once, newest first, and matched against every query inside SQLite. A user with `fts_min_user_rows` or more
         records is searched query by query instead, so the trigram index can serve them.
 
         Returns:
@@ -661,22 +661,25 @@ class MemoryStore:
         with self._lock:
             if self._user_records(user) >= self.fts_min_user_rows:
                 return {(q, k): self.search(user, q, limit, k) for q in unique for k in kinds}
-            # For each (query, kind): the matches ranked newest first, as `search` orders them; an
-            # empty query matches every row (instr(x, '') is 1), as an empty search does.
-            terms = ", ".join("(?, ?)" for _ in unique)
+            # One pass over the user's rows, newest first: the rows that match any query, each
+            # with one flag per query; the first `limit` flagged rows of a kind are that search's
+            # answer. (Measured against one ranked statement per pair with row_number(): faster,
+            # because each row is read and matched once.) An empty query matches every row, as
+            # an empty search does: instr(x, '') is 1.
+            match = [f"(instr(key_fold, ?{n}) > 0 OR instr(value_fold, ?{n}) > 0)" for n in range(2, len(unique) + 2)]
+            kind_params = ", ".join(f"?{n}" for n in range(len(unique) + 2, len(unique) + 2 + len(kinds)))
             rows = self._fetch(
-                f"WITH q (n, term) AS (VALUES {terms}) "
-                f"SELECT n, {_RECORD_SQL} FROM ("
-                f"  SELECT q.n, m.*, row_number() OVER ("
-                f"    PARTITION BY q.n, m.kind ORDER BY m.updated_at DESC, m.id DESC) AS rank"
-                f"  FROM memories m JOIN q ON instr(m.key_fold, q.term) > 0 OR instr(m.value_fold, q.term) > 0"
-                f"  WHERE m.user_id = ? AND m.kind IN ({', '.join('?' for _ in kinds)})"
-                f") WHERE rank <= ? ORDER BY n, rank",
-                (*(x for n, q in enumerate(unique) for x in (n, q.casefold())), user, *kinds, limit),
+                f"SELECT {_RECORD_SQL}, {', '.join(match)} FROM memories"
+                f" WHERE user_id = ?1 AND kind IN ({kind_params}) AND ({' OR '.join(match)})"
+                " ORDER BY updated_at DESC, id DESC",
+                (user, *(q.casefold() for q in unique), *kinds),
             )
         found: dict[tuple[str, str], list[Record]] = {(q, k): [] for q in unique for k in kinds}
         for row in rows:
-            found[(unique[row["n"]], row["kind"])].append(_record(row))
+            for n, query in enumerate(unique, start=7):  # the flags follow the 7 record columns
+                hits = found[(query, row["kind"])]
+                if row[n] and len(hits) < limit:
+                    hits.append(_record(row))
         return found
 
     def _user_records(self, user: str) -> int:
