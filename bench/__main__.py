@@ -1,7 +1,7 @@
 """`python -m bench` (what `make bench` runs): the whole suite, then RESULTS.md, results.png, results.json.
 
     python -m bench                 # 1k, 10k, 100k records, 7 rounds, window and notebooks: a few minutes
-    python -m bench --quick         # a smoke run: 1k records, 2 rounds, no notebooks
+    python -m bench --quick         # a smoke run: 1k records, 2 rounds, no window, no notebooks
     python -m bench --sizes 200 --rounds 1 --no-notebooks --no-window --out /tmp/b   # what the test runs
 
 Timings are never asserted anywhere: they go into the table, and the targets are judged there.
@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 1k records, 2 rounds, no notebooks")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1k records, 2 rounds, no window, no notebooks")
     parser.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")),
                         help="comma-separated record counts (default 1000,10000,100000)")
     parser.add_argument("--rounds", type=int, help="rounds per operation (default 7; --quick 2)")
