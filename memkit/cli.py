@@ -145,7 +145,7 @@ def cmd_import(args: argparse.Namespace) -> None:
     if not bundle.is_file():
         raise CliError(f"there is no bundle file at {bundle}")
     with _open_store(args) as store:
-        _emit(store.import_records(bundle, user=args.as_user, confirmation="cli"))
+        _emit(store.import_records(bundle, user=args.as_user))
 
 
 def cmd_forget_user(args: argparse.Namespace) -> None:

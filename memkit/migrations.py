@@ -29,7 +29,8 @@ MIGRATIONS: list[list[str]] = [
             UNIQUE (user_id, kind, memory_key)
         )""",
         "CREATE INDEX memories_by_user_time ON memories (user_id, updated_at)",
-        # Append-only: every create, update, delete and import, with the confirmation that allowed it.
+        # Append-only: every create, update and delete, with the confirmation that allowed it
+        # (an import brings the exported events with it).
         """CREATE TABLE memory_events (
             id INTEGER PRIMARY KEY,
             user_id TEXT NOT NULL,

@@ -112,6 +112,8 @@ class MemoryStore:
         path = self.path
         if self._inspect_file(path):
             self._create(path)
+        else:
+            self._inspect_schema(path, check_integrity)
         uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=rw"
         try:
             conn = sqlite3.connect(
@@ -122,8 +124,6 @@ class MemoryStore:
             raise StoreError(f"cannot open {path}: {exc}") from None
         conn.row_factory = sqlite3.Row
         try:
-            # Read-only checks first: nothing below writes until the file is known to be ours.
-            self._check_schema(conn, path, check_integrity)
             conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":
@@ -142,6 +142,32 @@ class MemoryStore:
             conn.close()
             raise
         return conn
+
+    def _inspect_schema(self, path: Path, check_integrity: bool) -> None:
+        """Check an existing file on a connection of its own before the store's connection opens it.
+
+        When a `-wal` file sits beside the database, the check reads through a read-only connection:
+        closing the last read-write one would checkpoint that WAL into the file, changing a file
+        memkit may be about to refuse. Without one, a read-write connection leaves the file as it
+        was and removes the `-wal`/`-shm` it made (a read-only one would leave a `-shm` behind).
+        """
+        mode = "ro" if Path(f"{path}-wal").exists() else "rw"
+        uri = "file:" + urllib.parse.quote(str(path.absolute())) + f"?mode={mode}"
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None,
+                                   timeout=self.limits.busy_timeout_ms / 1000)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path}: {exc}") from None
+        try:
+            self._check_schema(conn, path, check_integrity)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise self._locked_error() from None
+            raise StoreError(f"cannot use {path}: {exc}; the file was left as it was") from None
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path} is damaged or not a database ({exc}); memkit left it as it was") from None
+        finally:
+            conn.close()
 
     def _create(self, path: Path) -> None:
         """Make a new database beside `path`, complete with its schema, and link it into place.
@@ -257,6 +283,12 @@ class MemoryStore:
             )
         if version < 0:
             raise StoreError(f"{path} has a malformed schema version ({version}); memkit left it as it was")
+        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        if version == 0 and application_id != 0:
+            raise StoreError(
+                f"{path} is marked as another program's file (application_id {application_id}); "
+                "memkit left it as it was"
+            )
         if version == 0 and objects:
             raise StoreError(
                 f"{path} holds tables of another program ({', '.join(sorted(objects)[:5])}) and no memkit "
@@ -426,8 +458,10 @@ class MemoryStore:
                 conn.execute("BEGIN")
                 try:
                     yield conn
-                finally:
-                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise StoreError(f"read from {self.path} failed: {exc}") from exc
 
@@ -782,15 +816,15 @@ class MemoryStore:
                 partial.unlink(missing_ok=True)
         return text
 
-    def import_records(self, bundle: str | os.PathLike[str], *, user: str | None = None,
-                       confirmation: str | None = None) -> dict[str, int]:
+    def import_records(self, bundle: str | os.PathLike[str], *, user: str | None = None) -> dict[str, int]:
         """Load a bundle made by `export_user`, all or nothing.
+
+        The records and their event history arrive exactly as exported (revisions, sessions,
+        timestamps, confirmations); the import itself adds no event. The CLI asks for `--confirm`.
 
         Args:
             bundle: the bundle text (a `str`), or a `pathlib.Path` to a bundle file.
             user: import under this user id instead of the one in the bundle.
-            confirmation: unused by the store itself; kept for symmetry with writes (the CLI
-                requires `--confirm`).
 
         Returns:
             How many records and events were imported.

@@ -846,3 +846,67 @@ def test_threads_sharing_one_store_all_succeed_with_consecutive_revisions(clocke
     assert clocked.get("alice", "preference", "shared")["revision"] == 80
     assert all(clocked.get("alice", "episode", f"own{n}")["revision"] == 10 for n in range(8))
     assert clocked.health()["counters_consistent"]
+
+
+def _with_wal_beside(path: Path, *statements: str) -> Path:
+    """A WAL-mode database whose last writes are still in a `-wal` file beside it (as after a crash)."""
+    import shutil
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    for statement in statements:
+        conn.execute(statement)
+    copy = path.with_name("copy-" + path.name)
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{path}{suffix}").exists():
+            shutil.copy(f"{path}{suffix}", f"{copy}{suffix}")
+    conn.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("statements", "words"),
+    [
+        (("CREATE TABLE notes (body TEXT)", "INSERT INTO notes VALUES ('x')"), "another program"),
+        (("CREATE TABLE t (a)", f"PRAGMA user_version = {SCHEMA_VERSION + 1}"), "newer"),
+    ],
+)
+def test_a_refused_file_with_a_wal_beside_it_is_not_checkpointed(tmp_path, statements, words):
+    path = _with_wal_beside(tmp_path / "foreign.sqlite3", *statements)
+    assert Path(f"{path}-wal").stat().st_size > 0
+
+    def state() -> dict[str, str]:
+        # The -shm file is SQLite's shared-memory index of the WAL, rebuilt by any reader: its
+        # presence is compared, its bytes are not. The database and its WAL must not change.
+        return {name: ("<shm>" if name.endswith("-shm") else digest) for name, digest in folder_state(tmp_path).items()}
+
+    before = state()
+    with pytest.raises(StoreError, match=words):
+        MemoryStore(path)
+    assert state() == before
+
+
+def test_an_empty_file_marked_by_another_program_is_refused(tmp_path):
+    path = tmp_path / "other.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.commit()
+    conn.close()
+    before = folder_state(tmp_path)
+    with pytest.raises(StoreError, match="application_id 1234"):
+        MemoryStore(path)
+    assert folder_state(tmp_path) == before
+
+
+def test_a_memkit_file_left_with_its_wal_after_a_crash_opens_with_every_write(tmp_path):
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+    conn = sqlite3.connect(tmp_path / "m.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.close()
+    path = _with_wal_beside(tmp_path / "m.sqlite3")  # no extra statements: copy what is there
+    with MemoryStore(path) as store:
+        assert store.get("alice", "preference", "drink")["value"] == "tea"
