@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from memkit import codec
 from memkit.clock import FakeClock
 from memkit.errors import ValidationError, WindowError
+from memkit.experiments import spawn_instance
 from memkit.window import (
     InProcessWindow,
     RedisWindow,
@@ -31,7 +32,6 @@ from memkit.window import (
     connect_redis,
     display_url,
     session_keys,
-    spawn_instance,
     start_embedded_redis,
 )
 
