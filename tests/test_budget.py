@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memkit import BudgetedModel, BudgetError, History, Request, ScriptedModel, canonical_json, json_chars, say, shorten
+from memkit.budget import USER_ENVELOPE_NOTE
 from memkit.models import call
 
 TOOLS = [{"type": "function", "function": {"name": "memory_get", "parameters": {"type": "object"}}}]
@@ -124,3 +125,15 @@ def test_sizes_must_be_positive_integers_not_silently_replaced(bad):
         BudgetedModel(ScriptedModel([]), budget_chars=bad)
     with pytest.raises(ValidationError):
         History(max_exchanges=bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(memory=st.lists(st.fixed_dictionaries({"kind": st.just("episode"), "key": st.text(max_size=5),
+                                              "value": st.text(max_size=40)}), max_size=4),
+       history=st.lists(st.fixed_dictionaries({"user": st.text(max_size=20), "assistant": st.text(max_size=20)}),
+                        max_size=3),
+       task=st.text(max_size=40))
+def test_user_content_assembled_from_parts_is_the_canonical_json_of_the_envelope(memory, history, task):
+    request = Request(system="s", task=task, tools=[], memory=memory, history=history)
+    envelope = {"task": task, "retrieved_memory": memory, "recent_history": history, "note": USER_ENVELOPE_NOTE}
+    assert request.user_content() == canonical_json(envelope)

@@ -910,3 +910,40 @@ def test_a_memkit_file_left_with_its_wal_after_a_crash_opens_with_every_write(tm
     path = _with_wal_beside(tmp_path / "m.sqlite3")  # no extra statements: copy what is there
     with MemoryStore(path) as store:
         assert store.get("alice", "preference", "drink")["value"] == "tea"
+
+
+WORDS = st.sampled_from(["tea", "green tea", "TEA time", "coffee", "Straße", "strasse", "茶", "a\"b", "x\\y", "zz"])
+
+
+@pytest.fixture(scope="module")
+def many_store(tmp_path_factory):
+    limits = Limits().replace(max_records_per_user=10_000, max_records_total=1_000_000)
+    with MemoryStore(tmp_path_factory.mktemp("many") / "m.sqlite3", limits=limits, synchronous="NORMAL") as store:
+        yield store
+
+
+USERS = iter(range(10**9))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(st.tuples(st.sampled_from(["preference", "episode"]), st.integers(0, 9), WORDS),
+                       min_size=1, max_size=25),
+       queries=st.lists(st.sampled_from(["", "tea", "TEA", "te", "coffee", "STRASSE", "茶", '"', "\\", "nothing"]),
+                        min_size=1, max_size=5),
+       limit=st.integers(1, 6), threshold=st.sampled_from([0, 1, 3, 8, 10**9]))
+def test_search_and_search_many_agree_with_the_rule_on_every_path(many_store, values, queries, limit, threshold):
+    """Scan, newest-rows-first then index, and index alone: one rule; search_many = search per pair."""
+    store, user, other = many_store, f"u{next(USERS)}", f"u{next(USERS)}"
+    for n, (kind, key, word) in enumerate(values):
+        store.put(user, "s", kind, f"k{key}", f"{word} {n}")
+        store.put(other, "s", kind, f"k{key}", f"{word} of the other")
+    store.fts_min_user_rows = 10**9
+    reference = {(q, k): store.search(user, q, limit, k) for q in queries for k in ("preference", "episode")}
+    store.fts_min_user_rows = threshold
+    try:
+        for (q, k), expected in reference.items():
+            assert store.search(user, q, limit, k) == expected, (q, k)
+        assert store.search_many(user, queries, limit) == reference
+    finally:
+        store.fts_min_user_rows = MemoryStore.fts_min_user_rows
+    assert all("other" not in r["value"] for found in reference.values() for r in found)
