@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from .agent import MemoryAgent
 from .approvals import Approvals
 from .errors import MemkitError, ValidationError
+from .clock import iso, utc_now
 from .limits import DEFAULT_LIMITS, KINDS, check_text
 from .models import FixtureModel, OpenAIModel
 from .store import MemoryStore
@@ -88,6 +89,15 @@ def _check_args(args: argparse.Namespace) -> None:
             raise CliError(f"--budget is {args.budget}; it must be a positive number of characters")
 
 
+def _cli_approvals(store: MemoryStore) -> Approvals:
+    """The confirmations of one command line, named after the moment it ran.
+
+    Each `memkit` command is its own confirmation ("cli@<time>#1"), so a key's history tells two
+    confirmed changes apart instead of showing "cli#1" for every one of them.
+    """
+    return Approvals(f"cli@{iso(utc_now())}", store.limits)
+
+
 def _require_confirm(args: argparse.Namespace, what: str) -> None:
     if not args.confirm:
         raise CliError(f"nothing changed: {what} needs --confirm (a person confirming this exact change)")
@@ -103,7 +113,7 @@ def _emit(value: Any) -> None:
 def cmd_put(args: argparse.Namespace) -> None:
     _require_confirm(args, "put")
     with _open_store(args) as store:
-        confirmation = Approvals("cli", store.limits).confirm_put(args.kind, args.key, args.value)
+        confirmation = _cli_approvals(store).confirm_put(args.kind, args.key, args.value)
         _emit(store.put(args.user, args.session, args.kind, args.key, args.value, confirmation=confirmation.id))
 
 
@@ -120,7 +130,7 @@ def cmd_search(args: argparse.Namespace) -> None:
 def cmd_delete(args: argparse.Namespace) -> None:
     _require_confirm(args, "delete")
     with _open_store(args) as store:
-        confirmation = Approvals("cli", store.limits).confirm_delete(args.kind, args.key)
+        confirmation = _cli_approvals(store).confirm_delete(args.kind, args.key)
         deleted = store.delete(args.user, args.kind, args.key, session=args.session, confirmation=confirmation.id)
         _emit({"deleted": deleted})
 
@@ -175,7 +185,7 @@ def cmd_chat(args: argparse.Namespace) -> None:
         asyncio.run(model.aclose())
         raise
     with store:
-        approvals = Approvals("cli", store.limits)
+        approvals = _cli_approvals(store)
         for key, value in args.confirm_preference or []:
             approvals.confirm_put("preference", key, value)
         for key, value in args.confirm_episode or []:
