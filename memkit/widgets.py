@@ -337,11 +337,12 @@ def budget_chart(rows: Any, budget: int | None = None, *, title: str | None = No
     else:
         labels = [str(c) for c in frame.get("call", x)]
         ax.set_xlabel("request")
-    ax.set_xticks(x, labels, fontsize=7, rotation=90 if len(x) > 24 else 0)
-    ax.set_ylabel("characters (canonical JSON)")
+    ax.set_xticks(x, labels, fontsize=10, rotation=90 if len(x) > 24 else 0)
+    ax.tick_params(axis="y", labelsize=10)
+    ax.set_ylabel("characters (canonical JSON)", fontsize=10)
     ax.set_ylim(0, max([budget, *bottom]) * 1.12 if bottom or budget else 1)
     ax.set_title(title or f"Each request by part, budget {budget} characters")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=10, frameon=False)
     figure.tight_layout()
     return figure
 
@@ -496,9 +497,9 @@ def _strings(obj: Any) -> Iterable[str]:
         yield str(obj)
 
 
-def scan_requests(requests: Sequence[Mapping[str, Any]], needles: Mapping[str, str], *,
+def scan_requests(requests: Sequence[Mapping[str, Any]], memories: Mapping[str, str], *,
                   roles: Sequence[str] | None = None) -> pandas.DataFrame:
-    """Look for each needle in every request a model received; one row per needle.
+    """Look for each memory's value in every request a model received; one row per memory.
 
     The scan covers every string in each request (system prompt, the user message's JSON envelope,
     tool calls, tool results, tool schemas), compared case-insensitively after `casefold()`, with
@@ -506,12 +507,14 @@ def scan_requests(requests: Sequence[Mapping[str, Any]], needles: Mapping[str, s
 
     Args:
         requests: `model.requests` of a fixture model (`{"messages": ..., "tools": ...}` each).
-        needles: label -> text that must not appear (e.g. `"bob drink" -> "espresso"`).
+        memories: a label naming each memory -> the value to look for
+            (e.g. `"bob preference drink" -> "double espresso"`).
         roles: scan only the messages with these roles (e.g. `("tool",)`: what the tools returned);
             by default everything, tool schemas included.
 
     Returns:
-        Columns: needle, value, requests scanned, hits, in requests (the 1-based numbers with a hit).
+        Columns: memory (the label), value, requests scanned, hits, in requests (the 1-based numbers
+        of the requests with a hit).
     """
     pd = _pandas()
 
@@ -529,12 +532,12 @@ def scan_requests(requests: Sequence[Mapping[str, Any]], needles: Mapping[str, s
         requests = [{"messages": [m for m in r["messages"] if m["role"] in roles]} for r in requests]
     scanned = [texts(r) for r in requests]
     rows = []
-    for label, value in needles.items():
+    for label, value in memories.items():
         folded = value.casefold()
         where = [n for n, request in enumerate(scanned, start=1) if any(folded in t for t in request)]
-        rows.append({"needle": label, "value": value, "requests scanned": len(scanned), "hits": len(where),
+        rows.append({"memory": label, "value": value, "requests scanned": len(scanned), "hits": len(where),
                      "in requests": ", ".join(map(str, where))})
-    return pd.DataFrame(rows, columns=["needle", "value", "requests scanned", "hits", "in requests"])
+    return pd.DataFrame(rows, columns=["memory", "value", "requests scanned", "hits", "in requests"])
 
 
 def cross_user_scan(store: MemoryStore, requests_by_user: Mapping[str, Sequence[Mapping[str, Any]]], *,
@@ -553,13 +556,13 @@ def cross_user_scan(store: MemoryStore, requests_by_user: Mapping[str, Sequence[
     pd = _pandas()
     frames = []
     for user, requests in requests_by_user.items():
-        needles = {f"{other} {r['kind']} {r['key']}": r["value"]
-                   for other in store.users() if other != user for r in store.records(other)}
-        frame = scan_requests(requests, needles, roles=roles)
+        others = {f"{other} {r['kind']} {r['key']}": r["value"]
+                  for other in store.users() if other != user for r in store.records(other)}
+        frame = scan_requests(requests, others, roles=roles)
         frame.insert(0, "requests of", user)
         frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=["requests of", "needle", "value", "requests scanned", "hits", "in requests"])
+        return pd.DataFrame(columns=["requests of", "memory", "value", "requests scanned", "hits", "in requests"])
     return pd.concat(frames, ignore_index=True)
 
 

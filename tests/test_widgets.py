@@ -192,6 +192,7 @@ def test_scan_requests_finds_values_in_json_inside_strings():
                 {"messages": [{"role": "tool", "content": "nothing"}], "tools": []}]
     frame = scan_requests(requests, {"escaped": 'café "oslo"', "absent": "espresso"})
     assert list(frame["hits"]) == [1, 0] and frame.loc[0, "in requests"] == "1"
+    assert list(frame["memory"]) == ["escaped", "absent"]
     assert list(frame["requests scanned"]) == [2, 2]
 
 
