@@ -73,6 +73,23 @@ def scrub(message: str, *paths: PathLike) -> str:
     return message
 
 
+def compare_prediction(predicted: Any, measured: Any) -> str:
+    """Say how a student's prediction compares with what an exercise measured.
+
+    Args:
+        predicted: the prediction: a value, or a dict of values; None (or a dict holding a None)
+            means it was not written yet.
+        measured: what the experiment found.
+
+    Returns:
+        "no prediction written yet", "right", or "not quite: it was <measured>".
+    """
+    values = predicted.values() if isinstance(predicted, dict) else [predicted]
+    if any(value is None for value in values):
+        return "no prediction written yet"
+    return "right" if predicted == measured else f"not quite: it was {measured!r}"
+
+
 def limits_from(changes: dict[str, int] | None) -> Limits:
     """`Limits()` with some fields replaced; `changes` is a plain dict so it can cross a process boundary."""
     return Limits().replace(**(changes or {}))

@@ -775,6 +775,37 @@ class RedisWindow(ShortTermWindow):
         return [{"turn": n, "role": turns[n]["role"], "content": turns[n]["content"], "place": "+".join(places[n])}
                 for n in sorted(turns)]
 
+    def place_counts(self, user: str, session: str) -> dict[str, int]:
+        """How many turns of the session are in each place: {"window": n, "pending": n, "archive": n}.
+
+        A turn caught between an archive commit and the Redis trim counts in both of its places.
+        Built on `snapshot`, so it does not touch the TTL either.
+        """
+        counts = {"window": 0, "pending": 0, "archive": 0}
+        for row in self.snapshot(user, session):
+            for place in row["place"].split("+"):
+                counts[place] += 1
+        return counts
+
+    def wait_until_archived(self, user: str, session: str, *, timeout: float = 5.0) -> bool:
+        """Wait until the session has no key left in Redis: the sweeper retired its window and the
+        archiver moved every turn into SQLite (a background worker must be running, or `flush()`
+        called meanwhile).
+
+        Returns:
+            True if that happened within `timeout` seconds, False otherwise.
+        """
+        keys = self.keys(user, session)
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._errors(f"checking the keys of {user}/{session}"):
+                left = self.client.exists(keys.turns, keys.pending, keys.seq)
+            if not left:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
     # -- archiving ---------------------------------------------------------------------------------
 
     def _archive_session(self, user: str, session: str, batch: int = 500) -> int:

@@ -231,3 +231,15 @@ def test_files_in_a_folder_with_spaces_and_a_hash_work(tmp_path):
     check = experiments.check_writes(folder / "memory.sqlite3", crash["acked"])
     assert (check["lost"], check["integrity"]) == (0, "ok")
     assert experiments.inspect_file(folder / "memory.sqlite3")["records"] >= 1
+
+
+@pytest.mark.parametrize(("predicted", "measured", "said"), [
+    (None, 3, "no prediction written yet"),
+    ({"window": None, "pending": 2}, {"window": 3, "pending": 2}, "no prediction written yet"),
+    (0, 0, "right"),
+    ({"window": 3, "pending": 2}, {"window": 3, "pending": 2}, "right"),
+    (2, 3, "not quite: it was 3"),
+    ({"lost": 1}, {"lost": 0}, "not quite: it was {'lost': 0}"),
+])
+def test_compare_prediction_says_missing_right_or_what_it_was(predicted, measured, said):
+    assert experiments.compare_prediction(predicted, measured) == said

@@ -291,6 +291,16 @@ def test_an_expiring_session_is_archived_not_dropped(make_window, redis_handle, 
     assert [t["content"] for t in window.load_session("alice", "s1")][-2:] == ["m4", "back again"]
 
 
+def test_wait_until_archived_reports_whether_the_session_left_redis(make_window):
+    idle = make_window(size=3)  # no worker, TTL of 30 minutes: nothing moves it
+    idle.append("bob", "s1", "user", "hi")
+    assert idle.wait_until_archived("bob", "s1", timeout=0.1) is False
+    swept = make_window(size=3, ttl=1.0, sweep_margin=0.5, background=True, interval=0.05)
+    swept.append("alice", "s1", "user", "hi")
+    assert swept.wait_until_archived("alice", "s1", timeout=3) is True
+    assert swept.place_counts("alice", "s1") == {"window": 0, "pending": 0, "archive": 1}
+
+
 def test_without_the_sweeper_an_expired_window_is_gone(make_window, store):
     """The control experiment: what the sweeper prevents. No worker, no flush near expiry."""
     window = make_window(size=3, ttl=0.5)
@@ -320,6 +330,29 @@ def test_a_crash_between_archive_and_trim_is_healed_by_the_next_pass(make_window
     assert healthy.flush()["archived"] == 0  # already in SQLite: the retry adds nothing...
     places = {row["turn"]: row["place"] for row in healthy.snapshot("alice", "s1")}
     assert places == {1: "archive", 2: "archive", 3: "archive", 4: "window", 5: "window"}  # ...and trims
+
+
+def test_place_counts_count_each_place_and_both_places_of_a_turn_in_transit(make_window):
+    class Crash(Exception):
+        pass
+
+    def crash(user, session, turns):
+        raise Crash
+
+    window = make_window(size=2)
+    assert window.place_counts("alice", "s1") == {"window": 0, "pending": 0, "archive": 0}
+    for i in range(5):
+        window.append("alice", "s1", "user", f"m{i}")
+    assert window.place_counts("alice", "s1") == {"window": 2, "pending": 3, "archive": 0}
+    window.flush()
+    assert window.place_counts("alice", "s1") == {"window": 2, "pending": 0, "archive": 3}
+    crashing = make_window(size=2, on_archived=crash)
+    crashing.append("bob", "s1", "user", "a")
+    crashing.append("bob", "s1", "user", "b")
+    crashing.append("bob", "s1", "user", "c")
+    with pytest.raises(Crash):
+        crashing.flush()
+    assert crashing.place_counts("bob", "s1") == {"window": 2, "pending": 1, "archive": 1}
 
 
 def test_archive_exactly_once_under_sigkill(make_window, redis_handle, prefix, store):
