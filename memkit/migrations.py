@@ -87,6 +87,13 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (user_id, session_id, turn)
         ) WITHOUT ROWID""",
     ],
+    # 2: the event history is append-only in the database itself, not only by convention. An UPDATE
+    # is refused; a DELETE stays possible, because forget_user must remove a user's history too.
+    [
+        """CREATE TRIGGER memory_events_append_only BEFORE UPDATE ON memory_events BEGIN
+            SELECT RAISE(ABORT, 'memory_events is append-only: events are never changed');
+        END""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -101,12 +108,13 @@ EXPECTED_TABLES: dict[str, set[str]] = {
     "total_count": {"only", "records"},
     "transcript": {"user_id", "session_id", "turn", "role", "content", "at"},
 }
-"""Tables and columns a file at `SCHEMA_VERSION` must have; checked at open to refuse foreign files."""
+"""Tables and columns a file at any version must have (no step after the first adds columns);
+checked at open to refuse foreign files."""
 
 
 @functools.cache
-def expected_objects() -> frozenset[tuple[str, str]]:
-    """(type, name) of every table, index and trigger the migrations make, SQLite's own excluded.
+def expected_objects(version: int = SCHEMA_VERSION) -> frozenset[tuple[str, str]]:
+    """(type, name) of every table, index and trigger the first `version` steps make, SQLite's own excluded.
 
     Read from a scratch in-memory database built by the migrations themselves, so the check at open
     cannot drift from the schema: a file missing the search index or a counting trigger is refused,
@@ -114,7 +122,7 @@ def expected_objects() -> frozenset[tuple[str, str]]:
     """
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        for steps in MIGRATIONS:
+        for steps in MIGRATIONS[:version]:
             for statement in steps:
                 conn.execute(statement)
         return frozenset(

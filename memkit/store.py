@@ -294,12 +294,12 @@ class MemoryStore:
                 f"{path} holds tables of another program ({', '.join(sorted(objects)[:5])}) and no memkit "
                 "schema version; memkit left it as it was"
             )
-        if version == SCHEMA_VERSION:
+        if version >= 1:  # a memkit file at this or an older version: it must hold what its steps made
             present = {
                 (row[0], row[1]) for row in conn.execute("SELECT type, name FROM sqlite_master")
                 if not row[1].startswith("sqlite_")
             }
-            missing_objects = sorted(expected_objects() - present)
+            missing_objects = sorted(expected_objects(version) - present)
             if missing_objects:
                 names = ", ".join(f"{kind} {name!r}" for kind, name in missing_objects[:5])
                 raise StoreError(

@@ -947,3 +947,43 @@ def test_search_and_search_many_agree_with_the_rule_on_every_path(many_store, va
     finally:
         store.fts_min_user_rows = MemoryStore.fts_min_user_rows
     assert all("other" not in r["value"] for found in reference.values() for r in found)
+
+
+def test_the_event_history_is_append_only_in_the_database_itself(store):
+    store.put("alice", "s1", "preference", "drink", "tea")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store.connection.execute("UPDATE memory_events SET new_value = 'gin'")
+    assert store.history("alice", "preference", "drink")[0]["new_value"] == "tea"
+    assert store.forget_user("alice")["events"] == 1  # deleting a user's history stays possible
+
+
+def _file_at_version(path: Path, version: int) -> Path:
+    from memkit.migrations import MIGRATIONS
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for steps in MIGRATIONS[:version]:
+        for statement in steps:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    return path
+
+
+def test_a_file_at_an_older_version_is_migrated_forward_on_open(tmp_path):
+    path = _file_at_version(tmp_path / "old.sqlite3", 1)
+    with MemoryStore(path) as store:
+        assert store.health()["schema_version"] == SCHEMA_VERSION
+        names = {row[0] for row in store.connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        assert "memory_events_append_only" in names
+
+
+def test_an_older_version_file_missing_what_its_steps_made_is_refused(tmp_path):
+    path = _file_at_version(tmp_path / "old.sqlite3", 1)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP TABLE transcript")
+    conn.close()
+    before = folder_state(tmp_path)
+    with pytest.raises(StoreError, match="says schema version 1 but lacks table 'transcript'"):
+        MemoryStore(path)
+    assert folder_state(tmp_path) == before
