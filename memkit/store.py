@@ -32,6 +32,19 @@ EXPORT_FORMAT_VERSION = 1
 TURN_ROLES = ("user", "assistant", "tool")
 
 _RECORD_SQL = "kind, memory_key, value, source_session, revision, created_at, updated_at"
+_INSERT_MEMORY = (
+    "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+    " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_EVENT = (
+    "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
+    " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    """SQLite reports a lock held past the busy timeout only in the message ("database is locked")."""
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _record(row: sqlite3.Row) -> Record:
@@ -132,7 +145,7 @@ class MemoryStore:
             self._migrate(conn)
         except sqlite3.OperationalError as exc:
             conn.close()
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _is_busy(exc):
                 raise self._locked_error() from None
             raise StoreError(f"cannot use {path}: {exc}; the file was left as it was") from None
         except sqlite3.DatabaseError as exc:
@@ -161,7 +174,7 @@ class MemoryStore:
         try:
             self._check_schema(conn, path, check_integrity)
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _is_busy(exc):
                 raise self._locked_error() from None
             raise StoreError(f"cannot use {path}: {exc}; the file was left as it was") from None
         except sqlite3.DatabaseError as exc:
@@ -397,7 +410,7 @@ class MemoryStore:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                raise self._locked_error() if "locked" in str(exc) or "busy" in str(exc) else StoreError(
+                raise self._locked_error() if _is_busy(exc) else StoreError(
                     f"cannot write to {self.path}: {exc}"
                 ) from None
             try:
@@ -546,8 +559,7 @@ class MemoryStore:
                 ).fetchone()[0]
                 revision, created, action, old_value = (last or 0) + 1, now, "create", None
                 conn.execute(
-                    "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
-                    " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    _INSERT_MEMORY,
                     (user, kind, key, value, session, revision, now, now, key.casefold(), value.casefold()),
                 )
             else:
@@ -558,8 +570,7 @@ class MemoryStore:
                     (value, value.casefold(), session, revision, now, row["id"]),
                 )
             conn.execute(
-                "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
-                " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _INSERT_EVENT,
                 (user, kind, key, action, revision, session, old_value, value, confirmation, now),
             )
             self._check_size(conn)
@@ -601,9 +612,7 @@ class MemoryStore:
                 return False
             conn.execute("DELETE FROM memories WHERE id = ?", (row["id"],))
             conn.execute(
-                "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
-                " old_value, new_value, confirmation, at) VALUES (?, ?, ?, 'delete', ?, ?, ?, NULL, ?, ?)",
-                (user, kind, key, row["revision"], session, row["value"], confirmation, now),
+                _INSERT_EVENT, (user, kind, key, "delete", row["revision"], session, row["value"], None, confirmation, now)
             )
         return True
 
@@ -856,14 +865,12 @@ class MemoryStore:
                 )
             self._check_quotas(conn, target, adding=len(records))
             conn.executemany(
-                "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
-                " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _INSERT_MEMORY,
                 [(target, r["kind"], r["key"], r["value"], r["source_session"], r["revision"],
                   r["created_at"], r["updated_at"], r["key"].casefold(), r["value"].casefold()) for r in records],
             )
             conn.executemany(
-                "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
-                " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _INSERT_EVENT,
                 [(target, e["kind"], e["key"], e["action"], e["revision"], e["session"], e["old_value"],
                   e["new_value"], e["confirmation"], e["at"]) for e in events],
             )
