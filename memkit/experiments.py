@@ -498,17 +498,20 @@ def inspect_file(path: PathLike) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def holding_write_lock(path: PathLike, *, seconds: float = 60.0) -> Iterator[dict[str, Any]]:
+def holding_write_lock(path: PathLike, *, seconds: float = 60.0, exclusive: bool = False,
+                       overwrite_user: str | None = None) -> Iterator[dict[str, Any]]:
     """While the `with` block runs, another process holds the write lock of the database at `path`.
 
-    The holder takes `BEGIN IMMEDIATE` with plain sqlite3, writes one row it never commits
-    (user `holder`, key `half-written`), and keeps the lock for `seconds` (then exits without
+    The holder takes `BEGIN IMMEDIATE` (or `BEGIN EXCLUSIVE`) with plain sqlite3, writes one row it
+    never commits (user `holder`, key `half-written`) and, with `overwrite_user`, overwrites that
+    user's values without committing either. It keeps the lock for `seconds` (then exits without
     committing) or until the block ends, when it is killed with SIGKILL, like a crashed writer.
 
     Yields:
         `{"pid": ...}` of the holder. `info["exited"]` is set afterwards.
     """
-    process = _start("hold", {"path": str(Path(path).absolute()), "seconds": seconds})
+    process = _start("hold", {"path": str(Path(path).absolute()), "seconds": seconds, "exclusive": exclusive,
+                              "overwrite_user": overwrite_user})
     info: dict[str, Any] = {"pid": process.pid}
     try:
         _expect(process, "locked")
@@ -522,12 +525,15 @@ def holding_write_lock(path: PathLike, *, seconds: float = 60.0) -> Iterator[dic
 
 def _hold_worker(payload: dict[str, Any]) -> None:
     conn = sqlite3.connect(payload["path"], isolation_level=None)
-    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("BEGIN EXCLUSIVE" if payload.get("exclusive") else "BEGIN IMMEDIATE")
     conn.execute(
         "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision, created_at,"
         " updated_at, key_fold, value_fold) VALUES ('holder', 'preference', 'half-written', 'never committed',"
         " 'hold', 1, 'x', 'x', 'half-written', 'never committed')"
     )
+    if payload.get("overwrite_user"):
+        conn.execute("UPDATE memories SET value = 'overwritten, never committed' WHERE user_id = ?",
+                     (payload["overwrite_user"],))
     _answer("locked")
     time.sleep(payload["seconds"])
     os._exit(0)  # no commit, no rollback, no close: the way a process dies holding a lock

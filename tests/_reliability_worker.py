@@ -23,7 +23,6 @@ Modes:
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -80,22 +79,6 @@ def race(payload: dict[str, Any]) -> list[dict[str, Any]]:
     return outcomes
 
 
-def hold(payload: dict[str, Any]) -> None:
-    conn = sqlite3.connect(payload["path"], isolation_level=None)
-    conn.execute("BEGIN EXCLUSIVE")
-    conn.execute(
-        "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision, created_at,"
-        " updated_at, key_fold, value_fold) VALUES ('holder', 'preference', 'half-written', 'never committed',"
-        " 'hold', 1, 'x', 'x', 'half-written', 'never committed')"
-    )
-    conn.execute("UPDATE memories SET value = 'overwritten, never committed' WHERE user_id = 'alice'")
-    _answer("locked")
-    time.sleep(payload["seconds"])
-    import os
-
-    os._exit(0)  # no commit, no rollback, no close: the way a process dies holding a lock
-
-
 def write(payload: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     try:
@@ -132,7 +115,7 @@ def dump(payload: dict[str, Any]) -> dict[str, Any]:
                 "export": store.export_user(user), "requests": model.requests}
 
 
-MODES = {"stream": stream, "race": race, "hold": hold, "write": write, "dump": dump}
+MODES = {"stream": stream, "race": race, "write": write, "dump": dump}
 
 
 def main(argv: list[str]) -> None:

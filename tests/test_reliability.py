@@ -33,11 +33,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _store_helpers import folder_state, snapshot
-from memkit import cli
+from memkit import cli, experiments
 from memkit.agent import SYSTEM_PROMPT, MemoryAgent
 from memkit.approvals import Approvals
 from memkit.budget import canonical_json
-from memkit.errors import ApprovalError, MemkitError, QuotaError, StoreError, ValidationError
+from memkit.errors import MemkitError, QuotaError, StoreError, ValidationError
 from memkit.limits import KINDS, Limits
 from memkit.migrations import SCHEMA_VERSION
 from memkit.models import FixtureModel, ScriptedModel, call, say, user_envelope
@@ -429,65 +429,64 @@ def test_a_held_exclusive_lock_refuses_writers_clearly_while_readers_go_on(tmp_p
     store.put("alice", "s1", "episode", "trip", "Kyoto in May")
     store.archive_turns("alice", "s1", [{"turn": 1, "role": "user", "content": "hi", "at": "t"}])
     bundle = store.export_user("alice")
-    holder = start_worker("hold", {"path": str(path), "seconds": 120})
     cli_writer = None
+    # Another process holds BEGIN EXCLUSIVE with a new row and alice's values overwritten, uncommitted;
+    # leaving the block kills it with SIGKILL.
     try:
-        assert read_answer(holder) == "locked"
-        # A CLI write with the default busy timeout (5 s) waits meanwhile, in its own process.
-        cli_writer = subprocess.Popen(
-            [sys.executable, "-m", "memkit", "put", "--db", str(path), "--user", "alice", "--key", "drink",
-             "--value", "coffee", "--confirm"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=Path(__file__).resolve().parent.parent)
-        before = snapshot(store)
-        writes = {
-            "put (update)": lambda: store.put("alice", "s2", "preference", "drink", "coffee"),
-            "put (create)": lambda: store.put("bob", "s2", "preference", "drink", "water"),
-            "delete": lambda: store.delete("alice", "preference", "drink"),
-            "forget_user": lambda: store.forget_user("alice"),
-            "import_records": lambda: store.import_records(bundle, user="carol"),
-            "archive_turns": lambda: store.archive_turns("alice", "s1", [{"turn": 2, "role": "user",
-                                                                         "content": "x", "at": "t"}]),
-        }
-        refused, tried = 0, 0
-        for name, attempt in writes.items():
+        with experiments.holding_write_lock(path, seconds=120, exclusive=True, overwrite_user="alice"):
+            # A CLI write with the default busy timeout (5 s) waits meanwhile, in its own process.
+            cli_writer = subprocess.Popen(
+                [sys.executable, "-m", "memkit", "put", "--db", str(path), "--user", "alice", "--key", "drink",
+                 "--value", "coffee", "--confirm"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                cwd=Path(__file__).resolve().parent.parent)
+            before = snapshot(store)
+            writes = {
+                "put (update)": lambda: store.put("alice", "s2", "preference", "drink", "coffee"),
+                "put (create)": lambda: store.put("bob", "s2", "preference", "drink", "water"),
+                "delete": lambda: store.delete("alice", "preference", "drink"),
+                "forget_user": lambda: store.forget_user("alice"),
+                "import_records": lambda: store.import_records(bundle, user="carol"),
+                "archive_turns": lambda: store.archive_turns("alice", "s1", [{"turn": 2, "role": "user",
+                                                                             "content": "x", "at": "t"}]),
+            }
+            refused, tried = 0, 0
+            for name, attempt in writes.items():
+                tried += 1
+                with pytest.raises(StoreError, match=r"locked by another writer.*\(300 ms\); nothing was written"):
+                    attempt()
+                refused += 1
+            others = [start_worker("write", {"path": str(path), "op": op, "limits": {"busy_timeout_ms": 300}})
+                      for op in ("put", "delete", "forget")]
+            for other in others:
+                answer = read_answer(other)
+                other.communicate(timeout=60)
+                tried += 1
+                assert answer["outcome"] == "StoreError" and "locked by another writer" in answer["error"], answer
+                refused += 1
+            # WAL: readers neither wait nor see the holder's uncommitted rows.
+            reads = [
+                store.get("alice", "preference", "drink")["value"] == "tea",
+                [r["key"] for r in store.search("alice", "tea")] == ["drink"],
+                store.records("holder") == [],
+                [e["new_value"] for e in store.history("alice", "preference", "drink")] == ["tea"],
+                store.export_user("alice") == bundle,
+                store.users() == {"alice": 2},
+                store.health()["counters_consistent"],
+                len(store.archived_turns("alice", "s1")) == 1,
+            ]
+            with MemoryStore(path, limits=timeout) as second:  # opening needs no write lock either
+                reads.append(second.get("alice", "episode", "trip")["value"] == "Kyoto in May")
+            reader = subprocess.run([sys.executable, "-m", "memkit", "get", "--db", str(path), "--user", "alice",
+                                     "--key", "drink"], capture_output=True, text=True, timeout=60,
+                                    cwd=Path(__file__).resolve().parent.parent)
+            reads.append(reader.returncode == 0 and json.loads(reader.stdout)["value"] == "tea")
+            assert all(reads), reads
+            out, err = cli_writer.communicate(timeout=60)
             tried += 1
-            with pytest.raises(StoreError, match=r"locked by another writer.*\(300 ms\); nothing was written"):
-                attempt()
+            assert cli_writer.returncode == 2 and err.startswith("error: ") and "locked by another writer" in err, err
             refused += 1
-        others = [start_worker("write", {"path": str(path), "op": op, "limits": {"busy_timeout_ms": 300}})
-                  for op in ("put", "delete", "forget")]
-        for other in others:
-            answer = read_answer(other)
-            other.communicate(timeout=60)
-            tried += 1
-            assert answer["outcome"] == "StoreError" and "locked by another writer" in answer["error"], answer
-            refused += 1
-        # WAL: readers neither wait nor see the holder's uncommitted rows.
-        reads = [
-            store.get("alice", "preference", "drink")["value"] == "tea",
-            [r["key"] for r in store.search("alice", "tea")] == ["drink"],
-            store.records("holder") == [],
-            [e["new_value"] for e in store.history("alice", "preference", "drink")] == ["tea"],
-            store.export_user("alice") == bundle,
-            store.users() == {"alice": 2},
-            store.health()["counters_consistent"],
-            len(store.archived_turns("alice", "s1")) == 1,
-        ]
-        with MemoryStore(path, limits=timeout) as second:  # opening needs no write lock either
-            reads.append(second.get("alice", "episode", "trip")["value"] == "Kyoto in May")
-        reader = subprocess.run([sys.executable, "-m", "memkit", "get", "--db", str(path), "--user", "alice",
-                                 "--key", "drink"], capture_output=True, text=True, timeout=60,
-                                cwd=Path(__file__).resolve().parent.parent)
-        reads.append(reader.returncode == 0 and json.loads(reader.stdout)["value"] == "tea")
-        assert all(reads), reads
-        out, err = cli_writer.communicate(timeout=60)
-        tried += 1
-        assert cli_writer.returncode == 2 and err.startswith("error: ") and "locked by another writer" in err, err
-        refused += 1
-        assert snapshot(store) == before
+            assert snapshot(store) == before
     finally:
-        holder.kill()
-        holder.communicate()
         if cli_writer is not None and cli_writer.poll() is None:
             cli_writer.kill()
             cli_writer.communicate()
