@@ -763,18 +763,19 @@ class MemoryInspector(_View):
         self.store.limits.check_value(value)
         if value == record["value"]:
             raise ValidationError(f"the new value is the value {record['key']!r} already holds; nothing to change")
-        self.staged = {"action": "edit", "user": self.user, "kind": record["kind"], "key": record["key"],
-                       "old_value": record["value"], "new_value": value, "revision": record["revision"],
-                       "describe": f"edit {record['kind']} {record['key']!r}: {record['value']!r} -> {value!r}"}
-        self._changed(None)
-        return self._staged_view()
+        return self._stage("edit", record, value,
+                           f"edit {record['kind']} {record['key']!r}: {record['value']!r} -> {value!r}")
 
     def stage_delete(self) -> dict[str, Any]:
         """Describe deleting the selected key; nothing is deleted until `confirm`."""
         record = self._current()
-        self.staged = {"action": "delete", "user": self.user, "kind": record["kind"], "key": record["key"],
-                       "old_value": record["value"], "new_value": None, "revision": record["revision"],
-                       "describe": f"delete {record['kind']} {record['key']!r} (now {record['value']!r})"}
+        return self._stage("delete", record, None, f"delete {record['kind']} {record['key']!r} (now {record['value']!r})")
+
+    def _stage(self, action: str, record: dict[str, Any], new_value: str | None, describe: str) -> dict[str, Any]:
+        # What was seen when staging (value and revision) is kept, so confirm can refuse a stale change.
+        self.staged = {"action": action, "user": self.user, "kind": record["kind"], "key": record["key"],
+                       "old_value": record["value"], "new_value": new_value, "revision": record["revision"],
+                       "describe": describe}
         self._changed(None)
         return self._staged_view()
 
