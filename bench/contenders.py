@@ -22,7 +22,7 @@ from typing import Any
 from memkit.clock import iso, utc_now
 from memkit.limits import Limits
 from memkit.retrieval import retrieve
-from memkit.store import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, MemoryStore
+from memkit.store import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, MemoryStore, seal_bundle
 from memkit.migrations import SCHEMA_VERSION
 
 from .data import DataSet, Memory
@@ -40,9 +40,6 @@ _COLUMNS = "kind, memory_key, value, source_session, revision, created_at, updat
 
 def _bundle(user: str, records: list[Memory]) -> str:
     """`records` as a memkit export bundle (the format `export_user` writes), one create event each."""
-    import hashlib
-    import json
-
     lines: list[dict[str, Any]] = [{"format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION,
                                     "schema_version": SCHEMA_VERSION, "user": user,
                                     "records": len(records), "events": len(records)}]
@@ -51,8 +48,7 @@ def _bundle(user: str, records: list[Memory]) -> str:
     lines += [{"type": "event", "kind": r.kind, "key": r.key, "action": "create", "revision": 1,
                "session": "load", "old_value": None, "new_value": r.value, "confirmation": None, "at": r.at}
               for r in records]
-    body = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
-    return body + json.dumps({"type": "checksum", "sha256": hashlib.sha256(body.encode()).hexdigest()}) + "\n"
+    return seal_bundle(lines)
 
 
 def build_kit_file(path: Path, data: DataSet) -> float:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from .agent import MemoryAgent
 from .approvals import Approvals
-from .errors import MemkitError, ValidationError
+from .errors import MemkitError
 from .clock import iso, utc_now
 from .limits import DEFAULT_LIMITS, KINDS, check_text
 from .models import FixtureModel, OpenAIModel
@@ -143,8 +143,8 @@ def cmd_history(args: argparse.Namespace) -> None:
 def cmd_export(args: argparse.Namespace) -> None:
     with _open_store(args) as store:
         if args.out:
-            store.export_user(args.user, args.out)
-            _emit({"user": args.user, "written": args.out, "records": len(store.records(args.user))})
+            header = json.loads(store.export_user(args.user, args.out).split("\n", 1)[0])
+            _emit({"user": args.user, "written": args.out, "records": header["records"]})
         else:
             sys.stdout.write(store.export_user(args.user))
 
@@ -356,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_args(args)
         args.handler(args)
-    except (MemkitError, ValidationError) as exc:
+    except MemkitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path given on the command line that cannot be read or written

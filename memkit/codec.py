@@ -40,6 +40,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from .budget import canonical_json
 from .errors import ValidationError
 
 TAGS = ("$datetime", "$decimal", "$bytes", "$set", "$object")
@@ -53,8 +54,8 @@ def dumps(value: Any) -> str:
         ValidationError: the value holds something the codec cannot bring back as it was
             (NaN, an infinity, a non-string dict key, an unknown type).
     """
-    return json.dumps(_to_json(value, "value"), sort_keys=True, ensure_ascii=False,
-                      separators=(",", ":"), allow_nan=False)
+    # _to_json has already refused NaN and infinities, so the shared canonical encoder is enough.
+    return canonical_json(_to_json(value, "value"))
 
 
 def loads(text: str | bytes) -> Any:

@@ -38,13 +38,13 @@ import sqlite3
 import subprocess
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Sequence
 
 from .errors import MemkitError, QuotaError, StoreError, ValidationError
 from .limits import Limits
-from .store import TURN_ROLES, MemoryStore
+from .models import REMEMBER_RULE
+from .store import TURN_ROLES, MemoryStore, sqlite_uri
 from .window import DEFAULT_SIZE, DEFAULT_TTL_SECONDS, RedisWindow, Turn
 
 PathLike = str | os.PathLike[str]
@@ -245,14 +245,13 @@ class GoldfishAgent:
         'From memory: drink = green tea.'
     """
 
-    _REMEMBER = re.compile(r"remember (?:that )?my ([a-z][a-z0-9_ .:-]*?) is (.+?)\.?$", re.I)
 
     def __init__(self) -> None:
         self.memory: dict[str, str] = {}
 
     def ask(self, task: str) -> str:
         """Save a "remember my ..." fact in the dict, or answer from the dict."""
-        if match := self._REMEMBER.search(task.strip()):
+        if match := REMEMBER_RULE.search(task.strip()):
             key = match.group(1).strip().lower().replace(" ", "_")
             self.memory[key] = match.group(2).strip()
             return f"Noted: {key} = {self.memory[key]}."
@@ -478,7 +477,7 @@ def inspect_file(path: PathLike) -> dict[str, Any]:
         `integrity` ("ok" or SQLite's first complaint), `records` (rows in memories),
         `counted` (what the total_count counter says) and `counters_consistent` (bool).
     """
-    uri = "file:" + urllib.parse.quote(str(Path(path).absolute())) + "?mode=ro"
+    uri = sqlite_uri(path, "ro")
     conn = sqlite3.connect(uri, uri=True)
     try:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
@@ -755,8 +754,6 @@ def kill_experiment(window: RedisWindow, user: str, session: str, *, kills: int 
         turns stored, turns in two places before the pass, whether `load_session` had each turn
         once, and whether after the pass every turn was in exactly one place with none missing.
     """
-    import random
-
     url = url or window.url
     if url is None:
         raise ValidationError("the window was given a client; pass the server's url for the instances")

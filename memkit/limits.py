@@ -13,6 +13,8 @@ KINDS = ("preference", "episode")
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _KEY_RE = re.compile(r"[a-z][a-z0-9_.:-]*")
+KEY_PATTERN = _KEY_RE.pattern
+"""What a memory key looks like (the tool schemas use it too, so the two cannot drift apart)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -123,7 +123,9 @@ def user_envelope(messages: list[dict[str, Any]]) -> dict[str, Any]:
     raise ModelError("the request has no user message")
 
 
-_REMEMBER = re.compile(r"remember (?:that )?my ([a-z][a-z0-9_ .:-]*?) is (.+?)\.?$", re.I)
+REMEMBER_RULE = re.compile(r"remember (?:that )?my ([a-z][a-z0-9_ .:-]*?) is (.+?)\.?$", re.I)
+"""The fixture's phrase for saving a preference ("remember my KEY is VALUE"); the goldfish agent of
+`memkit.experiments` follows the same one."""
 _EPISODE = re.compile(r"note (?:the )?episode ([a-z][a-z0-9_.:-]*): (.+?)$", re.I)
 _FORGET = re.compile(r"forget (?:my )?(episode )?([a-z][a-z0-9_ .:-]*?)\.?$", re.I)
 
@@ -149,7 +151,7 @@ class FixtureModel(RecordingModel):
             return say(" ".join(self._report(json.loads(m["content"])) for m in messages if m["role"] == "tool"))
         envelope = user_envelope(messages)
         task = envelope["task"].strip()
-        if match := _REMEMBER.search(task):
+        if match := REMEMBER_RULE.search(task):
             key = match.group(1).strip().lower().replace(" ", "_")
             return call("memory_put", kind="preference", key=key, value=match.group(2).strip())
         if match := _EPISODE.search(task):

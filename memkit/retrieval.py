@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from .budget import json_chars
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, KINDS, Limits
 from .store import MemoryStore, Record
 
 STOPWORDS = frozenset(
@@ -95,7 +95,7 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
 
     # Candidates with the terms that found them; a record found by more terms ranks higher.
     # One search_many call gives what a search per term and kind would, reading the user's rows once.
-    kinds = ("preference", "episode")
+    kinds = KINDS
     hits = store.search_many(user, terms, limit=per_term, kinds=kinds)
     found: dict[tuple[str, str], tuple[Record, list[str]]] = {}
     for term in terms:
@@ -124,8 +124,9 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
     size = 2  # "[]"
     for record, matched_by in preferences + episodes:
         item = {"kind": record["kind"], "key": record["key"], "value": record["value"]}
-        cost = json_chars(item) + (1 if memory else 0)
-        row = {"kind": item["kind"], "key": item["key"], "matched_by": matched_by, "chars": json_chars(item)}
+        chars = json_chars(item)
+        cost = chars + (1 if memory else 0)  # and the comma that joins it to the previous record
+        row = {"kind": item["kind"], "key": item["key"], "matched_by": matched_by, "chars": chars}
         if size + cost <= limits.retrieval_budget_chars:
             memory.append(item)
             size += cost

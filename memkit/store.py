@@ -42,6 +42,22 @@ _INSERT_EVENT = (
 )
 
 
+def seal_bundle(lines: Iterable[dict[str, Any]]) -> str:
+    """Export bundle text: one JSON line per item (sorted keys, UTF-8 kept), then their SHA-256.
+
+    `export_user` writes bundles with it, and `import_records` checks the same checksum. The
+    checksum finds damage, not forgery: anyone can seal an edited bundle again.
+    """
+    body = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
+    digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+    return body + json.dumps({"type": "checksum", "sha256": digest}) + "\n"
+
+
+def sqlite_uri(path: str | os.PathLike[str], mode: str) -> str:
+    """A `file:` URI for sqlite3 (`mode` ro, rw or rwc); the path is quoted, so '?' or '#' in it stay plain."""
+    return "file:" + urllib.parse.quote(str(Path(path).absolute())) + f"?mode={mode}"
+
+
 def _is_busy(exc: sqlite3.Error) -> bool:
     """SQLite reports a lock held past the busy timeout only in the message ("database is locked")."""
     return "locked" in str(exc) or "busy" in str(exc)
@@ -127,7 +143,7 @@ class MemoryStore:
             self._create(path)
         else:
             self._inspect_schema(path, check_integrity)
-        uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=rw"
+        uri = sqlite_uri(path, "rw")
         try:
             conn = sqlite3.connect(
                 uri, uri=True, isolation_level=None, check_same_thread=False,
@@ -165,7 +181,7 @@ class MemoryStore:
         was and removes the `-wal`/`-shm` it made (a read-only one would leave a `-shm` behind).
         """
         mode = "ro" if Path(f"{path}-wal").exists() else "rw"
-        uri = "file:" + urllib.parse.quote(str(path.absolute())) + f"?mode={mode}"
+        uri = sqlite_uri(path, mode)
         try:
             conn = sqlite3.connect(uri, uri=True, isolation_level=None,
                                    timeout=self.limits.busy_timeout_ms / 1000)
@@ -812,8 +828,7 @@ class MemoryStore:
                    "revision": e["revision"], "session": e["session_id"], "old_value": e["old_value"],
                    "new_value": e["new_value"], "confirmation": e["confirmation"], "at": e["at"]}
                   for e in events]
-        body = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
-        text = body + json.dumps({"type": "checksum", "sha256": hashlib.sha256(body.encode()).hexdigest()}) + "\n"
+        text = seal_bundle(lines)
         if path is not None:
             target = Path(path)
             partial = target.with_name(target.name + ".partial")
@@ -1026,6 +1041,13 @@ class MemoryStore:
             (user, session),
         )
         return [dict(row) for row in rows]
+
+    def last_archived_turn(self, user: str, session: str) -> int:
+        """The highest archived turn number of one session of `user` (0 if none), read from the key alone."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        rows = self._fetch("SELECT max(turn) FROM transcript WHERE user_id = ? AND session_id = ?", (user, session))
+        return rows[0][0] or 0
 
     # -- operations ---------------------------------------------------------------------------------
 

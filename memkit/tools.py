@@ -13,17 +13,16 @@ from typing import Any, Callable
 from .approvals import Approvals
 from .budget import History, shorten
 from .errors import MemkitError
-from .limits import KINDS
+from .limits import KEY_PATTERN, KINDS
 from .store import MemoryStore
 
-_KEY_PATTERN = r"^[a-z][a-z0-9_.:-]*$"
 
 
 def tool_schemas(store: MemoryStore) -> list[dict[str, Any]]:
     """The four memory tools in chat-completions form, with the store's limits in their schemas."""
     limits = store.limits
     kind = {"type": "string", "enum": list(KINDS)}
-    key = {"type": "string", "minLength": 1, "maxLength": limits.max_key_chars, "pattern": _KEY_PATTERN}
+    key = {"type": "string", "minLength": 1, "maxLength": limits.max_key_chars, "pattern": f"^{KEY_PATTERN}$"}
     value = {"type": "string", "minLength": 1, "maxLength": limits.max_value_chars}
 
     def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

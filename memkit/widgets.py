@@ -24,7 +24,6 @@ import itertools
 import json
 import os
 import sqlite3
-import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -33,8 +32,8 @@ from .approvals import Approvals, Confirmation
 from .budget import canonical_json, shorten
 from .errors import ApprovalError, BudgetError, MemkitError, StoreError, ValidationError
 from .limits import DEFAULT_LIMITS, KINDS, Limits
-from .models import FixtureModel, ModelReply, ScriptedModel, ToolCall, say
-from .store import MemoryStore, Record
+from .models import FixtureModel, ModelReply, ScriptedModel, ToolCall, say, user_envelope
+from .store import MemoryStore, Record, sqlite_uri
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas
@@ -205,7 +204,7 @@ def store_fingerprint(store: MemoryStore) -> dict[str, Any]:
     """
     # A read-only connection of its own: one snapshot (WAL lets it read beside the store's
     # connection), and nothing in the store's own connection or transaction state is touched.
-    uri = "file:" + urllib.parse.quote(str(Path(store.path).absolute())) + "?mode=ro"
+    uri = sqlite_uri(store.path, "ro")
     with contextlib.closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as conn:
         conn.execute("BEGIN")
         memories = conn.execute(
@@ -279,7 +278,7 @@ def conversation_rows(store: MemoryStore, user: str, budget_chars: int, *,
     def step(messages: list[dict[str, Any]]) -> ModelReply:
         if messages[-1]["role"] == "tool":
             return say(f"Answer {len(messages)}: " + "·" * answer_chars)
-        task = json.loads(messages[1]["content"])["task"]
+        task = user_envelope(messages)["task"]
         words = [w.strip("?,.!").lower() for w in task.split() if len(w.strip("?,.!")) >= 4]
         arguments = json.dumps({"query": words[0] if words else task[:20]})
         # Call ids numbered per replay (not by the process-wide counter of `models.call`), so a
@@ -555,9 +554,10 @@ def cross_user_scan(store: MemoryStore, requests_by_user: Mapping[str, Sequence[
     """
     pd = _pandas()
     frames = []
+    stored = {user: store.records(user) for user in store.users()}  # read once, not once per pair
     for user, requests in requests_by_user.items():
         others = {f"{other} {r['kind']} {r['key']}": r["value"]
-                  for other in store.users() if other != user for r in store.records(other)}
+                  for other, records in stored.items() if other != user for r in records}
         frame = scan_requests(requests, others, roles=roles)
         frame.insert(0, "requests of", user)
         frames.append(frame)
@@ -577,7 +577,7 @@ def what_user_sees(store: MemoryStore, user: str, task: str, *, session: str = "
     model = FixtureModel()
     agent = MemoryAgent(store, user, session, model)
     reply = run_sync(agent.ask(task))
-    envelope = json.loads(model.requests[0]["messages"][1]["content"])
+    envelope = user_envelope(model.requests[0]["messages"])
     return {"user": user, "task": task, "retrieved": envelope["retrieved_memory"], "answer": reply.text,
             "requests": len(model.requests)}
 

@@ -378,7 +378,7 @@ class ShortTermWindow(abc.ABC):
     def _archived_max(self, user: str, session: str) -> int:
         if self.store is None:
             return 0
-        return max((t["turn"] for t in self.store.archived_turns(user, session)), default=0)
+        return self.store.last_archived_turn(user, session)
 
 
 def _merge(*sources: list[Turn]) -> list[Turn]:

@@ -42,7 +42,7 @@ from memkit.limits import KINDS, Limits
 from memkit.migrations import SCHEMA_VERSION
 from memkit.models import FixtureModel, ScriptedModel, call, say, user_envelope
 from memkit.retrieval import retrieve
-from memkit.store import MemoryStore
+from memkit.store import MemoryStore, seal_bundle
 from memkit.tools import MemoryTools
 
 FULL = os.environ.get("MEMKIT_FULL") == "1"
@@ -588,14 +588,8 @@ DOCUMENTED = (ValidationError, QuotaError)
 
 def bundle_variants(bundle: str):
     """Exports bent in the ways an attacker could, each with a correct checksum (it is no MAC)."""
-    import hashlib
-
     lines = [json.loads(line) for line in bundle.splitlines()[:-1]]
-
-    def rebuild(items: list[Any]) -> str:
-        body = "".join(json.dumps(item, ensure_ascii=False, sort_keys=True) + "\n" for item in items)
-        return body + json.dumps({"type": "checksum", "sha256": hashlib.sha256(
-            body.encode("utf-8", "surrogatepass")).hexdigest()}) + "\n"
+    rebuild = seal_bundle
 
     def bend(field: str, value: Any, kind: str = "record") -> str:
         items = [dict(item, **{field: value}) if item.get("type") == kind else item for item in lines]

@@ -26,7 +26,7 @@ from memkit.clock import FakeClock
 from memkit.errors import QuotaError, StoreError, ValidationError
 from memkit.limits import Limits
 from memkit.migrations import SCHEMA_VERSION
-from memkit.store import MemoryStore
+from memkit.store import MemoryStore, seal_bundle
 
 WORKER = Path(__file__).with_name("_store_worker.py")
 
@@ -455,11 +455,9 @@ def test_any_valid_value_survives_export_and_import(tmp_path_factory, values):
 
 def _resigned(bundle: str, change) -> str:
     """Apply `change` to the parsed lines and write a valid checksum again: only the content is wrong."""
-    import hashlib
     lines = [json.loads(line) for line in bundle.split("\n")[:-2]]
     change(lines)
-    body = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
-    return body + json.dumps({"type": "checksum", "sha256": hashlib.sha256(body.encode()).hexdigest()}) + "\n"
+    return seal_bundle(lines)
 
 
 def _lines(bundle: str) -> list[str]:
@@ -987,3 +985,11 @@ def test_an_older_version_file_missing_what_its_steps_made_is_refused(tmp_path):
     with pytest.raises(StoreError, match="says schema version 1 but lacks table 'transcript'"):
         MemoryStore(path)
     assert folder_state(tmp_path) == before
+
+
+def test_last_archived_turn_is_the_highest_turn_of_that_session_only(store):
+    assert store.last_archived_turn("alice", "s1") == 0
+    store.archive_turns("alice", "s1", [{"turn": n, "role": "user", "content": "x", "at": "t"} for n in (1, 2, 7)])
+    store.archive_turns("alice", "s2", [{"turn": 9, "role": "user", "content": "x", "at": "t"}])
+    store.archive_turns("bob", "s1", [{"turn": 12, "role": "user", "content": "x", "at": "t"}])
+    assert store.last_archived_turn("alice", "s1") == 7
