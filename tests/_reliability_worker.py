@@ -11,8 +11,6 @@ Modes:
     race     Open the store, print "ready", wait for "go" on stdin, then put each of `ops`
              ([user, kind, key, value]) and answer with one outcome per op: ok (with the revision),
              quota, busy (the documented "locked" StoreError) or unexplained (anything else).
-    hold     Take the write lock with `BEGIN EXCLUSIVE` through plain sqlite3, write a row that is
-             never committed, print "locked", sleep `seconds`, exit without committing.
     write    Try one write (`op`: put, delete or forget) with the given busy timeout and answer with
              its outcome and the time it took.
     dump     Open the store as a restarted session would and answer with everything `user` can
@@ -32,17 +30,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memkit.errors import MemkitError, QuotaError, StoreError  # noqa: E402
-from memkit.limits import Limits  # noqa: E402
+from memkit.experiments import _answer  # noqa: E402  (the workers' one-JSON-line reply)
+from memkit.experiments import limits_from as _limits  # noqa: E402
 from memkit.store import MemoryStore  # noqa: E402
-
-
-def _answer(value: Any) -> None:
-    sys.stdout.write(json.dumps(value) + "\n")
-    sys.stdout.flush()
-
-
-def _limits(changes: dict[str, int] | None) -> Limits:
-    return Limits().replace(**(changes or {}))
 
 
 def stream(payload: dict[str, Any]) -> None:

@@ -8,9 +8,6 @@ Modes:
         Wait until the file GO exists (so all racers start together), then put COUNT new keys
         `PREFIX0`, `PREFIX1`, ... for USER under the given quotas. Prints the outcome of each:
         "ok" or "quota".
-    hold PATH SECONDS
-        Take the write lock with BEGIN IMMEDIATE through plain sqlite3, write a row that is never
-        committed, print "locked", then sleep SECONDS and exit without committing.
     put PATH USER KEY VALUE
         Put one preference and print the record.
     put-and-hang PATH USER KEY VALUE
@@ -24,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -56,26 +52,10 @@ def race(path: str, user: str, prefix: str, count: str, per_user: str, total: st
     return outcomes
 
 
-def hold(path: str, seconds: str) -> None:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("BEGIN IMMEDIATE")
-    # A write that must never become visible: this process exits without committing.
-    conn.execute(
-        "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision, created_at,"
-        " updated_at, key_fold, value_fold) VALUES ('holder', 'preference', 'half', 'half-written', 's', 1,"
-        " 'x', 'x', 'half', 'half-written')"
-    )
-    print(json.dumps("locked"), flush=True)
-    time.sleep(float(seconds))
-    os._exit(0)  # no rollback, no close: like a process that dies holding the lock
-
-
 def main(argv: list[str]) -> None:
     mode, args = argv[0], argv[1:]
     if mode == "race":
         print(json.dumps(race(*args)))
-    elif mode == "hold":
-        hold(*args)
     elif mode == "put":
         path, user, key, value = args
         with MemoryStore(path) as store:

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _store_helpers import folder_state, snapshot
+from memkit import experiments
 from memkit.clock import FakeClock
 from memkit.errors import QuotaError, StoreError, ValidationError
 from memkit.limits import Limits
@@ -764,10 +765,9 @@ def test_a_held_write_lock_makes_put_fail_after_the_busy_timeout_while_reads_go_
     path = tmp_path / "memory.sqlite3"
     with MemoryStore(path, limits=Limits().replace(busy_timeout_ms=200)) as store:
         store.put("alice", "s1", "preference", "drink", "tea")
-        holder = subprocess.Popen([sys.executable, str(WORKER), "hold", str(path), "30"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert json.loads(holder.stdout.readline()) == "locked", holder.stderr.read()
+        # Another process holds BEGIN IMMEDIATE with a row it never commits; leaving the block
+        # kills it with SIGKILL.
+        with experiments.holding_write_lock(path, seconds=30):
             before = snapshot(store)
             started = time.monotonic()
             with pytest.raises(StoreError, match=r"locked by another writer.*\(200 ms\); nothing was written"):
@@ -783,9 +783,6 @@ def test_a_held_write_lock_makes_put_fail_after_the_busy_timeout_while_reads_go_
             assert snapshot(store) == before
             with MemoryStore(path, limits=Limits().replace(busy_timeout_ms=200)) as second:
                 assert second.get("alice", "preference", "drink")["value"] == "tea"  # opening works too
-        finally:
-            holder.kill()
-            holder.communicate()
         # The holder died without committing: its row never appears, and writing works again.
         assert store.put("alice", "s1", "preference", "drink", "coffee")["revision"] == 2
         assert store.records("holder") == []
