@@ -17,6 +17,8 @@ import datetime as dt
 import math
 import random
 
+from memkit.clock import iso
+
 # A few hundred ordinary words, so the trigram statistics look like English text, not random letters.
 _SUBJECTS = ("I", "my sister", "my partner", "our team", "the kids", "my manager", "my friend Sam",
              "grandma", "the neighbours", "my doctor")
@@ -83,14 +85,6 @@ def sentence(rng: random.Random) -> str:
     return text
 
 
-def query_words() -> list[str]:
-    """Words that appear in values: what a hit query or a task mentions."""
-    words = set()
-    for phrase in _THINGS + _WHEN + _PLACES + _TOPICS:
-        words.update(w.lower() for w in phrase.split() if len(w) >= 4)
-    return sorted(words)
-
-
 def make_dataset(size: int, seed: int = 1) -> DataSet:
     """`size` records for `size // 100` users (at least 5), deterministic for a given seed."""
     rng = random.Random(seed * 1_000_003 + size)
@@ -113,7 +107,7 @@ def make_dataset(size: int, seed: int = 1) -> DataSet:
             kind, key = "preference", f"{rng.choice(_TOPICS)}.{n}"
         else:
             kind, key = "episode", f"ep.{n}"
-        at = (start + dt.timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        at = iso(start + dt.timedelta(seconds=i))
         records.append(Memory(user, kind, key, sentence(rng), at))
     return DataSet(size, records, users, sizes, rng)
 

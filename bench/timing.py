@@ -13,9 +13,6 @@ import statistics
 import time
 from typing import Any, Callable, Sequence
 
-Batch = Callable[[Any, Sequence[tuple[Any, ...]]], None]
-
-
 def run_batch(method: Callable[..., Any], items: Sequence[tuple[Any, ...]], cap_s: float | None,
               min_items: int = 3) -> tuple[float, int]:
     """Call `method(*item)` for the items; stop early after `cap_s` seconds (at least `min_items`).
