@@ -1,15 +1,16 @@
 """The budget wrapper's cost per request, against sending the request unmeasured.
 
-The request is a typical agent turn: the second model call of a task, carrying the retrieved
-memory, the recent history and two tool round trips, of which the older one was measured at the
-previous call (the wrapper caches message sizes by identity) and the newest is new. A second case
-shows every message new to the wrapper; a third, a request over budget that must drop history.
-
 Sending a request means building its messages and encoding them with the tool schemas as JSON;
-that is the baseline, and nothing can send without paying it. The wrapper adds `prepare()` (what
-`complete()` runs before the model call): measuring the request and, when it is over budget,
-trimming it; it hands back the messages to send. The overhead is the difference between the two
-contenders' medians, and the target is under 10% of the encoding. Two cases: a typical agent turn that fits, and one over budget that must drop history.
+that is the baseline, and no client can send without paying it. The wrapper runs `prepare()`
+(what `complete()` runs before the model call): it encodes the request once, measures the text,
+trims it when it is over budget, and hands back that text, which a wire model (`OpenAIModel`)
+sends as it is. The overhead is the difference between the two contenders' medians; the target
+is under 10% of the encoding. A third contender also reads the measurement's breakdown by part
+(`Measurement.parts`, counted on first read), for what a notebook's table or chart costs.
+
+Cases: a typical agent turn (the second model call of a task: retrieved memory, recent history,
+two tool round trips), the first call of a task (no tool exchanges yet), and an agent turn over
+budget that must drop history (trimming encodes the request a second time).
 """
 
 from __future__ import annotations
@@ -69,9 +70,19 @@ def encode(request: Request) -> str:
 
 
 def send_through(wrapper: BudgetedModel, request: Request) -> str:
-    """What `BudgetedModel.complete` does before the model call: fit, then encode what it sends."""
-    _, messages = wrapper.prepare(request)
-    return canonical_json({"messages": messages, "tools": request.tools})
+    """What `BudgetedModel.complete` does before the model call: fit, which encodes what is sent."""
+    return wrapper.prepare(request).body
+
+
+def send_and_read_parts(wrapper: BudgetedModel, request: Request) -> str:
+    """As `send_through`, and the breakdown by part read too (as a notebook's chart does)."""
+    prepared = wrapper.prepare(request)
+    prepared.measurement.parts
+    return prepared.body
+
+
+ENCODE, WRAPPED, WITH_PARTS = ("encode only (unmeasured)", "budget wrapper (its text is sent)",
+                               "budget wrapper + parts read")
 
 
 def run(config: BudgetConfig, log: Any = print) -> dict[str, Any]:
@@ -80,41 +91,39 @@ def run(config: BudgetConfig, log: Any = print) -> dict[str, Any]:
     size = len(encode(typical))
     rows: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
-    # (case, budget, warm): an agent turn fits; every message is new to the wrapper; the tight
-    # budget forces history exchanges out.
-    cases = [("agent turn, fits", size + 1000, True), ("cold: every message new, fits", size + 1000, False),
-             ("agent turn, over budget: trims history", size - 1500, True)]
-    for case, budget, warm in cases:
+    # (case, budget, tool exchanges kept)
+    cases = [("agent turn, fits", size + 1000, 2), ("first call of a task, fits", size + 1000, 0),
+             ("agent turn, over budget: trims history", size - 1500, 2)]
+    for case, budget, n_exchanges in cases:
         wrapper = BudgetedModel(ScriptedModel([]), budget_chars=budget)
         contenders = {
-            "encode only (unmeasured)": encode,
-            "budget wrapper + encode": lambda req, w=wrapper: send_through(w, req),
+            ENCODE: encode,
+            WRAPPED: lambda req, w=wrapper: send_through(w, req),
+            WITH_PARTS: lambda req, w=wrapper: send_and_read_parts(w, req),
         }
-        samples: dict[str, list[float]] = {name: [] for name in contenders}
         names = list(contenders)
+        samples: dict[str, list[float]] = {name: [] for name in names}
         for r in range(config.rounds):
-            # Fresh copies: prepare() trims in place. The copies share the tools list, as agent turns do.
+            # Fresh copies for every call: prepare() trims in place. They share the tools list, as
+            # an agent's requests do.
             base = make_request(tools, r)
-            wrapper.measure(base)  # the call before this one measured the older exchange
-            pairs = []
+            del base.exchanges[n_exchanges:]
+            calls = []
             for _ in range(config.requests_per_round):
-                pair = (copy.deepcopy(base), copy.deepcopy(base))
-                for req in pair:
+                copies = [copy.deepcopy(base) for _ in names]
+                for req in copies:
                     req.tools = tools
-                    if warm:
-                        # In the loop a request carries the earlier exchanges' very message objects,
-                        # already measured (and cached by identity); only the newest one is new.
-                        req.exchanges[0] = base.exchanges[0]
-                pairs.append(pair)
-            # A difference of a few µs between calls of ~150 µs would drown in the machine's noise,
-            # so the two contenders are interleaved call by call (order alternating), and a round's
-            # figure is the median call, which a preempted call or two cannot move.
+                calls.append(copies)
+            # A difference of a few µs between calls of ~100 µs would drown in the machine's noise,
+            # so the contenders are interleaved call by call (order rotating), and a round's figure
+            # is the median call, which a preempted call or two cannot move.
             times: dict[str, list[float]] = {name: [] for name in names}
             gc_was_enabled = gc.isenabled()
             gc.disable()
             try:
-                for i, pair in enumerate(pairs):
-                    for name, req in zip(names if i % 2 else names[::-1], pair):
+                for i, copies in enumerate(calls):
+                    order = names[i % len(names):] + names[:i % len(names)]
+                    for name, req in zip(order, copies):
                         started = time.perf_counter()
                         contenders[name](req)
                         times[name].append(time.perf_counter() - started)
@@ -123,19 +132,19 @@ def run(config: BudgetConfig, log: Any = print) -> dict[str, Any]:
                     gc.enable()
             for name in names:
                 samples[name].append(statistics.median(times[name]))
-            if len(wrapper.measurements) > 10_000:
-                wrapper.measurements.clear()
+            wrapper.measurements.clear()
         for name, times in samples.items():
             rows.append({"case": case, "contender": name, **summarize(times)})
-        # Correctness: the measured size is the size of what would be sent, and the result fits.
+        # Correctness: the text handed to the model is the request's canonical JSON, its length is
+        # the measured size, and it is what sending unmeasured would have sent (after any trim).
         probe = make_request(tools, 99)
-        twin = copy.deepcopy(probe)
-        twin.tools = tools
-        measurement, _ = wrapper.prepare(probe)
-        sent_text = send_through(BudgetedModel(ScriptedModel([]), budget_chars=budget), twin)
-        checks.append({"case": case, "measured_equals_encoded": measurement.total_chars == len(encode(probe)),
-                       "sent_equals_unmeasured": sent_text == encode(probe),
+        del probe.exchanges[n_exchanges:]
+        prepared = BudgetedModel(ScriptedModel([]), budget_chars=budget).prepare(probe)
+        measurement = prepared.measurement
+        checks.append({"case": case, "measured_equals_encoded": measurement.total_chars == len(prepared.body),
+                       "sent_equals_unmeasured": prepared.body == encode(probe),
+                       "parts_add_up": sum(measurement.parts.values()) == measurement.total_chars,
                        "sent": measurement.sent, "trimmed": len(measurement.trimmed)})
         medians = {name: summarize(t)["median_s"] for name, t in samples.items()}
-        log(f"    {case:<28} " + "  ".join(f"{n} {m * 1e6:7.1f} us" for n, m in medians.items()))
+        log(f"    {case:<40} " + "  ".join(f"{n} {m * 1e6:7.1f} us" for n, m in medians.items()))
     return {"rows": rows, "checks": checks, "request_chars": size}

@@ -201,15 +201,20 @@ class OpenAIModel:
             import openai
         except ImportError:
             raise ModelError("live mode needs the openai package: pip install 'memkit[live]'") from None
-        self._openai = openai
+        from openai.types.chat import ChatCompletion
+
+        self._openai, self._completion_type = openai, ChatCompletion
         self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         """Send one chat-completions request and convert the answer."""
+        return await self._send(self.client.chat.completions.create(
+            model=self.model, messages=messages, **({"tools": tools} if tools else {})))
+
+    async def _send(self, pending: Any) -> ModelReply:
+        """Await a chat-completions call and convert its answer; any failure is a ModelError."""
         try:
-            response = await self.client.chat.completions.create(
-                model=self.model, messages=messages, **({"tools": tools} if tools else {})
-            )
+            response = await pending
         except self._openai.OpenAIError as exc:
             raise ModelError(f"the live model call failed: {exc}") from exc
         if not response.choices:
@@ -220,6 +225,23 @@ class OpenAIModel:
             for c in (message.tool_calls or []) if getattr(c, "function", None) is not None
         )
         return ModelReply(content=message.content, tool_calls=calls)
+
+    async def complete_encoded(self, body: str, messages: list[dict[str, Any]],
+                               tools: list[dict[str, Any]]) -> ModelReply:
+        """Send a request the budget wrapper has already encoded, as it is: what was measured is sent.
+
+        `body` is the canonical JSON of `{"messages": ..., "tools": ...}`; the model's name is put in
+        front of its keys. Chat-completions endpoints refuse an empty tools list, so a request
+        without tools goes through `complete` (which leaves the key out).
+        """
+        if not tools:
+            return await self.complete(messages, tools)
+        try:
+            content = ('{"model":' + json.dumps(self.model, ensure_ascii=False) + "," + body[1:]).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ModelError(f"the request holds text that is not valid Unicode ({exc.reason} at character "
+                             f"{exc.start}); it cannot be sent") from None
+        return await self._send(self.client.post("/chat/completions", cast_to=self._completion_type, content=content))
 
     @property
     def closed(self) -> bool:

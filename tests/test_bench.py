@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # `bench/` is a top-level folder beside the package, not part of it: import it from the checkout.
 sys.path.insert(0, str(ROOT))
 
+from bench.budget_bench import ENCODE, WITH_PARTS, WRAPPED  # noqa: E402
 from bench.contenders import make_contenders  # noqa: E402
 from bench.data import MISS_QUERY_STEM, make_dataset  # noqa: E402
 from bench.store_bench import CONTENDERS, OPERATIONS  # noqa: E402
@@ -38,7 +39,7 @@ def test_every_operation_and_contender_is_timed(quick_run):
     timed = {(r["operation"], r["contender"]) for r in results["store"]["rows"]}
     assert timed == {(op, c) for op in OPERATIONS for c in CONTENDERS}
     assert all(r["size"] == 200 and r["median_s"] > 0 and r["calls"] >= 1 for r in results["store"]["rows"])
-    assert {r["contender"] for r in results["budget"]["rows"]} == {"encode only (unmeasured)", "budget wrapper + encode"}
+    assert {r["contender"] for r in results["budget"]["rows"]} == {ENCODE, WRAPPED, WITH_PARTS}
 
 
 def test_contenders_agree_after_the_run(quick_run):
@@ -55,8 +56,9 @@ def test_contenders_agree_after_the_run(quick_run):
 def test_budget_wrapper_measures_what_would_be_sent(quick_run):
     _, results, _ = quick_run
     checks = {c["case"]: c for c in results["budget"]["checks"]}
-    assert all(c["measured_equals_encoded"] and c["sent_equals_unmeasured"] and c["sent"] for c in checks.values())
-    assert checks["agent turn, fits"]["trimmed"] == checks["cold: every message new, fits"]["trimmed"] == 0
+    assert all(c["measured_equals_encoded"] and c["sent_equals_unmeasured"] and c["parts_add_up"] and c["sent"]
+               for c in checks.values())
+    assert checks["agent turn, fits"]["trimmed"] == checks["first call of a task, fits"]["trimmed"] == 0
     assert checks["agent turn, over budget: trims history"]["trimmed"] > 0
 
 

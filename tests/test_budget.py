@@ -67,7 +67,45 @@ def test_measured_size_equals_the_canonical_json_of_the_real_request(history, va
     request = make_request(history, memory, [exchange(i, 10) for i in range(n_exchanges)], task=task)
     total, parts = BudgetedModel(ScriptedModel([])).measure(request)
     assert total == json_chars({"messages": request.messages(), "tools": request.tools})
-    assert sum(parts.values()) == total
+    assert sum(parts.values()) == total and min(parts.values()) >= 0
+    # Memory and history count as they read inside the user message's JSON string.
+    assert parts["memory"] == len(canonical_json(canonical_json(request.memory))) - 2
+    assert parts["history"] == len(canonical_json(canonical_json(request.history))) - 2
+    assert parts["exchanges"] == sum(json_chars(m) + 1 for e in request.exchanges for m in e)
+    assert parts["system"] == json_chars(request.messages()[0]) and parts["tools"] == json_chars(request.tools)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    history=st.lists(st.fixed_dictionaries({"user": st.text(max_size=60), "assistant": st.text(max_size=60)}),
+                     max_size=6),
+    values=st.lists(st.text(max_size=80), max_size=6),
+    n_exchanges=st.integers(1, 4),
+    slack=st.integers(0, 1500),
+)
+def test_prepared_body_is_what_was_measured_and_trimming_stops_as_soon_as_it_fits(history, values, n_exchanges, slack):
+    memory = [{"kind": "episode", "key": f"k{i}", "value": v} for i, v in enumerate(values)]
+    request = make_request(history, memory, [exchange(i, 40) for i in range(n_exchanges)])
+    before = {"history": list(request.history), "memory": list(request.memory), "exchanges": list(request.exchanges)}
+    newest_alone = BudgetedModel(ScriptedModel([])).measure(make_request(exchanges=[request.exchanges[-1]]))[0]
+    wrapper = BudgetedModel(ScriptedModel([]), budget_chars=newest_alone + slack)
+    prepared = wrapper.prepare(request)
+    measurement = prepared.measurement
+    # The body is the canonical JSON of exactly the messages handed to the model, and its length is the total.
+    assert prepared.body == canonical_json({"messages": prepared.messages, "tools": request.tools})
+    assert measurement.total_chars == len(prepared.body) and sum(measurement.parts.values()) == len(prepared.body)
+    assert measurement.sent and measurement.total_chars <= wrapper.budget_chars
+    if measurement.trimmed:
+        # Putting back the last thing trimmed would not fit: nothing was trimmed that did not have to be.
+        part = measurement.trimmed[-1]["part"]
+        restored = make_request(request.history, request.memory, request.exchanges)
+        if part == "history":
+            restored.history.insert(0, before["history"][len(before["history"]) - len(request.history) - 1])
+        elif part == "memory":
+            restored.memory.append(before["memory"][len(request.memory)])
+        else:
+            restored.exchanges.insert(0, before["exchanges"][len(before["exchanges"]) - len(request.exchanges) - 1])
+        assert BudgetedModel(ScriptedModel([])).measure(restored)[0] > wrapper.budget_chars
 
 
 def test_trimming_order_history_then_memory_then_old_exchanges():

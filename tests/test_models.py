@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memkit import Approvals, MemoryAgent, ModelError, OpenAIModel
+from memkit import Approvals, BudgetedModel, MemoryAgent, ModelError, OpenAIModel, Request, canonical_json
 
 
 class ChatServer:
@@ -25,8 +25,10 @@ class ChatServer:
             protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints do: connections get reused
 
             def do_POST(self):  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.received.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.loads(raw)
+                server.received.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,
+                                        "raw": raw, "content_type": self.headers.get("Content-Type")})
                 message = server.replies.pop(0) if server.replies else {"role": "assistant", "content": "(no more)"}
                 payload = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
                            "choices": [{"index": 0, "message": message,
@@ -95,6 +97,32 @@ def test_live_model_runs_the_tool_loop_over_http(store, chat_server):
         "memory_get", "memory_search", "memory_put", "memory_delete"]
     assert second["body"]["messages"][-1]["role"] == "tool"
     assert json.loads(second["body"]["messages"][-1]["content"])["ok"] is True
+
+
+def test_the_live_model_sends_exactly_the_bytes_the_budget_wrapper_measured(store, chat_server):
+    server = chat_server([{"role": "assistant", "content": "Noted."}, {"role": "assistant", "content": "Hi."}])
+    tools = [{"type": "function", "function": {"name": "memory_get", "parameters": {"type": "object"}}}]
+    request = Request(system="Be brief.", task='Say "hi" to Zoë \\ and 茶\n', tools=tools,
+                      memory=[{"kind": "preference", "key": "drink", "value": 'green "sencha" tea'}],
+                      history=[{"user": "earlier", "assistant": "yes"}])
+
+    async def scenario():
+        async with OpenAIModel("test-model", api_key="k", base_url=server.url) as model:
+            wrapper = BudgetedModel(model, budget_chars=4000)
+            first = await wrapper.complete(request)
+            # No tools: the endpoint refuses an empty list, so the SDK's own encoding (without the key) is used.
+            second = await wrapper.complete(Request(system="Be brief.", task="hi", tools=[]))
+        return wrapper, first, second
+
+    wrapper, first, second = asyncio.run(scenario())
+    assert (first.content, second.content) == ("Noted.", "Hi.")
+    sent, plain = server.received
+    measured = wrapper.measurements[0]
+    expected = canonical_json({"messages": request.messages(), "tools": tools})
+    assert sent["raw"] == ('{"model":"test-model",' + expected[1:]).encode("utf-8")
+    assert measured.total_chars == len(expected) == len(sent["raw"].decode("utf-8")) - len('"model":"test-model",')
+    assert sent["content_type"] == "application/json"
+    assert "tools" not in plain["body"] and plain["body"]["messages"][1]["role"] == "user"
 
 
 def test_a_failing_endpoint_is_a_model_error_and_the_client_still_closes(store, chat_server):
