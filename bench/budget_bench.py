@@ -45,7 +45,8 @@ def _tools() -> list[dict[str, Any]]:
 
 
 def make_request(tools: list[dict[str, Any]], turn: int = 0) -> Request:
-    """A typical agent turn: 8 retrieved records, 8 history exchanges, two tool round trips."""
+    """A typical agent turn: 8 retrieved records (and the retrieval report on 12 candidates), 8 history
+    exchanges, two tool round trips."""
     memory = [{"kind": "preference" if i < 4 else "episode", "key": f"topic.{i}",
                "value": f"I prefer green tea in the morning and quiet hotels near the station ({turn}.{i})"}
               for i in range(8)]
@@ -60,8 +61,12 @@ def make_request(tools: list[dict[str, Any]], turn: int = 0) -> Request:
                                           "value": "stayed at a quiet hotel by the lake"}]}
         exchanges.append([message, {"role": "tool", "tool_call_id": reply.tool_calls[0].id,
                                     "content": canonical_json(result)}])
+    offered = [{"kind": m["kind"], "key": m["key"], "matched_by": "lisbon", "chars": len(canonical_json(m)),
+                "status": "included", "reason": ""} for m in memory]
+    offered += [{"kind": "episode", "key": f"older.{i}", "matched_by": "stay", "chars": 180, "status": "skipped",
+                 "reason": "would make memory 2377 chars; budget 2200"} for i in range(4)]
     return Request(system=SYSTEM_PROMPT, task=f"Plan my stay in Lisbon, turn {turn}", tools=tools,
-                   memory=memory, history=history, exchanges=exchanges)
+                   memory=memory, history=history, exchanges=exchanges, offered=offered)
 
 
 def encode(request: Request) -> str:

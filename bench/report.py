@@ -160,7 +160,8 @@ def markdown(results: dict[str, Any], notes: str) -> str:
     budget = results["budget"]
     out += ["", "## Budget wrapper", "",
             f"A typical agent turn: {budget['request_chars']:,} characters of canonical JSON (system prompt, "
-            "4 tool schemas, 8 retrieved records, 8 history exchanges, 2 tool round trips). The wrapper "
+            "4 tool schemas, 8 retrieved records, 8 history exchanges, 2 tool round trips; the retrieval report "
+            "on 12 candidates rides along for the packing report). The wrapper "
             "encodes the request once and that text is what a wire model sends, so its overhead is what "
             "measuring and trimming add to the encoding sending needs anyway. The contenders run "
             "interleaved call by call; the overhead is the difference of their medians. The last column is "

@@ -274,26 +274,30 @@ class BudgetedModel:
 
     def measure(self, request: Request) -> tuple[int, dict[str, int]]:
         """The canonical JSON size of `{"messages": ..., "tools": ...}` and its parts."""
-        body, _, count_parts = self._encode(request)
+        body, _, count_parts, _ = self._encode(request)
         return len(body), count_parts()
 
     @staticmethod
-    def _encode(request: Request) -> tuple[str, list[dict[str, Any]], Callable[[], dict[str, int]]]:
-        """The request's canonical JSON body, its messages, and a function counting its parts.
+    def _encode(request: Request, tools_json: str | None = None
+                ) -> tuple[str, list[dict[str, Any]], Callable[[], dict[str, int]], str]:
+        """The request's canonical JSON body, its messages, a function counting its parts, the tools' JSON.
 
         The body is encoded the way any client encodes a request to send it: memory and history
         once, into the user message; then messages and tools. Its length is the measurement.
+        `tools_json`: the tools' encoding made moments ago in the same `prepare` (trimming never
+        touches the tools).
         """
         memory_json = canonical_json(request.memory)
         history_json = canonical_json(request.history)
         task_json = canonical_json(request.task)
         messages = request.messages(user_content=request.user_content(memory_json, history_json, task_json))
         messages_json = canonical_json(messages)
-        tools_json = canonical_json(request.tools)
+        if tools_json is None:
+            tools_json = canonical_json(request.tools)
         body = '{"messages":' + messages_json + ',"tools":' + tools_json + "}"
         count_parts = functools.partial(_count_parts, request.system, memory_json, history_json, task_json,
                                         len(messages_json), len(tools_json), len(body))
-        return body, messages, count_parts
+        return body, messages, count_parts, tools_json
 
     @staticmethod
     def _list_item_chars(items: list[Any], item_json: str) -> int:
@@ -315,8 +319,9 @@ class BudgetedModel:
         and a trimmed request is encoded once more at the end, so `body` is always what was measured.
         """
         trimmed: list[dict[str, Any]] = []
-        packing = [dict(row) for row in request.offered]
-        body, messages, count_parts = self._encode(request)
+        # The packing report: the retrieval report's rows, shared; a row trimming changes is replaced.
+        packing = list(request.offered)
+        body, messages, count_parts, tools_json = self._encode(request)
         total = len(body)
         while total > self.budget_chars:
             if request.history:
@@ -331,9 +336,9 @@ class BudgetedModel:
                 total -= self._list_item_chars(request.memory, item_json)
                 trimmed.append({"part": "memory", "what": f"{item['kind']}:{item['key']}", "chars": len(item_json),
                                 "reason": "lowest-ranked retrieved record, request over budget"})
-                for row in packing:
+                for i, row in enumerate(packing):
                     if (row["kind"], row["key"], row["status"]) == (item["kind"], item["key"], "included"):
-                        row["status"], row["reason"] = "trimmed", "request over budget"
+                        packing[i] = {**row, "status": "trimmed", "reason": "request over budget"}
             elif len(request.exchanges) > 1:
                 exchange = request.exchanges.pop(0)
                 exchange_json = canonical_json(exchange)
@@ -344,7 +349,7 @@ class BudgetedModel:
             else:
                 break
         if trimmed:
-            body, messages, count_parts = self._encode(request)
+            body, messages, count_parts, _ = self._encode(request, tools_json)
         measurement = Measurement(len(self.measurements) + 1, len(body), self.budget_chars, trimmed, packing,
                                   sent=len(body) <= self.budget_chars, _count_parts=count_parts)
         self.measurements.append(measurement)
