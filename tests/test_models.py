@@ -125,6 +125,21 @@ def test_the_live_model_sends_exactly_the_bytes_the_budget_wrapper_measured(stor
     assert "tools" not in plain["body"] and plain["body"]["messages"][1]["role"] == "user"
 
 
+def test_a_reply_with_a_lone_surrogate_cannot_be_sent_back_and_says_so(store, chat_server):
+    # JSON may escape a lone surrogate ("\\ud800"); such text has no UTF-8 form, so the next request
+    # cannot be sent. It is a ModelError naming the problem, not an encoder traceback.
+    server = chat_server([{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_a", "type": "function", "function": {"name": "memory_get", "arguments": '{"key": "\ud800"}'}}]}])
+
+    async def scenario():
+        async with OpenAIModel("m", api_key="k", base_url=server.url) as model:
+            with pytest.raises(ModelError, match="not valid Unicode"):
+                await MemoryAgent(store, "alice", "s1", model).ask("what do I drink?")
+
+    asyncio.run(scenario())
+    assert len(server.received) == 1 and store.records("alice") == []
+
+
 def test_a_failing_endpoint_is_a_model_error_and_the_client_still_closes(store, chat_server):
     server = chat_server([], status=500)
 
