@@ -140,13 +140,14 @@ def run(config: BudgetConfig, log: Any = print) -> dict[str, Any]:
             wrapper.measurements.clear()
         for name, times in samples.items():
             rows.append({"case": case, "contender": name, **summarize(times)})
-        # Correctness: the text handed to the model is the request's canonical JSON, its length is
-        # the measured size, and it is what sending unmeasured would have sent (after any trim).
+        # Correctness: the measured size is that of the messages handed over, encoded apart; the text
+        # handed to the model is what sending unmeasured would have sent (after any trim).
         probe = make_request(tools, 99)
         del probe.exchanges[n_exchanges:]
         prepared = BudgetedModel(ScriptedModel([]), budget_chars=budget).prepare(probe)
         measurement = prepared.measurement
-        checks.append({"case": case, "measured_equals_encoded": measurement.total_chars == len(prepared.body),
+        encoded = canonical_json({"messages": prepared.messages, "tools": probe.tools})
+        checks.append({"case": case, "measured_equals_encoded": measurement.total_chars == len(encoded),
                        "sent_equals_unmeasured": prepared.body == encode(probe),
                        "parts_add_up": sum(measurement.parts.values()) == measurement.total_chars,
                        "sent": measurement.sent, "trimmed": len(measurement.trimmed)})

@@ -174,9 +174,9 @@ def markdown(results: dict[str, Any], notes: str) -> str:
         out.append(f"| {case} | {_fmt_time(enc)} | {_fmt_time(wrapped)} | {_fmt_time(wrapped - enc)} "
                    f"| {(wrapped - enc) / enc:+.1%} | {_fmt_time(parts - wrapped)} |")
     out += ["", "Checks: " + "; ".join(
-        f"{c['case']}: the text sent {'has' if c['measured_equals_encoded'] else '**does not have**'} the measured "
-        f"size and {'equals' if c['sent_equals_unmeasured'] else '**differs from**'} the unmeasured "
-        f"encoding, parts {'add up' if c['parts_add_up'] else '**do not add up**'}, sent={c['sent']}, "
+        f"{c['case']}: the measured size {'is' if c['measured_equals_encoded'] else '**is not**'} that of the "
+        f"messages handed over, the text sent {'equals' if c['sent_equals_unmeasured'] else '**differs from**'} "
+        f"the unmeasured encoding, parts {'add up' if c['parts_add_up'] else '**do not add up**'}, sent={c['sent']}, "
         f"trimmed {c['trimmed']}" for c in budget["checks"])]
     window = results.get("window")
     out += ["", "## Short-term window", ""]

@@ -100,7 +100,7 @@ class MemoryAgent:
         retrieved = retrieve(self.store, self.user, task)
         request = Request(system=self.system_prompt, task=task, tools=self.tools.schemas,
                           memory=list(retrieved.memory), history=self.history.exchanges,
-                          offered=retrieved.report)
+                          offered=list(retrieved.report))
         first = len(self.model.measurements)
         tool_results: list[dict[str, Any]] = []
         text, stop_reason = "", "max_turns"
@@ -133,4 +133,8 @@ def _forget_in_request(request: Request, deleted: dict[str, Any]) -> None:
     The tool already cleared the session's History; the request holds copies made before the call.
     """
     request.history.clear()
-    request.memory[:] = [m for m in request.memory if (m["kind"], m["key"]) != (deleted["kind"], deleted["key"])]
+    gone = (deleted["kind"], deleted["key"])
+    request.memory[:] = [m for m in request.memory if (m["kind"], m["key"]) != gone]
+    request.offered[:] = [{**row, "status": "deleted", "reason": "deleted by a confirmed memory_delete"}
+                          if (row["kind"], row["key"]) == gone and row["status"] == "included" else row
+                          for row in request.offered]

@@ -132,7 +132,9 @@ class Request:
     history: list[dict[str, str]] = dataclasses.field(default_factory=list)
     exchanges: list[list[dict[str, Any]]] = dataclasses.field(default_factory=list)
     offered: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """The retrieval report (every candidate memory and what became of it), for the packing report."""
+    """The packing report of this request: every candidate memory and what became of it. Starts as a
+    copy of the retrieval report; trimming a record replaces its row (rows are never changed in
+    place), so the later calls of the same task report it as trimmed too."""
 
     def user_content(self, memory_json: str | None = None, history_json: str | None = None,
                      task_json: str | None = None) -> str:
@@ -168,7 +170,8 @@ class ChatModel(Protocol):
 
     A model that sends requests over the wire may also define
     `async complete_encoded(body, messages, tools)`: the wrapper then hands it `body`, the canonical
-    JSON it measured, so the request is encoded once and what was measured is what is sent.
+    JSON it measured, so the request is encoded once and what was measured is what is sent (the
+    live model adds its name, and leaves out an empty tools list, which endpoints refuse).
     """
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any: ...
@@ -176,7 +179,7 @@ class ChatModel(Protocol):
 
 @dataclasses.dataclass
 class Measurement:
-    """One request as measured before it was sent (or refused).
+    """One request as measured before it was sent (or refused). Read it; do not change it.
 
     `total_chars` is the length of the request's canonical JSON. `parts` breaks it down (system,
     tools, memory, history, exchanges, task and envelope); the parts add up to the total. They are
@@ -319,8 +322,6 @@ class BudgetedModel:
         and a trimmed request is encoded once more at the end, so `body` is always what was measured.
         """
         trimmed: list[dict[str, Any]] = []
-        # The packing report: the retrieval report's rows, shared; a row trimming changes is replaced.
-        packing = list(request.offered)
         body, messages, count_parts, tools_json = self._encode(request)
         total = len(body)
         while total > self.budget_chars:
@@ -336,9 +337,9 @@ class BudgetedModel:
                 total -= self._list_item_chars(request.memory, item_json)
                 trimmed.append({"part": "memory", "what": f"{item['kind']}:{item['key']}", "chars": len(item_json),
                                 "reason": "lowest-ranked retrieved record, request over budget"})
-                for i, row in enumerate(packing):
+                for i, row in enumerate(request.offered):
                     if (row["kind"], row["key"], row["status"]) == (item["kind"], item["key"], "included"):
-                        packing[i] = {**row, "status": "trimmed", "reason": "request over budget"}
+                        request.offered[i] = {**row, "status": "trimmed", "reason": "request over budget"}
             elif len(request.exchanges) > 1:
                 exchange = request.exchanges.pop(0)
                 exchange_json = canonical_json(exchange)
@@ -350,7 +351,9 @@ class BudgetedModel:
                 break
         if trimmed:
             body, messages, count_parts, _ = self._encode(request, tools_json)
-        measurement = Measurement(len(self.measurements) + 1, len(body), self.budget_chars, trimmed, packing,
+        # The rows are shared with the request and later measurements, not copied: none is changed in place.
+        measurement = Measurement(len(self.measurements) + 1, len(body), self.budget_chars, trimmed,
+                                  list(request.offered),
                                   sent=len(body) <= self.budget_chars, _count_parts=count_parts)
         self.measurements.append(measurement)
         return PreparedRequest(measurement, messages, body)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import itertools
 import json
 import os
@@ -177,6 +178,15 @@ class FixtureModel(RecordingModel):
         return f"Result: {json.dumps(result, ensure_ascii=False)}."
 
 
+_EMPTY_TOOLS = ',"tools":[]}'
+
+
+def _not_unicode(reason: str, position: int) -> ModelError:
+    """The error for a request holding text with no UTF-8 form (a lone surrogate, from a JSON escape)."""
+    return ModelError(f"the request holds text that is not valid Unicode ({reason} at character {position}); "
+                      "it cannot be sent")
+
+
 class OpenAIModel:
     """A live model behind any OpenAI-compatible chat-completions endpoint.
 
@@ -205,6 +215,11 @@ class OpenAIModel:
 
         self._openai, self._completion_type = openai, ChatCompletion
         self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+        if "content" not in inspect.signature(self.client.post).parameters:
+            raise ModelError(f"live mode needs openai 2.16 or later (found {openai.__version__}), which can send "
+                             "a request body as it was measured: pip install 'memkit[live]'")
+        # What goes in front of the measured body's keys (ASCII: json.dumps escapes the rest).
+        self._body_prefix = ('{"model":' + json.dumps(self.model) + ",").encode("ascii")
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         """Send one chat-completions request and convert the answer."""
@@ -217,6 +232,8 @@ class OpenAIModel:
             response = await pending
         except self._openai.OpenAIError as exc:
             raise ModelError(f"the live model call failed: {exc}") from exc
+        except UnicodeEncodeError as exc:
+            raise _not_unicode(exc.reason, exc.start) from None
         if not response.choices:
             raise ModelError("the live model answered with no choices")
         message = response.choices[0].message
@@ -230,17 +247,16 @@ class OpenAIModel:
                                tools: list[dict[str, Any]]) -> ModelReply:
         """Send a request the budget wrapper has already encoded, as it is: what was measured is sent.
 
-        `body` is the canonical JSON of `{"messages": ..., "tools": ...}`; the model's name is put in
-        front of its keys. Chat-completions endpoints refuse an empty tools list, so a request
-        without tools goes through `complete` (which leaves the key out).
+        `body` is the canonical JSON of `{"messages": ..., "tools": ...}`; the model's name goes in
+        front of its keys. Endpoints refuse an empty tools list, so that key is left out (the
+        measurement counted it: it errs on the large side).
         """
-        if not tools:
-            return await self.complete(messages, tools)
+        if not tools and body.endswith(_EMPTY_TOOLS):
+            body = body[: -len(_EMPTY_TOOLS)] + "}"
         try:
-            content = ('{"model":' + json.dumps(self.model, ensure_ascii=False) + "," + body[1:]).encode("utf-8")
+            content = self._body_prefix + body[1:].encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise ModelError(f"the request holds text that is not valid Unicode ({exc.reason} at character "
-                             f"{exc.start}); it cannot be sent") from None
+            raise _not_unicode(exc.reason, exc.start + 1) from None
         return await self._send(self.client.post("/chat/completions", cast_to=self._completion_type, content=content))
 
     @property

@@ -141,3 +141,23 @@ def test_a_confirmed_delete_keeps_the_value_out_of_the_rest_of_the_ask(store):
     assert first["retrieved_memory"] and first["recent_history"]  # the value was there before the delete
     assert second["retrieved_memory"] == [] and second["recent_history"] == []
     assert "tea" not in second["task"] and store.get("alice", "preference", "drink") is None
+    # The packing report of the second request says why the record is gone; the retrieval report is unchanged.
+    reply_packing = agent.model.measurements[-1].packing
+    assert [(r["key"], r["status"]) for r in reply_packing] == [("drink", "deleted")]
+    assert [r["status"] for r in agent.model.measurements[0].packing] == ["included"]
+
+
+def test_a_record_trimmed_at_one_call_is_reported_trimmed_at_the_next(store):
+    for n in range(6):
+        store.put("alice", "s0", "episode", f"trip.{n}", f"trip {n}: " + "lisbon " * 40)
+    model = ScriptedModel([call("memory_search", query="lisbon", limit=1), "done"])
+    reply = run(MemoryAgent(store, "alice", "s1", model, budget_chars=3500).ask("plan lisbon"))
+    first, second = reply.measurements
+    trimmed = {t["what"] for t in first.trimmed if t["part"] == "memory"}
+    assert trimmed, "the budget should force retrieved records out"
+    for measurement in (first, second):
+        marked = {f"{r['kind']}:{r['key']}" for r in measurement.packing if r["status"] == "trimmed"}
+        assert trimmed <= marked
+    sent = {(m["kind"], m["key"]) for m in json.loads(model.requests[1]["messages"][1]["content"])["retrieved_memory"]}
+    assert {(r["kind"], r["key"]) for r in second.packing if r["status"] == "included"} == sent
+    assert all(r["status"] != "trimmed" for r in reply.retrieved.report)

@@ -123,7 +123,9 @@ def test_trimming_order_history_then_memory_then_old_exchanges():
     assert measurement.sent and measurement.total_chars <= wrapper.budget_chars < full
     assert len(request.exchanges) == 1 and request.exchanges[0][0]["role"] == "assistant"
     assert [row["status"] for row in measurement.packing] == ["trimmed"] * 3
-    assert [row["status"] for row in request.offered] == ["included"] * 3  # the retrieval report is left as it was
+    # The next call of the same task no longer carries those records, and its report still says so.
+    again = wrapper.fit(request)
+    assert again.trimmed == [] and [row["status"] for row in again.packing] == ["trimmed"] * 3
 
 
 def test_a_tool_result_never_travels_without_its_call():

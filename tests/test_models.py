@@ -110,11 +110,12 @@ def test_the_live_model_sends_exactly_the_bytes_the_budget_wrapper_measured(stor
         async with OpenAIModel("test-model", api_key="k", base_url=server.url) as model:
             wrapper = BudgetedModel(model, budget_chars=4000)
             first = await wrapper.complete(request)
-            # No tools: the endpoint refuses an empty list, so the SDK's own encoding (without the key) is used.
-            second = await wrapper.complete(Request(system="Be brief.", task="hi", tools=[]))
-        return wrapper, first, second
+            # No tools: endpoints refuse an empty list, so the key is left out of what is sent.
+            bare = Request(system="Be brief.", task="hi", tools=[])
+            second = await wrapper.complete(bare)
+        return wrapper, first, second, bare
 
-    wrapper, first, second = asyncio.run(scenario())
+    wrapper, first, second, bare = asyncio.run(scenario())
     assert (first.content, second.content) == ("Noted.", "Hi.")
     sent, plain = server.received
     measured = wrapper.measurements[0]
@@ -122,7 +123,10 @@ def test_the_live_model_sends_exactly_the_bytes_the_budget_wrapper_measured(stor
     assert sent["raw"] == ('{"model":"test-model",' + expected[1:]).encode("utf-8")
     assert measured.total_chars == len(expected) == len(sent["raw"].decode("utf-8")) - len('"model":"test-model",')
     assert sent["content_type"] == "application/json"
-    assert "tools" not in plain["body"] and plain["body"]["messages"][1]["role"] == "user"
+    bare_json = canonical_json({"messages": bare.messages(), "tools": []})
+    assert wrapper.measurements[1].total_chars == len(bare_json)
+    assert plain["raw"] == ('{"model":"test-model",' + bare_json[1:-len(',"tools":[]}')] + "}").encode("utf-8")
+    assert "tools" not in plain["body"]
 
 
 def test_a_reply_with_a_lone_surrogate_cannot_be_sent_back_and_says_so(store, chat_server):
