@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from .agent import SYSTEM_PROMPT, AgentReply, MemoryAgent
 from .approvals import Approvals, Confirmation
-from .budget import BudgetedModel, ChatModel, History, Measurement, Request, canonical_json, json_chars, shorten
+from .budget import (BudgetedModel, ChatModel, History, Measurement, PreparedRequest, Request, canonical_json,
+                     json_chars, shorten)
 from .clock import Clock, FakeClock, utc_now
 from .errors import (
     ApprovalError,
@@ -42,7 +43,7 @@ __all__ = [
     "canonical_json", "ChatModel", "Clock", "Confirmation", "connect_redis", "DEFAULT_LIMITS",
     "FakeClock", "FixtureModel", "History", "InProcessWindow", "json_chars", "KINDS", "Limits",
     "Measurement", "MemkitError", "MemoryAgent", "MemoryStore", "MemoryTools", "ModelError",
-    "ModelReply", "OpenAIModel", "QuotaError", "Record", "RedisHandle", "RedisWindow", "Request",
+    "ModelReply", "OpenAIModel", "PreparedRequest", "QuotaError", "Record", "RedisHandle", "RedisWindow", "Request",
     "retrieve", "RetrievedContext", "say", "SCHEMA_VERSION", "ScriptedModel", "shorten",
     "ShortTermWindow", "start_embedded_redis", "StoreError", "SYSTEM_PROMPT", "task_terms",
     "tool_schemas", "ToolCall", "Turn", "utc_now", "ValidationError", "WindowError",
