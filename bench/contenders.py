@@ -22,6 +22,8 @@ from typing import Any
 from memkit.clock import iso, utc_now
 from memkit.limits import Limits
 from memkit.retrieval import retrieve
+# The store's own statements, so the raw limit runs exactly what memkit runs and follows schema changes.
+from memkit.store import _INSERT_EVENT, _INSERT_MEMORY, _RECORD_SQL as _COLUMNS
 from memkit.store import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, MemoryStore, seal_bundle
 from memkit.migrations import SCHEMA_VERSION
 
@@ -35,7 +37,7 @@ BENCH_LIMITS = Limits().replace(
 )
 """The teaching quotas (64 per user, 1024 in all, 16 MiB) raised so that 100k records fit."""
 
-_COLUMNS = "kind, memory_key, value, source_session, revision, created_at, updated_at"
+_SELECT_CURRENT = "SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?"
 
 
 def _bundle(user: str, records: list[Memory]) -> str:
@@ -123,10 +125,7 @@ class RawLimit:
         conn = self.conn
         now = iso(utc_now())
         conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(
-            "SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-            (user, kind, key),
-        ).fetchone()
+        row = conn.execute(_SELECT_CURRENT, (user, kind, key)).fetchone()
         if row is None:
             conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
             conn.execute("SELECT records FROM total_count").fetchone()
@@ -135,11 +134,8 @@ class RawLimit:
                 (user, kind, key),
             ).fetchone()[0]
             revision, action, old = (last or 0) + 1, "create", None
-            conn.execute(
-                "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
-                " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (user, kind, key, value, SESSION, revision, now, now, key.casefold(), value.casefold()),
-            )
+            conn.execute(_INSERT_MEMORY, (user, kind, key, value, SESSION, revision, now, now, key.casefold(),
+                                          value.casefold()))
         else:
             revision, action, old = row[2] + 1, "update", row[1]
             conn.execute(
@@ -147,11 +143,7 @@ class RawLimit:
                 " updated_at = ? WHERE id = ?",
                 (value, value.casefold(), SESSION, revision, now, row[0]),
             )
-        conn.execute(
-            "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
-            " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (user, kind, key, action, revision, SESSION, old, value, None, now),
-        )
+        conn.execute(_INSERT_EVENT, (user, kind, key, action, revision, SESSION, old, value, None, now))
         conn.execute("PRAGMA page_count").fetchone()  # the size cap check
         conn.execute("COMMIT")
         return revision
@@ -167,19 +159,12 @@ class RawLimit:
         conn = self.conn
         now = iso(utc_now())
         conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(
-            "SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-            (user, kind, key),
-        ).fetchone()
+        row = conn.execute(_SELECT_CURRENT, (user, kind, key)).fetchone()
         if row is None:
             conn.execute("COMMIT")
             return False
         conn.execute("DELETE FROM memories WHERE id = ?", (row[0],))
-        conn.execute(
-            "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
-            " old_value, new_value, confirmation, at) VALUES (?, ?, ?, 'delete', ?, ?, ?, NULL, ?, ?)",
-            (user, kind, key, row[2], SESSION, row[1], None, now),
-        )
+        conn.execute(_INSERT_EVENT, (user, kind, key, "delete", row[2], SESSION, row[1], None, None, now))
         conn.execute("COMMIT")
         return True
 
