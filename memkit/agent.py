@@ -135,6 +135,4 @@ def _forget_in_request(request: Request, deleted: dict[str, Any]) -> None:
     request.history.clear()
     gone = (deleted["kind"], deleted["key"])
     request.memory[:] = [m for m in request.memory if (m["kind"], m["key"]) != gone]
-    request.offered[:] = [{**row, "status": "deleted", "reason": "deleted by a confirmed memory_delete"}
-                          if (row["kind"], row["key"]) == gone and row["status"] == "included" else row
-                          for row in request.offered]
+    request.mark_offered(*gone, "deleted", "deleted by a confirmed memory_delete")

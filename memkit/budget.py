@@ -136,6 +136,12 @@ class Request:
     copy of the retrieval report; trimming a record replaces its row (rows are never changed in
     place), so the later calls of the same task report it as trimmed too."""
 
+    def mark_offered(self, kind: str, key: str, status: str, reason: str) -> None:
+        """Record in the packing report what became of an included record (the row is replaced)."""
+        for i, row in enumerate(self.offered):
+            if (row["kind"], row["key"], row["status"]) == (kind, key, "included"):
+                self.offered[i] = {**row, "status": status, "reason": reason}
+
     def user_content(self, memory_json: str | None = None, history_json: str | None = None,
                      task_json: str | None = None) -> str:
         """The user message's text: `{"note", "recent_history", "retrieved_memory", "task"}` as canonical JSON.
@@ -337,9 +343,7 @@ class BudgetedModel:
                 total -= self._list_item_chars(request.memory, item_json)
                 trimmed.append({"part": "memory", "what": f"{item['kind']}:{item['key']}", "chars": len(item_json),
                                 "reason": "lowest-ranked retrieved record, request over budget"})
-                for i, row in enumerate(request.offered):
-                    if (row["kind"], row["key"], row["status"]) == (item["kind"], item["key"], "included"):
-                        request.offered[i] = {**row, "status": "trimmed", "reason": "request over budget"}
+                request.mark_offered(item["kind"], item["key"], "trimmed", "request over budget")
             elif len(request.exchanges) > 1:
                 exchange = request.exchanges.pop(0)
                 exchange_json = canonical_json(exchange)
