@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from memkit.agent import SYSTEM_PROMPT
-from memkit.budget import BudgetedModel, Request, canonical_json
+from memkit.budget import BudgetedModel
+from memkit.jsonutil import canonical_json
+from memkit.request import Request
 from memkit.models import ScriptedModel, call
 from memkit.store import MemoryStore
 from memkit.tools import tool_schemas
@@ -66,7 +68,7 @@ def make_request(tools: list[dict[str, Any]], turn: int = 0) -> Request:
     offered += [{"kind": "episode", "key": f"older.{i}", "matched_by": "stay", "chars": 180, "status": "skipped",
                  "reason": "would make memory 2377 chars; budget 2200"} for i in range(4)]
     return Request(system=SYSTEM_PROMPT, task=f"Plan my stay in Lisbon, turn {turn}", tools=tools,
-                   memory=memory, history=history, exchanges=exchanges, offered=offered)
+                   memory=memory, history=history, tool_rounds=exchanges, packing=offered)
 
 
 def encode(request: Request) -> str:
@@ -112,7 +114,7 @@ def run(config: BudgetConfig, log: Any = print) -> dict[str, Any]:
             # Fresh copies for every call: prepare() trims in place. They share the tools list, as
             # an agent's requests do.
             base = make_request(tools, r)
-            del base.exchanges[n_exchanges:]
+            del base.tool_rounds[n_exchanges:]
             calls = []
             for _ in range(config.requests_per_round):
                 copies = [copy.deepcopy(base) for _ in names]
@@ -143,7 +145,7 @@ def run(config: BudgetConfig, log: Any = print) -> dict[str, Any]:
         # Correctness: the measured size is that of the messages handed over, encoded apart; the text
         # handed to the model is what sending unmeasured would have sent (after any trim).
         probe = make_request(tools, 99)
-        del probe.exchanges[n_exchanges:]
+        del probe.tool_rounds[n_exchanges:]
         prepared = BudgetedModel(ScriptedModel([]), budget_chars=budget).prepare(probe)
         measurement = prepared.measurement
         encoded = canonical_json({"messages": prepared.messages, "tools": probe.tools})

@@ -12,7 +12,9 @@ import json
 from typing import Any
 
 from .approvals import Approvals
-from .budget import BudgetedModel, ChatModel, History, Measurement, Request, canonical_json
+from .budget import BudgetedModel, Measurement
+from .jsonutil import canonical_json
+from .request import ChatModel, History, Request
 from .errors import ModelError
 from .limits import check_text
 from .retrieval import RetrievedContext, retrieve
@@ -100,7 +102,7 @@ class MemoryAgent:
         retrieved = retrieve(self.store, self.user, task)
         request = Request(system=self.system_prompt, task=task, tools=self.tools.schemas,
                           memory=list(retrieved.memory), history=self.history.exchanges,
-                          offered=list(retrieved.report))
+                          packing=list(retrieved.packing))
         first = len(self.model.measurements)
         tool_results: list[dict[str, Any]] = []
         text, stop_reason = "", "max_turns"
@@ -120,7 +122,7 @@ class MemoryAgent:
                         _forget_in_request(request, json.loads(tool_call.arguments))
                 tool_results.append({"name": tool_call.name, "arguments": tool_call.arguments, "outcome": outcome})
                 results.append({"role": "tool", "tool_call_id": tool_call.id, "content": canonical_json(outcome)})
-            request.exchanges.append([reply.as_message(), *results])
+            request.tool_rounds.append([reply.as_message(), *results])
             if stop_reason == "max_tool_calls":
                 break
         self.history.add(task, text)
@@ -135,4 +137,4 @@ def _forget_in_request(request: Request, deleted: dict[str, Any]) -> None:
     request.history.clear()
     gone = (deleted["kind"], deleted["key"])
     request.memory[:] = [m for m in request.memory if (m["kind"], m["key"]) != gone]
-    request.mark_offered(*gone, "deleted", "deleted by a confirmed memory_delete")
+    request.mark_packing(*gone, "deleted", "deleted by a confirmed memory_delete")

@@ -40,7 +40,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from .budget import canonical_json
+from .jsonutil import canonical_json
 from .errors import ValidationError
 
 TAGS = ("$datetime", "$decimal", "$bytes", "$set", "$object")

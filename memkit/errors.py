@@ -25,6 +25,13 @@ class StoreError(MemkitError):
     """
 
 
+class LockedError(StoreError):
+    """Another connection holds the database's write lock past the busy timeout; nothing was written.
+
+    Chosen by SQLite's error code (`SQLITE_BUSY` or `SQLITE_LOCKED`), never by the message text.
+    """
+
+
 class ApprovalError(MemkitError):
     """A write or delete had no matching, unspent confirmation. Nothing was changed."""
 

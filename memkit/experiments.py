@@ -44,8 +44,9 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 from .errors import MemkitError, QuotaError, StoreError, ValidationError
 from .limits import Limits
 from .models import REMEMBER_RULE
-from .store import TURN_ROLES, MemoryStore, sqlite_uri
-from .window import DEFAULT_SIZE, DEFAULT_TTL_SECONDS, RedisWindow, Turn
+from .store import MemoryStore, sqlite_uri
+from .transcript import TURN_ROLES, Turn
+from .window import DEFAULT_SIZE, DEFAULT_TTL_SECONDS, RedisWindow
 
 PathLike = str | os.PathLike[str]
 

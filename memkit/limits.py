@@ -9,6 +9,7 @@ from typing import Any
 from .errors import ValidationError
 
 KINDS = ("preference", "episode")
+SHORTENED_MARKER = " …[shortened: {n} more characters]"
 """The two kinds of long-term memory: stable facts about the user, and things that happened."""
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -154,3 +155,22 @@ def check_text(what: str, text: str) -> None:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+def shorten(text: str, max_chars: int) -> str:
+    """Cut `text` to at most `max_chars` code points, saying so with a visible marker."""
+    if len(text) <= max_chars:
+        return text
+    keep = max_chars - len(SHORTENED_MARKER.format(n=len(text)))
+    if keep < 1:
+        raise ValidationError(f"max_chars {max_chars} leaves no room for the shortening marker")
+    return text[:keep] + SHORTENED_MARKER.format(n=len(text) - keep)
+
+
+def positive_or_default(name: str, value: int | None, default: int) -> int:
+    """`value`, or `default` when None; anything but a positive integer is refused, not replaced."""
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValidationError(f"{name} is {value!r}; it must be a positive integer")
+    return value

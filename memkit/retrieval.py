@@ -2,7 +2,7 @@
 
 A few preferences (those the task mentions first, then the most recent) and episodes matched by a
 bounded number of terms from the task, deduplicated and packed greedily into a character budget.
-Every candidate gets a row in the report: included, or skipped and why.
+Every candidate gets a row in the packing report: included, or skipped and why.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import dataclasses
 import re
 from typing import Any
 
-from .budget import json_chars
+from .jsonutil import json_chars
 from .limits import DEFAULT_LIMITS, KINDS, Limits
 from .store import MemoryStore, Record
 
@@ -60,18 +60,18 @@ def task_terms(task: str, max_terms: int = DEFAULT_LIMITS.retrieval_max_terms,
 
 @dataclasses.dataclass
 class RetrievedContext:
-    """The memory packed for one task, and the report of every candidate.
+    """The memory packed for one task, and the packing report of every candidate.
 
     Attributes:
         memory: the records to send, as `{"kind", "key", "value"}`, highest ranked first.
-        report: one row per candidate: kind, key, matched_by, chars, status (included/skipped), reason.
+        packing: one row per candidate: kind, key, matched_by, chars, status (included/skipped), reason.
         terms: the task terms that were searched.
         chars: the canonical JSON size of `memory`.
         budget_chars: the budget it was packed into.
     """
 
     memory: list[dict[str, Any]]
-    report: list[dict[str, Any]]
+    packing: list[dict[str, Any]]
     terms: list[str]
     chars: int
     budget_chars: int
@@ -87,7 +87,7 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
         limits: the retrieval bounds (the store's limits by default).
 
     Returns:
-        The packed memory and a report saying what was offered, included or skipped and why.
+        The packed memory and a packing report saying what was offered, included or skipped and why.
     """
     limits = limits or store.limits
     terms = task_terms(task, limits.retrieval_max_terms, limits.max_query_chars)
@@ -120,7 +120,7 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
     episodes = ranked("episode")[: limits.retrieval_max_episodes]
 
     memory: list[dict[str, Any]] = []
-    report: list[dict[str, Any]] = []
+    packing: list[dict[str, Any]] = []
     size = 2  # "[]"
     for record, matched_by in preferences + episodes:
         item = {"kind": record["kind"], "key": record["key"], "value": record["value"]}
@@ -130,8 +130,8 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
         if size + cost <= limits.retrieval_budget_chars:
             memory.append(item)
             size += cost
-            report.append({**row, "status": "included", "reason": ""})
+            packing.append({**row, "status": "included", "reason": ""})
         else:
-            report.append({**row, "status": "skipped",
+            packing.append({**row, "status": "skipped",
                            "reason": f"would make memory {size + cost} chars; budget {limits.retrieval_budget_chars}"})
-    return RetrievedContext(memory, report, terms, size, limits.retrieval_budget_chars)
+    return RetrievedContext(memory, packing, terms, size, limits.retrieval_budget_chars)

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 from .clock import Clock, iso, utc_now
 from .errors import QuotaError, StoreError, ValidationError
 from .limits import DEFAULT_LIMITS, KINDS, Limits, check_text
+from .transcript import TURN_ROLES
 from .migrations import EXPECTED_TABLES, MIGRATIONS, SCHEMA_VERSION, expected_objects
 
 Record = dict[str, Any]
@@ -29,7 +30,6 @@ Record = dict[str, Any]
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EXPORT_FORMAT = "memkit-export"
 EXPORT_FORMAT_VERSION = 1
-TURN_ROLES = ("user", "assistant", "tool")
 
 _RECORD_SQL = "kind, memory_key, value, source_session, revision, created_at, updated_at"
 _INSERT_MEMORY = (

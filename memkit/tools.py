@@ -11,7 +11,8 @@ import json
 from typing import Any, Callable
 
 from .approvals import Approvals
-from .budget import History, shorten
+from .limits import shorten
+from .request import History
 from .errors import MemkitError
 from .limits import KEY_PATTERN, KINDS
 from .store import MemoryStore

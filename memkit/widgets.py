@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, S
 
 from .agent import MemoryAgent
 from .approvals import Approvals, Confirmation
-from .budget import canonical_json, shorten
+from .jsonutil import canonical_json
+from .limits import shorten
 from .errors import ApprovalError, BudgetError, MemkitError, StoreError, ValidationError
 from .limits import DEFAULT_LIMITS, KINDS, Limits
 from .models import FixtureModel, ModelReply, ScriptedModel, ToolCall, say, user_envelope
@@ -220,13 +221,13 @@ def store_fingerprint(store: MemoryStore) -> dict[str, Any]:
 
 # -- 03: budgets -----------------------------------------------------------------------------------------
 
-PARTS = ("system", "tools", "task", "memory", "history", "exchanges")
+PARTS = ("system", "tools", "task", "memory", "history", "tool_rounds")
 """The parts of a request in the order they are stacked in `budget_chart`."""
 
 PART_LABELS = {"system": "system prompt", "tools": "tool schemas", "task": "task + envelope",
-               "memory": "retrieved memory", "history": "history", "exchanges": "tool exchanges"}
+               "memory": "retrieved memory", "history": "history", "tool_rounds": "tool rounds"}
 _PART_COLOURS = {"system": "#9e9e9e", "tools": "#bdbdbd", "task": "#ffb74d", "memory": "#64b5f6",
-                 "history": "#81c784", "exchanges": "#ba68c8"}
+                 "history": "#81c784", "tool_rounds": "#ba68c8"}
 
 DEFAULT_TASKS = (
     "Plan a tea stop on my next trip",

@@ -67,7 +67,8 @@ from . import codec
 from .clock import Clock, iso, utc_now
 from .errors import ValidationError, WindowError
 from .limits import DEFAULT_LIMITS, Limits, check_text
-from .store import TURN_ROLES, MemoryStore
+from .store import MemoryStore
+from .transcript import TURN_ROLES, Turn, merge_turns
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -80,15 +81,6 @@ DEFAULT_SIZE = 10
 DEFAULT_TTL_SECONDS = 30 * 60.0
 DEFAULT_MAX_CONTENT_CHARS = 20_000
 _PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-
-class Turn(TypedDict):
-    """One turn of a conversation, as the window, the archive and `load_session` hand it out."""
-
-    turn: int
-    role: str
-    content: str
-    at: str
 
 
 def _redis_module() -> Any:
@@ -381,15 +373,6 @@ class ShortTermWindow(abc.ABC):
         return self.store.last_archived_turn(user, session)
 
 
-def _merge(*sources: list[Turn]) -> list[Turn]:
-    """Join turn lists, keeping the first copy of each turn number, in turn order."""
-    seen: dict[int, Turn] = {}
-    for source in sources:
-        for turn in source:
-            seen.setdefault(turn["turn"], turn)
-    return [seen[number] for number in sorted(seen)]
-
-
 # -- in-process ------------------------------------------------------------------------------------------
 
 
@@ -442,7 +425,7 @@ class InProcessWindow(ShortTermWindow):
     def load_session(self, user: str, session: str) -> list[Turn]:
         window = self.recent(user, session)
         archived = self.store.archived_turns(user, session) if self.store is not None else []
-        return _merge(window, archived)  # type: ignore[arg-type]
+        return merge_turns(window, archived)  # type: ignore[arg-type]
 
 
 # -- Redis -----------------------------------------------------------------------------------------------
@@ -741,7 +724,7 @@ class RedisWindow(ShortTermWindow):
         Reading the other way round could miss a turn that moved in between.
         """
         window, pending = self._read(user, session, True)
-        return _merge(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
+        return merge_turns(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
 
     def ttl_left(self, user: str, session: str) -> float | None:
         """Seconds until Redis would drop the session's window, or None if it has none.

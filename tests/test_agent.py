@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from memkit import (SYSTEM_PROMPT, Approvals, BudgetError, FixtureModel, MemoryAgent, ModelReply, ScriptedModel,
-                    ToolCall, call, json_chars, say)
+from memkit import Approvals, BudgetError, FixtureModel, MemoryAgent, ScriptedModel
+from memkit.agent import SYSTEM_PROMPT
+from memkit.jsonutil import json_chars
+from memkit.models import ModelReply, ToolCall, call, say
 
 
 def run(coro):
@@ -103,7 +105,7 @@ def test_old_tool_exchanges_are_trimmed_whole_so_every_request_fits(store):
     agent = MemoryAgent(store, "alice", "s1", model, budget_chars=12000, max_turns=6)
     reply = run(agent.ask("coffee"))
     assert reply.text == "done"
-    assert any(t["part"] == "exchanges" for m in reply.measurements for t in m.trimmed)
+    assert any(t["part"] == "tool_rounds" for m in reply.measurements for t in m.trimmed)
     for request in model.requests:
         assert json_chars(request) <= 12000
         ids = {c["id"] for m in request["messages"] if m["role"] == "assistant" for c in m.get("tool_calls", [])}
@@ -160,4 +162,4 @@ def test_a_record_trimmed_at_one_call_is_reported_trimmed_at_the_next(store):
         assert trimmed <= marked
     sent = {(m["kind"], m["key"]) for m in json.loads(model.requests[1]["messages"][1]["content"])["retrieved_memory"]}
     assert {(r["kind"], r["key"]) for r in second.packing if r["status"] == "included"} == sent
-    assert all(r["status"] != "trimmed" for r in reply.retrieved.report)
+    assert all(r["status"] != "trimmed" for r in reply.retrieved.packing)

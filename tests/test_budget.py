@@ -8,8 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memkit import BudgetedModel, BudgetError, History, Request, ScriptedModel, canonical_json, json_chars, say, shorten
-from memkit.budget import USER_ENVELOPE_NOTE
+from memkit import BudgetedModel, BudgetError, ScriptedModel
+from memkit.jsonutil import canonical_json, json_chars
+from memkit.limits import shorten
+from memkit.models import say
+from memkit.request import History, Request
+from memkit.request import USER_ENVELOPE_NOTE
 from memkit.models import call
 
 TOOLS = [{"type": "function", "function": {"name": "memory_get", "parameters": {"type": "object"}}}]
@@ -17,8 +21,8 @@ TOOLS = [{"type": "function", "function": {"name": "memory_get", "parameters": {
 
 def make_request(history=(), memory=(), exchanges=(), task="What do I like?"):
     return Request(system="You are helpful.", task=task, tools=TOOLS, memory=list(memory),
-                   history=list(history), exchanges=[list(e) for e in exchanges],
-                   offered=[{"kind": m["kind"], "key": m["key"], "matched_by": "t", "chars": json_chars(m),
+                   history=list(history), tool_rounds=[list(e) for e in exchanges],
+                   packing=[{"kind": m["kind"], "key": m["key"], "matched_by": "t", "chars": json_chars(m),
                              "status": "included", "reason": ""} for m in memory])
 
 
@@ -71,7 +75,7 @@ def test_measured_size_equals_the_canonical_json_of_the_real_request(history, va
     # Memory and history count as they read inside the user message's JSON string.
     assert parts["memory"] == len(canonical_json(canonical_json(request.memory))) - 2
     assert parts["history"] == len(canonical_json(canonical_json(request.history))) - 2
-    assert parts["exchanges"] == sum(json_chars(m) + 1 for e in request.exchanges for m in e)
+    assert parts["tool_rounds"] == sum(json_chars(m) + 1 for e in request.tool_rounds for m in e)
     assert parts["system"] == json_chars(request.messages()[0]) and parts["tools"] == json_chars(request.tools)
 
 
@@ -86,8 +90,8 @@ def test_measured_size_equals_the_canonical_json_of_the_real_request(history, va
 def test_prepared_body_is_what_was_measured_and_trimming_stops_as_soon_as_it_fits(history, values, n_exchanges, slack):
     memory = [{"kind": "episode", "key": f"k{i}", "value": v} for i, v in enumerate(values)]
     request = make_request(history, memory, [exchange(i, 40) for i in range(n_exchanges)])
-    before = {"history": list(request.history), "memory": list(request.memory), "exchanges": list(request.exchanges)}
-    newest_alone = BudgetedModel(ScriptedModel([])).measure(make_request(exchanges=[request.exchanges[-1]]))[0]
+    before = {"history": list(request.history), "memory": list(request.memory), "exchanges": list(request.tool_rounds)}
+    newest_alone = BudgetedModel(ScriptedModel([])).measure(make_request(exchanges=[request.tool_rounds[-1]]))[0]
     wrapper = BudgetedModel(ScriptedModel([]), budget_chars=newest_alone + slack)
     prepared = wrapper.prepare(request)
     measurement = prepared.measurement
@@ -98,13 +102,13 @@ def test_prepared_body_is_what_was_measured_and_trimming_stops_as_soon_as_it_fit
     if measurement.trimmed:
         # Putting back the last thing trimmed would not fit: nothing was trimmed that did not have to be.
         part = measurement.trimmed[-1]["part"]
-        restored = make_request(request.history, request.memory, request.exchanges)
+        restored = make_request(request.history, request.memory, request.tool_rounds)
         if part == "history":
             restored.history.insert(0, before["history"][len(before["history"]) - len(request.history) - 1])
         elif part == "memory":
             restored.memory.append(before["memory"][len(request.memory)])
         else:
-            restored.exchanges.insert(0, before["exchanges"][len(before["exchanges"]) - len(request.exchanges) - 1])
+            restored.tool_rounds.insert(0, before["exchanges"][len(before["exchanges"]) - len(request.tool_rounds) - 1])
         assert BudgetedModel(ScriptedModel([])).measure(restored)[0] > wrapper.budget_chars
 
 
@@ -119,9 +123,9 @@ def test_trimming_order_history_then_memory_then_old_exchanges():
     wrapper.budget_chars = wrapper.measure(newest_only)[0] + 10
     measurement = wrapper.fit(request)
     parts = [t["part"] for t in measurement.trimmed]
-    assert parts == ["history"] * 4 + ["memory"] * 3 + ["exchanges"] * 2
+    assert parts == ["history"] * 4 + ["memory"] * 3 + ["tool_rounds"] * 2
     assert measurement.sent and measurement.total_chars <= wrapper.budget_chars < full
-    assert len(request.exchanges) == 1 and request.exchanges[0][0]["role"] == "assistant"
+    assert len(request.tool_rounds) == 1 and request.tool_rounds[0][0]["role"] == "assistant"
     assert [row["status"] for row in measurement.packing] == ["trimmed"] * 3
     # The next call of the same task no longer carries those records, and its report still says so.
     again = wrapper.fit(request)

@@ -11,7 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memkit import Approvals, BudgetedModel, MemoryAgent, ModelError, OpenAIModel, Request, canonical_json
+from memkit import Approvals, BudgetedModel, MemoryAgent, ModelError, OpenAIModel
+from memkit.jsonutil import canonical_json
+from memkit.request import Request
 
 
 class ChatServer:

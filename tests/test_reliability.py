@@ -36,7 +36,7 @@ from _store_helpers import folder_state, snapshot
 from memkit import cli, experiments
 from memkit.agent import SYSTEM_PROMPT, MemoryAgent
 from memkit.approvals import Approvals
-from memkit.budget import canonical_json
+from memkit.jsonutil import canonical_json
 from memkit.errors import MemkitError, QuotaError, StoreError, ValidationError
 from memkit.limits import KINDS, Limits
 from memkit.migrations import SCHEMA_VERSION

@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memkit import FakeClock, Limits, MemoryStore, json_chars, retrieve, task_terms
+from memkit import FakeClock, Limits, MemoryStore, retrieve
+from memkit.jsonutil import json_chars
+from memkit.retrieval import task_terms
 
 TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 
@@ -37,7 +39,7 @@ def test_at_most_five_preferences_and_the_report_says_why(tmp_path):
     assert len([m for m in context.memory if m["kind"] == "preference"]) == 5
     # The most recent five, newest first.
     assert [m["key"] for m in context.memory] == ["pref8", "pref7", "pref6", "pref5", "pref4"]
-    assert {row["matched_by"] for row in context.report} == {"recent preference"}
+    assert {row["matched_by"] for row in context.packing} == {"recent preference"}
 
 
 def test_budget_skips_whole_records_and_reports_them(tmp_path):
@@ -47,7 +49,7 @@ def test_budget_skips_whole_records_and_reports_them(tmp_path):
             store.put("alice", "s1", "episode", f"coffee{n}", f"coffee story {n} " + "x" * 120)
         context = retrieve(store, "alice", "coffee")
     assert context.chars == json_chars(context.memory) <= 400
-    skipped = [row for row in context.report if row["status"] == "skipped"]
+    skipped = [row for row in context.packing if row["status"] == "skipped"]
     assert skipped and all("budget 400" in row["reason"] for row in skipped)
     assert all(len(m["value"]) == len("coffee story 0 ") + 120 for m in context.memory)  # never cut
 

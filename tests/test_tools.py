@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from memkit import Approvals, History, MemoryTools
+from memkit import Approvals, MemoryTools
+from memkit.request import History
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
-from memkit import Approvals, FakeClock, FixtureModel, MemoryAgent, MemoryStore, ScriptedModel, call  # noqa: E402
+from memkit import Approvals, FakeClock, FixtureModel, MemoryAgent, MemoryStore, ScriptedModel  # noqa: E402
+from memkit.models import call
 from memkit.errors import ApprovalError, StoreError, ValidationError  # noqa: E402
 from memkit.widgets import (  # noqa: E402
     BudgetExplorer,
@@ -96,7 +97,7 @@ def test_conversation_rows_never_send_over_budget_and_trim_history(demo):
     assert len(rows) == 16 and {r["turn"] for r in rows} == set(range(1, 9))
     assert all(r["total"] <= 3600 for r in rows if r["sent"])
     assert sum(r["trimmed"] for r in rows) > 0
-    parts = ("system", "tools", "memory", "history", "exchanges", "task")
+    parts = ("system", "tools", "memory", "history", "tool_rounds", "task")
     assert all(sum(r[p] for p in parts) == r["total"] for r in rows)
 
 
