@@ -44,7 +44,7 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 from .errors import MemkitError, QuotaError, StoreError, ValidationError
 from .limits import Limits
 from .models import REMEMBER_RULE
-from .store import MemoryStore, sqlite_uri
+from .store import MemoryStore, inspect_file, sqlite_uri
 from .transcript import TURN_ROLES, Turn
 from .window import DEFAULT_SIZE, DEFAULT_TTL_SECONDS, RedisWindow
 
@@ -469,29 +469,6 @@ def _race_worker(payload: dict[str, Any]) -> list[dict[str, Any]]:
                 outcome = "locked" if "locked" in str(exc) else "error"
             outcomes.append({"op": op, "key": key, "outcome": outcome})
     return outcomes
-
-
-def inspect_file(path: PathLike) -> dict[str, Any]:
-    """Read-only checks of a memkit file through plain sqlite3: integrity and the quota counters.
-
-    Returns:
-        `integrity` ("ok" or SQLite's first complaint), `records` (rows in memories),
-        `counted` (what the total_count counter says) and `counters_consistent` (bool).
-    """
-    uri = sqlite_uri(path, "ro")
-    conn = sqlite3.connect(uri, uri=True)
-    try:
-        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-        records = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-        counted = conn.execute("SELECT records FROM total_count").fetchone()[0]
-        per_user_ok = conn.execute(
-            "SELECT count(*) FROM (SELECT user_id, count(*) AS n FROM memories GROUP BY user_id) m "
-            "LEFT JOIN user_counts c USING (user_id) WHERE c.records IS NOT m.n"
-        ).fetchone()[0] == 0
-    finally:
-        conn.close()
-    return {"integrity": integrity, "records": records, "counted": counted,
-            "counters_consistent": records == counted and per_user_ok}
 
 
 # -- another process holding the write lock --------------------------------------------------------

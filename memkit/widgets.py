@@ -34,7 +34,7 @@ from .limits import shorten
 from .errors import ApprovalError, BudgetError, MemkitError, StoreError, ValidationError
 from .limits import DEFAULT_LIMITS, KINDS, Limits
 from .models import FixtureModel, ModelReply, ScriptedModel, ToolCall, say, user_envelope
-from .store import MemoryStore, Record, sqlite_uri
+from .store import MemoryStore, Record, fingerprint
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas
@@ -198,25 +198,8 @@ def approvals_table(approvals: Approvals) -> pandas.DataFrame:
 
 
 def store_fingerprint(store: MemoryStore) -> dict[str, Any]:
-    """Row counts and a SHA-256 of every memory and event row: equal fingerprints, unchanged database.
-
-    The digest covers the content of the `memories` and `memory_events` tables (all users), read in
-    one snapshot, so it does not depend on how SQLite laid the pages out.
-    """
-    # A read-only connection of its own: one snapshot (WAL lets it read beside the store's
-    # connection), and nothing in the store's own connection or transaction state is touched.
-    uri = sqlite_uri(store.path, "ro")
-    with contextlib.closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as conn:
-        conn.execute("BEGIN")
-        memories = conn.execute(
-            "SELECT user_id, kind, memory_key, value, source_session, revision, created_at, updated_at"
-            " FROM memories ORDER BY user_id, kind, memory_key").fetchall()
-        events = conn.execute(
-            "SELECT id, user_id, kind, memory_key, action, revision, session_id, old_value, new_value,"
-            " confirmation, at FROM memory_events ORDER BY id").fetchall()
-        conn.execute("COMMIT")
-    digest = hashlib.sha256(canonical_json([[list(r) for r in memories], [list(r) for r in events]]).encode())
-    return {"memories": len(memories), "events": len(events), "sha256": digest.hexdigest()[:16]}
+    """Row counts and a SHA-256 of every row (`memkit.store.fingerprint`): equal, unchanged database."""
+    return fingerprint(store)
 
 
 # -- 03: budgets -----------------------------------------------------------------------------------------
