@@ -20,9 +20,9 @@ import pytest
 
 from _store_helpers import WORKER, folder_state, memkit_file, snapshot, worker
 from memkit import experiments
-from memkit.errors import StoreError
+from memkit.errors import LockedError, StoreError
 from memkit.limits import Limits
-from memkit.store import SCHEMA_VERSION, MemoryStore
+from memkit.store import SCHEMA_VERSION, MemoryStore, is_busy
 
 
 # -- opening: refuse what is not ours, and leave it exactly as it was ----------------------------
@@ -319,3 +319,23 @@ def test_an_older_version_file_missing_what_its_steps_made_is_refused(tmp_path):
     with pytest.raises(StoreError, match="says schema version 1 but lacks table 'transcript'"):
         MemoryStore(path)
     assert folder_state(tmp_path) == before
+
+
+def test_locked_is_decided_by_sqlite_error_code_not_by_the_message(tmp_path):
+    path = tmp_path / "memory.sqlite3"
+    MemoryStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with MemoryStore(path, limits=Limits().replace(busy_timeout_ms=50)) as store:
+            with pytest.raises(LockedError, match="locked by another writer"):
+                store.put("alice", "s1", "preference", "drink", "tea")
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError) as busy:
+            other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError, match="locked") as named:
+            other.execute("SELECT * FROM locked")  # "no such table: locked": not a lock at all
+        other.close()
+    finally:
+        holder.close()
+    assert is_busy(busy.value) and not is_busy(named.value)

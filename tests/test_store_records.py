@@ -261,3 +261,20 @@ def test_the_event_history_is_append_only_in_the_database_itself(store):
         store.connection.execute("UPDATE memory_events SET new_value = 'gin'")
     assert store.history("alice", "preference", "drink")[0]["new_value"] == "tea"
     assert store.forget_user("alice")["events"] == 1  # deleting a user's history stays possible
+
+
+def test_the_published_statements_write_what_the_store_reads(clocked):
+    sql = MemoryStore.statements()
+    with clocked.transaction() as conn:
+        conn.execute(sql.insert_memory, ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea"))
+        conn.execute(sql.insert_event, ("alice", "preference", "drink", "create", 1, "s1", None, "Tea", None, "t1"))
+        row = conn.execute(sql.select_current, ("alice", "preference", "drink")).fetchone()
+        conn.execute(sql.update_memory, ("Green tea", "green tea", "s2", 2, "t2", row["id"]))
+    assert clocked.get("alice", "preference", "drink") == {
+        "kind": "preference", "key": "drink", "value": "Green tea", "source_session": "s2", "revision": 2,
+        "created_at": "t1", "updated_at": "t2"}
+    assert [r["key"] for r in clocked.search("alice", "GREEN")] == ["drink"]
+    assert clocked.users() == {"alice": 1} and clocked.health()["counters_consistent"]
+    with clocked.transaction() as conn:
+        conn.execute(sql.delete_memory, (row["id"],))
+    assert clocked.get("alice", "preference", "drink") is None and clocked.users() == {}
