@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from . import report_peers
 from .budget_bench import ENCODE, WITH_PARTS, WRAPPED
 from .store_bench import CONTENDERS, OPERATIONS
 
@@ -65,7 +66,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     enc, wrapped = budget[("agent turn, fits", ENCODE)], budget[("agent turn, fits", WRAPPED)]
     share = (wrapped - enc) / enc
     add("budget wrapper overhead < 10% of the request's JSON encoding (agent turn)", f"{share:+.1%}", share < 0.10)
-    return out
+    return out + report_peers.targets(results)
 
 
 def store_table(results: dict[str, Any], size: int) -> str:
@@ -140,9 +141,10 @@ def markdown(results: dict[str, Any], notes: str) -> str:
     ]
     for t in targets(results):
         out.append(f"| {t['target']} | {t['measured']} | {'yes' if t['holds'] else '**no**'} |")
+    out += [""] + report_peers.markdown(results)
     store = results["store"]
     sizes = sorted({r["size"] for r in store["rows"]})
-    out += ["", "## Store: median time per call", ""]
+    out += ["## Store: median time per call", ""]
     for size in sizes:
         load = next((l for l in store["loads"] if l["size"] == size), {})
         users = load.get("users", "?")
