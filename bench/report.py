@@ -88,11 +88,17 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     med = _medians(results["store"]["rows"])
     sizes = sorted({r["size"] for r in results["store"]["rows"]})
     styles = {"raw sqlite3": ("tab:gray", "--", "s"), "naive": ("tab:red", ":", "v"), "memkit": ("tab:blue", "-", "o")}
-    fig, axes = plt.subplots(2, 4, figsize=(15, 7), sharex=True)
+    with_peers = bool(results.get("peers") or results.get("window_peers"))
+    fig = plt.figure(figsize=(15, 10.5 if with_peers else 7))
+    grid = fig.add_gridspec(3 if with_peers else 2, 4)
+    axes = np.array([[fig.add_subplot(grid[r, c]) for c in range(4)] for r in range(2)])
+    for ax in axes.flat[1:]:
+        ax.sharex(axes.flat[0])
     for ax, op in zip(axes.flat, OPERATIONS):
         for contender in CONTENDERS:
             color, line, marker = styles[contender]
@@ -112,8 +118,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
     last.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     last.legend(handles, labels, loc="center", title="contender", frameon=False)
+    if with_peers:
+        report_peers.plot([fig.add_subplot(grid[2, c]) for c in range(4)], results)
     fig.suptitle(f"memkit store operations against the raw SQLite limit and the naive way "
-                 f"(synchronous={results['meta']['synchronous']}, medians of {results['meta']['rounds']} rounds)")
+                 f"(synchronous={results['meta']['synchronous']}, medians of {results['meta']['rounds']} rounds)"
+                 + ("; bottom row: against its peers" if with_peers else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -154,6 +154,41 @@ def window_section(window: dict[str, Any]) -> list[str]:
     return out
 
 
+def plot(axes: list[Any], results: dict[str, Any]) -> None:
+    """The peers' row of results.png: peer ÷ memkit per operation (bars), 1.0 and the targets as lines."""
+    peers, window = results.get("peers"), results.get("window_peers")
+    panels: list[tuple[str, list[str], dict[str, list[float]], float | None]] = []
+    for sync in ("FULL", "NORMAL"):
+        if peers and any(r["synchronous"] == sync for r in peers["rows"]):
+            med = _store_medians(peers)
+            panels.append((f"store vs SqliteStore, {sync}", list(PEER_OPERATIONS),
+                           {p: [med[(sync, op, p)] / med[(sync, op, MEMKIT)] for op in PEER_OPERATIONS] for p in PEERS},
+                           FULL_RATIO if sync == "FULL" else NORMAL_RATIO))
+    for sync in ("FULL", "NORMAL"):
+        if window and any(r["synchronous"] == sync for r in window["rows"]):
+            wmed = _window_medians(window)
+            cases = sorted({r["history"] for r in window["rows"] if r["history"] is not None and r["synchronous"] == sync})
+            labels = [f"{op.split()[0]} @{h}" for op in ("read last 10", "append") for h in cases]
+            panels.append((f"window vs sessions, {sync}", labels,
+                           {p: [wmed[(sync, h, op, p)] / wmed[(sync, h, op, WINDOW_MEMKIT)]
+                                for op in ("read last 10", "append") for h in cases] for p in WINDOW_CONTENDERS[1:]},
+                           WINDOW_RATIO))
+    for ax, (title, labels, series, target) in zip(axes, panels):
+        width = 0.8 / len(series)
+        for n, (name, ratios) in enumerate(series.items()):
+            ax.bar([i + n * width for i in range(len(labels))], ratios, width, label=name)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        if target is not None and target != 1.0:
+            ax.axhline(target, color="tab:red", linestyle=":", linewidth=1, label=f"write target {target}")
+        ax.set_yscale("log")
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))], labels, rotation=45, ha="right", fontsize=7)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("peer ÷ memkit (>1: memkit faster)", fontsize=7)
+        ax.legend(fontsize=6)
+    for ax in axes[len(panels):]:
+        ax.axis("off")
+
+
 def markdown(results: dict[str, Any]) -> list[str]:
     """The '## Peers' section, or a line saying why it was not measured."""
     out = ["## Peers: langgraph and openai-agents", ""]
