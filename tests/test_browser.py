@@ -18,7 +18,6 @@ notebooks run in a temporary copy, so the repository's files are never rewritten
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -392,10 +391,12 @@ def labelled(widget: Locator, label: str) -> Locator:
 
 def image_digest(widget: Locator) -> str | None:
     """A digest of the bytes the chart's <img> shows (its blob URL changes even for the same picture)."""
-    data = widget.locator("img").first.evaluate(
-        """async img => { const r = await fetch(img.src); const b = new Uint8Array(await r.arrayBuffer());
-                          let s = 0n; for (const x of b) s = (s * 31n + BigInt(x)) % 1000000007n; return b.length + ':' + s; }""")
-    return hashlib.sha1(str(data).encode()).hexdigest() if data else None
+    digest: str | None = widget.locator("img").first.evaluate(
+        """async img => { if (!img.src) return null;
+                          const bytes = await (await fetch(img.src)).arrayBuffer();
+                          const hash = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+                          return [...hash].map(x => x.toString(16).padStart(2, '0')).join(''); }""")
+    return digest
 
 
 class Steps:
