@@ -29,7 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 reliability: $(STAMP)
-	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability.py -s
+	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability_*.py -s
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,7 +1,7 @@
 """MemoryStore against a real SQLite file: records and history, quotas, search, export, opening, locks.
 
 Every test uses a real file under tmp_path; crashes, restarts, locks and races use real processes
-(`tests/_store_worker.py`, started with `sys.executable`).
+(the lab's workers, `memkit.lab`, started with `sys.executable`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import json
 import os
 import sqlite3
 import stat
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,14 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _store_helpers import folder_state, snapshot
-from memkit import experiments
+from memkit import lab
 from memkit.clock import FakeClock
 from memkit.errors import QuotaError, StoreError, ValidationError
 from memkit.limits import Limits
 from memkit.migrations import SCHEMA_VERSION
 from memkit.store import MemoryStore, seal_bundle
-
-WORKER = Path(__file__).with_name("_store_worker.py")
 
 
 def open_store(path: Path, **options) -> MemoryStore:
@@ -44,11 +40,10 @@ def clocked(tmp_path):
         yield opened
 
 
-def worker(*args: object, timeout: float = 60) -> object:
-    done = subprocess.run([sys.executable, str(WORKER), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+def worker(mode: str, path: Path, user: str, key: str, value: str | None = None) -> object:
+    """One put or get of a preference in a fresh process (the lab's `put`/`get` workers)."""
+    payload = {"path": str(path), "user": user, "key": key, **({"value": value} if value is not None else {})}
+    return lab.run_worker(mode, payload)
 
 
 # -- one row per key, revisions, history ---------------------------------------------------------
@@ -229,23 +224,16 @@ def test_a_tiny_size_cap_refuses_every_write(tmp_path):
 
 
 def test_racing_processes_never_pass_the_quotas(tmp_path):
-    path, go = tmp_path / "m.sqlite3", tmp_path / "go"
+    path = tmp_path / "m.sqlite3"
     MemoryStore(path).close()
     per_user, total = 10, 25
     # alice has two racers over one per-user quota; the three users together exceed the global one.
     racers = [("alice", "a"), ("alice", "b"), ("bob", "a"), ("carol", "a")]
-    processes = [
-        subprocess.Popen([sys.executable, str(WORKER), "race", str(path), user, prefix, "12", str(per_user),
-                          str(total), str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for user, prefix in racers
-    ]
-    time.sleep(0.3)  # let the interpreters start, so the writes overlap
-    go.touch()
-    outcomes = []
-    for process in processes:
-        out, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err  # any error but QuotaError would end the worker
-        outcomes.append(json.loads(out))
+    plans = [[(user, "preference", f"{prefix}{n}", f"value {n}") for n in range(12)] for user, prefix in racers]
+    # Every writer opens the store and says ready; then all are told to go at once.
+    results = lab.run_racers(path, plans, limits={"max_records_per_user": per_user, "max_records_total": total,
+                                                  "busy_timeout_ms": 30_000})
+    outcomes = [[o["outcome"] for o in result] for result in results]
     assert all(set(result) <= {"ok", "quota"} for result in outcomes)
     with MemoryStore(path) as store:
         counts = dict(store.connection.execute("SELECT user_id, count(*) FROM memories GROUP BY user_id"))
@@ -742,20 +730,16 @@ def test_a_sound_file_opens_again_unchanged_in_content(tmp_path):
 
 
 def test_processes_creating_the_same_new_store_at_once_all_succeed(tmp_path):
-    path, go = tmp_path / "new.sqlite3", tmp_path / "go"
-    processes = [
-        subprocess.Popen([sys.executable, str(WORKER), "race", str(path), f"user{n}", "k", "3", "64", "1024",
-                          str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for n in range(4)
-    ]
-    go.touch()  # the workers open the store first, then wait: their first opens race each other
-    for process in processes:
-        out, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err
-        assert json.loads(out) == ["ok"] * 3
+    path = tmp_path / "new.sqlite3"
+    # The writers open (and so create) the store first, then wait: their first opens race each other.
+    results = lab.run_racers(path, [[(f"user{n}", "preference", f"k{i}", f"value {i}") for i in range(3)]
+                                    for n in range(4)],
+                             limits={"max_records_per_user": 64, "max_records_total": 1024, "busy_timeout_ms": 30_000})
+    for result in results:
+        assert [o["outcome"] for o in result] == ["ok"] * 3
     with MemoryStore(path) as store:
         assert store.users() == {f"user{n}": 3 for n in range(4)}
-    assert sorted(os.listdir(tmp_path)) == ["go", "new.sqlite3"]
+    assert sorted(os.listdir(tmp_path)) == ["new.sqlite3"]
 
 
 # -- locks, restarts, threads ----------------------------------------------------------------------
@@ -767,7 +751,7 @@ def test_a_held_write_lock_makes_put_fail_after_the_busy_timeout_while_reads_go_
         store.put("alice", "s1", "preference", "drink", "tea")
         # Another process holds BEGIN IMMEDIATE with a row it never commits; leaving the block
         # kills it with SIGKILL.
-        with experiments.holding_write_lock(path, seconds=30):
+        with lab.holding_write_lock(path, seconds=30):
             before = snapshot(store)
             started = time.monotonic()
             with pytest.raises(StoreError, match=r"locked by another writer.*\(200 ms\); nothing was written"):
@@ -801,11 +785,10 @@ def test_a_value_written_in_one_process_is_read_by_a_fresh_one(tmp_path):
 
 def test_a_committed_value_survives_the_writer_being_killed(tmp_path):
     path = tmp_path / "memory.sqlite3"
-    hanging = subprocess.Popen([sys.executable, str(WORKER), "put-and-hang", path, "alice", "drink", "tea"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    hanging = lab.start_worker("put", {"path": str(path), "user": "alice", "key": "drink", "value": "tea", "hang": True})
     try:
-        written = json.loads(hanging.stdout.readline() or "null")
-        assert written is not None, hanging.stderr.read()
+        written = lab.read_answer(hanging)
+        assert written is not None
     finally:
         hanging.kill()  # SIGKILL: no close, no checkpoint
         hanging.communicate()
