@@ -21,7 +21,7 @@ from _store_helpers import folder_state
 from memkit import cli
 from memkit.errors import StoreError
 from memkit.limits import KINDS, Limits
-from memkit.migrations import SCHEMA_VERSION
+from memkit.store import SCHEMA_VERSION
 from memkit.store import MemoryStore
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import MemkitError
+from ..errors import MemkitError, StoreError
 from ..store import MemoryStore
 from .workers import ROOMY_LIMITS, PathLike, answer, expect, limits_from, start_worker, worker
 
@@ -68,8 +68,9 @@ def _hold_worker(payload: dict[str, Any]) -> None:
 @worker("write")
 def _write_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """One write of alice's preference `drink` (`op`: put, delete or forget) with the payload's
-    limits (its busy timeout): `outcome` ("written" or the memkit error's class name), `error` and
-    `seconds` (how long the attempt took, opening included)."""
+    limits (its busy timeout): `outcome` ("written", or the documented family of the memkit error:
+    StoreError for a LockedError), `class` (the error's exact class), `error` and `seconds` (how long
+    the attempt took, opening included)."""
     started = time.monotonic()
     try:
         with MemoryStore(payload["path"], limits=limits_from(payload["limits"])) as store:
@@ -79,7 +80,9 @@ def _write_worker(payload: dict[str, Any]) -> dict[str, Any]:
                 store.delete("alice", "preference", "drink")
             else:
                 store.forget_user("alice")
-        outcome, error = "written", ""
+        outcome, error, kind = "written", "", ""
     except MemkitError as exc:
-        outcome, error = type(exc).__name__, str(exc)
-    return {"outcome": outcome, "error": error, "seconds": time.monotonic() - started}
+        # The documented family (a LockedError is a StoreError), and the exact class beside it.
+        family = StoreError if isinstance(exc, StoreError) else type(exc)
+        outcome, error, kind = family.__name__, str(exc), type(exc).__name__
+    return {"outcome": outcome, "error": error, "class": kind, "seconds": time.monotonic() - started}
