@@ -21,6 +21,7 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab $(ROOT_FLAG) notebooks/
 
 test: $(STAMP)
+	$(BIN)/python -m mypy memkit
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 demo: $(STAMP)
