@@ -132,6 +132,8 @@ def _emit(value: Any, *, committed: str | None = None) -> None:
     """Print `value` as JSON. With `committed` (what the command changed), a failure to write the
     report is a `ReportFailed`, never a plain error: the change stands and the caller must know."""
     try:
+        if sys.stdout is None:  # started with stdout closed (`>&-`)
+            raise OSError("standard output is closed")
         print(json.dumps(value, ensure_ascii=False, indent=2), flush=True)
     except OSError as exc:
         if committed is None:
@@ -453,14 +455,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.handler(args)
     except ReportFailed as exc:
         _complain(f"error: committed: {exc.committed}; only writing its report failed ({exc.cause})")
+        _discard_stdout()
         return EXIT_COMMITTED_UNREPORTED
     except (MemkitError, OSError) as exc:  # OSError: a path given on the command line that cannot be used
         _complain(f"error: {exc}")
+        _discard_stdout()
         return EXIT_REFUSED
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the unwritten report cannot fail again at exit (which would
+    make Python exit with 120 instead of the code chosen here)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _complain(text: str) -> None:
