@@ -26,6 +26,7 @@ CHROMIUM := $(firstword $(wildcard /usr/bin/chromium) $(shell command -v chromiu
 NO_BROWSER := *** make test: NO CHROMIUM FOUND, the browser test tests/test_browser.py IS SKIPPED (apt-get install chromium) ***
 
 test: $(STAMP)
+	$(BIN)/python -m mypy memkit
 	@echo "$(if $(CHROMIUM),make test: the browser test runs with $(CHROMIUM),$(NO_BROWSER))"
 	$(BIN)/python -m pytest -rfEs tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg; \
 	status=$$?; $(if $(CHROMIUM),,echo "$(NO_BROWSER)";) exit $$status
@@ -42,7 +43,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 reliability: $(STAMP)
-	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability.py -s
+	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability_*.py -s
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -324,6 +324,14 @@ class MemoryStore:
             }
         return counts
 
+    def traces(self, user: str) -> dict[str, int]:
+        """How many rows of `user` the store holds: records, events, transcript (all 0 once forgotten)."""
+        self.limits.check_id("user", user)
+        row = self._db.fetch(
+            "SELECT (SELECT count(*) FROM memories WHERE user_id = ?), (SELECT count(*) FROM memory_events"
+            " WHERE user_id = ?), (SELECT count(*) FROM transcript WHERE user_id = ?)", (user, user, user))[0]
+        return {"records": row[0], "events": row[1], "transcript": row[2]}
+
     # -- export and import ---------------------------------------------------------------------------
 
     def export_user(self, user: str, path: str | os.PathLike[str] | None = None) -> str:
