@@ -31,7 +31,7 @@ from .limits import DEFAULT_LIMITS, KINDS, check_text
 from .models import FixtureModel, OpenAIModel
 from .request import History
 from .store import MemoryStore
-from .window import RedisWindow, connect_redis
+from .window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
 from .window.workspace import WorkspaceRedis, window_folder
 
 DEFAULT_WORKSPACE = "memkit-workspace"
@@ -151,13 +151,17 @@ def _emit_line(value: Any, *, committed: str) -> None:
 
 
 @contextlib.contextmanager
-def _open_window(args: argparse.Namespace, store: MemoryStore) -> Iterator[RedisWindow]:
+def _open_window(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTermWindow]:
     """The short-term window of `chat`: Redis at `REDIS_URL`, else the workspace's own redis-server.
 
     The embedded server keeps its data (AOF, fsynced every second) in a folder beside the SQLite
     file and is shared by every memkit process using that database, so a conversation continues
     in the next process with nothing but the workspace.
     """
+    if getattr(args, "window", "workspace") == "process":
+        with InProcessWindow(History(limits=store.limits).turns_needed, limits=store.limits) as goldfish:
+            yield goldfish
+        return
     url = os.environ.get("REDIS_URL")
     handle = connect_redis(url) if url else WorkspaceRedis(window_folder(store.path))
     try:
@@ -271,7 +275,7 @@ def cmd_forget_user(args: argparse.Namespace) -> None:
         _emit(report, committed=f"user {args.user!r} forgotten: {json.dumps(report['removed'])}")
 
 
-def forget_everywhere(store: MemoryStore, user: str, window: RedisWindow | None) -> dict[str, Any]:
+def forget_everywhere(store: MemoryStore, user: str, window: ShortTermWindow | None) -> dict[str, Any]:
     """Remove `user` from the window (recent and pending turns) and the store, then check both.
 
     `ShortTermWindow.forget_user` clears the window first and then the store, so no archiver moves
@@ -440,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--confirm-delete", nargs=2, action="append", metavar=("KIND", "KEY"))
     sub.add_argument("--live", action="store_true", help="use OPENAI_API_KEY / OPENAI_MODEL / OPENAI_BASE_URL")
     sub.add_argument("--budget", type=int, default=None, help="request budget in characters (default 16000)")
+    sub.add_argument("--window", choices=("workspace", "process"), default="workspace",
+                     help="where the conversation's recent turns live: REDIS_URL or the workspace's redis-server "
+                          "(default), or this process only (the goldfish, for comparison)")
     sub.add_argument("--dump-requests", metavar="PATH", help="write every request the fixture received (JSON)")
     return parser
 

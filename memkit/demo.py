@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import MemkitError
+from .lab.conversation import told_then_killed
 from .window.workspace import WorkspaceRedis, window_folder
 
 
@@ -33,24 +33,6 @@ def _memkit(*argv: str, stdin: str | None = None) -> dict[str, Any]:
     if done.returncode != 0:
         raise DemoFailed(f"a demo session failed: {done.stderr.strip()}")
     return json.loads(done.stdout)
-
-
-def _told_then_killed(db: Path, message: str) -> dict[str, Any]:
-    """Tell a chat process `message` on stdin, wait for its acknowledged reply, then SIGKILL it."""
-    process = subprocess.Popen([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", "alice",
-                                "--session", "support"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    assert process.stdin is not None and process.stdout is not None
-    try:
-        process.stdin.write(message + "\n")
-        process.stdin.flush()
-        line = process.stdout.readline()  # printed only once the exchange is stored in the window
-        if not line:
-            raise DemoFailed(f"the first chat process ended without answering: {process.communicate()[1].strip()}")
-        return {"pid": process.pid, **json.loads(line)}
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.communicate()
 
 
 def run_demo() -> None:
@@ -81,7 +63,7 @@ def run_demo() -> None:
         print(f"[process 3, alice/s2] {third['turns'][0]['message']!r}\n    -> {recall}\n")
 
         print("2. The conversation survives a crash: its recent turns live in the window, not the process")
-        told = _told_then_killed(db, "My ticket number is T-4471")
+        told = told_then_killed(db, "My ticket number is T-4471")
         print(f"[process 4, alice/support] {told['message']!r}\n    -> {told['reply']}\n"
               f"    (process {told['pid']} killed with SIGKILL right after that reply)")
         fifth = _memkit("chat", "--db", str(db), "--user", "alice", "--session", "support",

@@ -15,7 +15,8 @@ functions return plain dicts and lists, easy to put in a pandas DataFrame or to 
 - `instances`: `spawn_instance` / `kill_experiment`, agent instances sharing one Redis session,
   killed between the SQLite commit and the Redis trim.
 - `conversation`: `conversation_crash_experiment`, `memkit chat` processes killed with SIGKILL
-  between and inside asks; the next process must have every acknowledged exchange, none twice.
+  between and inside asks; the next process must have every acknowledged exchange, none twice;
+  `ticket_after_sigkill`, the seed scenario (the goldfish against the window), for notebook 05.
 - `refusals` and `display`: `attempt_puts`, `try_open`, `sha256_file`, `scrub`, `compare_prediction`
   for tables of refusals and exercise checks.
 
@@ -25,7 +26,8 @@ so notebook outputs carry no machine paths.
 
 from __future__ import annotations
 
-from .conversation import conversation_crash_experiment, start_redis_server
+from .conversation import (ask_in_new_process, conversation_crash_experiment, start_redis_server,
+                           ticket_after_sigkill, told_then_killed)
 from .crashes import check_writes, crash_experiment, crash_value, kill_writer, stream_writes
 from .display import compare_prediction, scrub
 from .instances import kill_experiment, spawn_instance
@@ -40,6 +42,7 @@ __all__ = [
     "race_writers", "run_racers", "holding_write_lock",
     "kill_writer", "check_writes", "crash_experiment", "crash_value", "stream_writes",
     "spawn_instance", "kill_experiment", "conversation_crash_experiment", "start_redis_server",
+    "told_then_killed", "ask_in_new_process", "ticket_after_sigkill",
     "attempt_puts", "try_open", "sha256_file", "scrub", "compare_prediction",
     "start_worker", "read_answer", "run_worker", "limits_from", "ROOMY_LIMITS",
 ]

@@ -164,3 +164,54 @@ def conversation_crash_experiment(db: Path, *, kills: int, seed: int = 0, redis_
         "recalled in order": recalled == newest and len(recalled) == min(len(stored), History().max_exchanges),
         "lost": len(lost), "duplicated": duplicated,
     }
+
+
+def told_then_killed(db: Path, message: str, *, user: str = "alice", session: str = "support",
+                     window: str = "workspace", env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Tell a `memkit chat` process `message` on stdin, wait for its acknowledged reply, SIGKILL it.
+
+    Returns the reply line (message, reply, ...) and the pid that was killed.
+    """
+    argv = [sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", user, "--session", session,
+            "--window", window]
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(message + "\n")
+        process.stdin.flush()
+        line = process.stdout.readline()  # printed only once the exchange is stored in the window
+        if not line:
+            raise RuntimeError(f"the chat process ended without answering: {process.communicate()[1][-400:]}")
+        return {"pid": process.pid, **json.loads(line)}
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+
+
+def ask_in_new_process(db: Path, message: str, *, user: str = "alice", session: str = "support",
+                       window: str = "workspace", env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Ask `message` in a fresh `memkit chat` process; return its reply and the request's recent history."""
+    dump = Path(str(db) + f".{session}.requests.json")
+    done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", user, "--session",
+                           session, "--window", window, "--message", message, "--dump-requests", str(dump)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"the chat process failed: {done.stderr[-400:]}")
+    request = json.loads(json.loads(dump.read_text(encoding="utf-8"))[0]["messages"][1]["content"])
+    dump.unlink()
+    return {"reply": json.loads(done.stdout)["turns"][0]["reply"], "recent_history": request["recent_history"],
+            "largest_request_chars": json.loads(done.stdout)["largest_request_chars"]}
+
+
+def ticket_after_sigkill(db: Path, *, window: str, ticket: str = "T-4471") -> dict[str, Any]:
+    """The seed scenario: give a ticket number, SIGKILL the process, ask a new process for it.
+
+    `window="process"` is the goldfish (the conversation lives in the killed process);
+    `window="workspace"` keeps it in the workspace's redis-server, which outlives the process.
+    """
+    told = told_then_killed(db, f"My ticket number is {ticket}", window=window)
+    asked = ask_in_new_process(db, "What was my ticket number?", window=window)
+    return {"window": window, "told": told["reply"], "killed": "SIGKILL",
+            "exchanges in the new request": len(asked["recent_history"]), "answer": asked["reply"],
+            "recalled": ticket in asked["reply"]}
