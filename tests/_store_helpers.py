@@ -80,3 +80,20 @@ def folder_state(folder: Path) -> dict[str, str]:
         else:
             state[name] = hashlib.sha256(entry.read_bytes()).hexdigest()
     return state
+
+
+def killed_writer(path: Path, user: str, key: str, value: str) -> dict[str, Any]:
+    """A process that opens `path`, commits one put and is killed with SIGKILL (no close, no checkpoint).
+
+    Returns the record it committed; the commit lives only in the `-wal` file beside `path`.
+    """
+    hanging = subprocess.Popen([sys.executable, str(WORKER), "put-and-hang", str(path), user, key, value],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        written = json.loads(hanging.stdout.readline() or "null")  # type: ignore[union-attr]
+        assert written is not None, hanging.stderr.read()  # type: ignore[union-attr]
+    finally:
+        hanging.kill()
+        hanging.communicate()
+    assert Path(f"{path}-wal").stat().st_size > 0
+    return written
