@@ -1,0 +1,33 @@
+"""What the notebooks show: tables, charts, small views (ipywidgets) and the memory inspector.
+
+- `tables`: records, histories, tool results, messages and confirmations as DataFrames;
+- `charts`: a request's parts against its budget, and the scripted conversation behind the chart;
+- `views`: the budget explorer, the confirm form, the user switcher and the isolation scans;
+- `inspector`: `MemoryInspector`, for any memkit database, with confirm-gated corrections.
+
+Every view is a thin skin over a plain function that returns data, so a notebook can call the same
+function in the next cell and nbval can check it headless. ipywidgets, pandas and matplotlib are
+optional (`pip install 'memkit[notebooks]'`) and imported on first use: importing this package
+does not import them.
+"""
+
+from __future__ import annotations
+
+from ._support import run_sync
+from .charts import DEFAULT_TASKS, PARTS, budget_chart, budget_summary, conversation_rows, measurement_rows
+from .inspector import MemoryInspector
+from .tables import approvals_table, history_table, messages_table, records_table, tool_results_table
+from .views import (BudgetExplorer, ConfirmForm, UserSwitcher, confirm_from_form, cross_user_scan, scan_requests,
+                    what_user_sees)
+
+__all__ = [
+    # tables
+    "records_table", "history_table", "tool_results_table", "messages_table", "approvals_table",
+    # charts and the runs behind them
+    "budget_chart", "budget_summary", "conversation_rows", "measurement_rows", "DEFAULT_TASKS", "PARTS",
+    # views
+    "BudgetExplorer", "ConfirmForm", "confirm_from_form", "UserSwitcher", "what_user_sees",
+    "scan_requests", "cross_user_scan", "run_sync",
+    # the inspector
+    "MemoryInspector",
+]

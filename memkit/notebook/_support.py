@@ -1,0 +1,56 @@
+"""What every view needs: the optional notebook packages, imported on first use, and `run_sync`.
+
+ipywidgets, pandas and matplotlib are optional (`pip install 'memkit[notebooks]'`): they are
+imported inside the functions that need them, so `import memkit` (or `memkit.notebook`) never
+pulls them in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+from typing import Any, Awaitable, TypeVar
+
+T = TypeVar("T")
+
+INSTALL_HINT = "pip install 'memkit[notebooks]'"
+
+
+def optional(name: str) -> Any:
+    """Import an optional notebook dependency, or say which extra installs it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ImportError(
+            f"memkit.notebook needs {name.split('.')[0]}; install the notebook extra: {INSTALL_HINT}"
+        ) from None
+
+
+def widgets() -> Any:
+    """The `ipywidgets` module."""
+    return optional("ipywidgets")
+
+
+def pandas() -> Any:
+    """The `pandas` module."""
+    return optional("pandas")
+
+
+def run_sync(awaitable: Awaitable[T]) -> T:
+    """Run a coroutine to completion from synchronous code, even inside Jupyter.
+
+    Widget callbacks are plain functions, but the agent is async. Where no event loop runs in this
+    thread (a script, a test) the coroutine runs with `asyncio.run`; where one does (a Jupyter
+    kernel) it runs in a private event loop in a worker thread, which the store allows (its
+    connection is shared across threads under a lock).
+    """
+    async def main() -> T:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, main()).result()

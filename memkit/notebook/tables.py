@@ -1,0 +1,88 @@
+"""Tables: records, histories, tool results, messages and confirmations as pandas DataFrames.
+
+Each function takes what the package already returns (records, `MemoryStore.history` events,
+`AgentReply.tool_results`, a request's messages, an `Approvals`) and gives a DataFrame with fixed
+columns, so a notebook shows the same table on every run and a widget can render it as HTML.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from ..approvals import Approvals
+from ..jsonutil import canonical_json
+from ..limits import shorten
+from ..store import Record
+from ._support import pandas as _pandas
+
+if TYPE_CHECKING:  # pragma: no cover - only for type checkers
+    import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
+
+RECORD_COLUMNS = ("kind", "key", "value", "revision", "source_session", "updated_at")
+HISTORY_COLUMNS = ("action", "revision", "session", "old_value", "new_value", "confirmation", "at")
+TOOL_RESULT_COLUMNS = ("tool", "arguments", "ok", "result or error")
+
+
+def records_table(records: Iterable[Record]) -> pandas.DataFrame:
+    """Records as a table (kind, key, value, revision, source session, updated at)."""
+    pd = _pandas()
+    return pd.DataFrame([{c: r[c] for c in RECORD_COLUMNS} for r in records], columns=list(RECORD_COLUMNS))
+
+
+def history_table(events: Iterable[Mapping[str, Any]]) -> pandas.DataFrame:
+    """`MemoryStore.history` events as a table, oldest first; missing values shown as empty cells."""
+    pd = _pandas()
+    rows = [{c: ("" if e[c] is None else e[c]) for c in HISTORY_COLUMNS} for e in events]
+    return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+
+
+def tool_results_table(tool_results: Iterable[Mapping[str, Any]]) -> pandas.DataFrame:
+    """`AgentReply.tool_results` as a table: tool, arguments the model wrote, ok, and result or error."""
+    pd = _pandas()
+    rows = []
+    for item in tool_results:
+        outcome = item["outcome"]
+        detail = outcome.get("error") if not outcome.get("ok") else canonical_json(outcome.get("result"))
+        rows.append(dict(zip(TOOL_RESULT_COLUMNS, (item["name"], item["arguments"], bool(outcome.get("ok")), detail))))
+    return pd.DataFrame(rows, columns=list(TOOL_RESULT_COLUMNS))
+
+
+def messages_table(messages: Iterable[Mapping[str, Any]], max_chars: int = 120) -> pandas.DataFrame:
+    """The messages of one model request, one row each: role and what it carries (shortened).
+
+    An assistant message that calls tools shows the calls (`memory_put {"kind": ...}`); other
+    messages show their content, cut to `max_chars` with a visible marker.
+    """
+    pd = _pandas()
+    rows = []
+    for number, message in enumerate(messages, start=1):
+        calls = message.get("tool_calls") or []
+        if calls:
+            text = "; ".join(f"{c['function']['name']} {c['function']['arguments']}" for c in calls)
+        else:
+            text = message.get("content") or ""
+        rows.append({"#": number, "role": message["role"], "content": shorten(text, max_chars)})
+    return pd.DataFrame(rows, columns=["#", "role", "content"])
+
+
+def approvals_table(approvals: Approvals) -> pandas.DataFrame:
+    """Every confirmation of an `Approvals`, waiting or spent, in the order they were made."""
+    pd = _pandas()
+
+    def made(row: dict[str, str]) -> int:
+        # Ids are `origin#N`, numbered in the order the confirmations were made.
+        number = row["id"].rsplit("#", 1)[-1]
+        return int(number) if number.isdigit() else 0
+
+    rows = [{"id": c.id, "allows": c.describe(), "state": state}
+            for state, group in (("waiting", approvals.pending), ("spent", approvals.spent)) for c in group]
+    rows.sort(key=made)
+    return pd.DataFrame(rows, columns=["id", "allows", "state"])
+
+
+def html_table(frame: pandas.DataFrame, empty: str) -> str:
+    """A DataFrame as the HTML a widget shows, or `empty` (in italics) when it has no rows."""
+    if frame.empty:
+        return f"<p><i>{html.escape(empty)}</i></p>"
+    return str(frame.to_html(index=False, escape=True, border=0))

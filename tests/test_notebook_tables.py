@@ -1,0 +1,72 @@
+"""Headless tests of memkit.notebook: the tables (records, history, tool results, messages),
+run_sync and the lazy optional imports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+from _notebook_demo import demo  # noqa: F401  (a fixture; skips this module without the notebook extra)
+
+from memkit import MemoryAgent, ScriptedModel
+from memkit.models import call
+from memkit.notebook import history_table, messages_table, records_table, run_sync
+from memkit.store import fingerprint
+
+
+def test_records_and_history_tables_have_fixed_columns(demo):
+    frame = records_table(demo.records("alice"))
+    assert list(frame.columns) == ["kind", "key", "value", "revision", "source_session", "updated_at"]
+    assert list(frame["key"]) == ["trip.lisbon", "city", "drink"]
+    assert records_table([]).empty and list(records_table([]).columns) == list(frame.columns)
+    events = history_table(demo.history("alice", "preference", "drink"))
+    assert list(events["action"]) == ["create"] and events.loc[0, "old_value"] == ""
+
+
+def test_fingerprint_changes_with_content_and_only_then(demo):
+    before = fingerprint(demo)
+    assert before["memories"] == 5 and before["events"] == 5
+    assert fingerprint(demo) == before
+    demo.put("alice", "s1", "preference", "drink", "jasmine tea")  # the same value: a no-op
+    assert fingerprint(demo) == before
+    demo.put("alice", "s1", "preference", "drink", "green tea")
+    after = fingerprint(demo)
+    assert after["sha256"] != before["sha256"] and after["events"] == 6
+
+
+def test_messages_table_shows_calls_and_shortens_content(demo):
+    model = ScriptedModel([call("memory_search", query="drink"), "done"])
+    run_sync(MemoryAgent(demo, "alice", "s1", model).ask("What do I drink?"))
+    frame = messages_table(model.requests[1]["messages"], max_chars=80)
+    assert list(frame["role"]) == ["system", "user", "assistant", "tool"]
+    assert frame.loc[2, "content"] == 'memory_search {"query": "drink"}'
+    assert len(frame.loc[0, "content"]) == 80 and "shortened" in frame.loc[0, "content"]
+    assert frame.loc[3, "content"].startswith('{"ok":true,"result":[')
+
+
+def test_run_sync_works_inside_a_running_event_loop():
+    async def answer():
+        return 42
+
+    async def from_a_callback_inside_a_loop():
+        return run_sync(answer())  # what a widget callback does in a Jupyter kernel
+
+    assert run_sync(answer()) == 42
+    assert asyncio.run(from_a_callback_inside_a_loop()) == 42
+
+
+def test_missing_extra_names_the_install_command():
+    script = ("import sys; sys.modules['ipywidgets'] = None\n"
+              "from memkit import Approvals\nfrom memkit.notebook import ConfirmForm\n"
+              "try:\n    ConfirmForm(Approvals())\nexcept ImportError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert "pip install 'memkit[notebooks]'" in out
+
+
+def test_importing_memkit_notebook_does_not_import_the_extras():
+    script = ("import sys, memkit.notebook.tables, memkit.notebook.charts, memkit.notebook.views, "
+              "memkit.notebook.inspector; print(sorted({'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
