@@ -14,6 +14,8 @@ functions return plain dicts and lists, easy to put in a pandas DataFrame or to 
   committed write is killed with SIGKILL; the checker proves every acknowledged write survived.
 - `instances`: `spawn_instance` / `kill_experiment`, agent instances sharing one Redis session,
   killed between the SQLite commit and the Redis trim.
+- `sidecars`: files that do not belong together: a leftover or foreign `-wal`, the WAL after a
+  refused write, half-made databases of killed creators, a clock that steps back.
 - `refusals` and `display`: `attempt_puts`, `try_open`, `sha256_file`, `scrub`, `compare_prediction`
   for tables of refusals and exercise checks.
 
@@ -30,6 +32,8 @@ from .locks import holding_write_lock
 from .races import race_writers, run_racers
 from .refusals import attempt_puts, sha256_file, try_open
 from .sessions import GoldfishAgent, run_goldfish_session, run_session
+from .sidecars import (clock_experiment, foreign_wal_experiment, killed_creators_experiment,
+                       leftover_wal_experiment, refused_write_experiment)
 from .workers import ROOMY_LIMITS, limits_from, read_answer, run_worker, start_worker
 
 __all__ = [
@@ -37,6 +41,8 @@ __all__ = [
     "race_writers", "run_racers", "holding_write_lock",
     "kill_writer", "check_writes", "crash_experiment", "crash_value", "stream_writes",
     "spawn_instance", "kill_experiment",
+    "leftover_wal_experiment", "foreign_wal_experiment", "refused_write_experiment",
+    "killed_creators_experiment", "clock_experiment",
     "attempt_puts", "try_open", "sha256_file", "scrub", "compare_prediction",
     "start_worker", "read_answer", "run_worker", "limits_from", "ROOMY_LIMITS",
 ]
