@@ -240,7 +240,9 @@ class MemoryStore:
         return True
 
     def search(self, user: str, query: str = "", limit: int = 5, kind: str | None = None) -> list[Record]:
-        """Memories of `user` whose key or value contains `query`, newest first.
+        """Memories of `user` whose key or value contains `query`, newest first (in commit order:
+        each write takes the next number of the store's sequence, so a clock that steps back cannot
+        reorder them).
 
         The rule is a literal, case-insensitive substring match: both sides are compared after
         Python's `str.casefold()`, and `%`, `_`, quotes and the like are plain characters. An empty
