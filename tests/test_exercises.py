@@ -1,0 +1,139 @@
+"""The notebooks' exercises, graded outside nbval, and the notebooks run twice in one kernel.
+
+For each notebook one kernel (started the way nbval starts one, in the notebooks' folder):
+
+1. Run All: the check cell of the untouched notebook says "not answered yet";
+2. Run All again in the same kernel: every output is the same as the first time (cells whose
+   output varies by design, tagged `nbval-ignore-output`, excepted);
+3. for each answer below (a right one and several wrong ones), the answer cell is replaced and the
+   exercise's cells (answer, experiment, check) are run: the check gives the expected verdict, and
+   running the experiment and the check again gives the same verdict.
+
+The cells are found by their tags: `exercise-answer` and `exercise-check`, with the cells between
+them the experiment.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+
+# notebook -> [(answer cell source, verdict label, text the verdict must hold)]
+VARIANTS: dict[str, list[tuple[str, str, str]]] = {
+    "00_start_here.ipynb": [
+        ('first_session_says = ["Remember my city is Lisbon"]\n'
+         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
+         'second_session_says = ["Which city do I live in?"]', "right", "from the file"),
+        ('first_session_says = ["Remember my city is Lisbon"]\nfirst_session_confirms = []\n'
+         'second_session_says = ["Which city do I live in?"]', "not right yet", "saved no city"),
+        ('first_session_says = ["Remember my city is Lisbon"]\n'
+         'first_session_confirms = [("preference", "city", "lisbon")]\n'
+         'second_session_says = ["Which city do I live in?"]', "not right yet", "saved no city"),
+        ('first_session_says = ["Remember my city is Lisbon"]\n'
+         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
+         'second_session_says = ["What do I like to drink?"]', "not right yet", "not about her city"),
+        ('first_session_says = ["Remember my city is Lisbon"]\n'
+         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
+         'second_session_says = ["Do I live in Lisbon?"]', "not right yet", "already says 'Lisbon'"),
+        ('first_session_says = "Remember my city is Lisbon"\n'
+         'first_session_confirms = [("preference", "city")]\n'
+         'second_session_says = ["Which city do I live in?"]', "not right yet", "could not run"),
+        ('first_session_says = ["Remember my city is Lisbon"]\n'
+         'first_session_confirms = None\nsecond_session_says = ["Which city do I live in?"]',
+         "not answered yet", "replace"),
+    ],
+}
+
+LABELS = ("not answered yet", "right", "not right yet")
+
+
+def _text(cell: Any) -> str:
+    """What a cell showed as text: streams and text/plain (images and widget views left out)."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream":
+            parts.append(output["text"])
+        elif output.get("output_type") in ("execute_result", "display_data"):
+            data = output.get("data", {})
+            if "application/vnd.jupyter.widget-view+json" not in data:
+                parts.append(data.get("text/plain", ""))
+                parts.append(data.get("text/html", ""))
+    return "".join(parts)
+
+
+def _verdict(cell: Any) -> str:
+    lines = [line for line in _text(cell).splitlines() if line.startswith(LABELS)]
+    assert len(lines) == 1, f"the check printed {_text(cell)!r}, not one verdict"
+    return lines[0]
+
+
+def _tagged(nb: Any, tag: str) -> int:
+    found = [i for i, cell in enumerate(nb.cells) if tag in cell.get("metadata", {}).get("tags", [])]
+    assert len(found) == 1, f"{len(found)} cells are tagged {tag!r}"
+    return found[0]
+
+
+def _varies(cell: Any) -> bool:
+    return "nbval-ignore-output" in cell.get("metadata", {}).get("tags", [])
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_exercise_verdicts_and_run_all_twice(name):
+    nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+    answer_at, check_at = _tagged(nb, "exercise-answer"), _tagged(nb, "exercise-check")
+    assert answer_at < check_at
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
+                                     resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+
+    def run(index: int, source: str | None = None) -> Any:
+        cell = copy.deepcopy(nb.cells[index])
+        if source is not None:
+            cell.source = source
+        client.execute_cell(cell, index)
+        return cell
+
+    def run_all() -> list[str]:
+        return [_text(run(i)) if not _varies(nb.cells[i]) else "" for i in range(len(nb.cells))
+                if nb.cells[i].cell_type == "code"]
+
+    with client.setup_kernel():
+        first = run_all()
+        second = run_all()
+        assert first == second, _first_difference(nb, first, second)
+        assert _verdict(run(check_at)).startswith("not answered yet")
+
+        for source, label, expected in VARIANTS[name]:
+            run(answer_at, source)
+            for index in range(answer_at + 1, check_at):
+                run(index)
+            verdict = _verdict(run(check_at))
+            assert verdict.startswith(label) and expected in verdict, (source, verdict)
+            for index in range(answer_at + 1, check_at + 1):  # the experiment and the check again
+                again = run(index)
+            assert _verdict(again) == verdict, (source, verdict)
+
+
+def _first_difference(nb: Any, first: list[str], second: list[str]) -> str:
+    code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    for index, a, b in zip(code, first, second):
+        if a != b:
+            return f"cell {index} differs on the second Run All:\n{a[:600]}\n---\n{b[:600]}"
+    return "the runs differ in length"
+
+
+def test_a_verdict_line_is_found_and_a_second_one_is_refused():
+    cell = {"outputs": [{"output_type": "stream", "name": "stdout", "text": "right: fine\n"}]}
+    assert _verdict(cell) == "right: fine"
+    cell["outputs"].append({"output_type": "stream", "name": "stdout", "text": "not right yet: x\n"})
+    with pytest.raises(AssertionError, match="not one verdict"):
+        _verdict(cell)
+    assert re.match("|".join(LABELS), "not answered yet: replace")
