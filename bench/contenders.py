@@ -22,10 +22,7 @@ from typing import Any
 from memkit.clock import iso, utc_now
 from memkit.limits import Limits
 from memkit.retrieval import retrieve
-# The store's own statements, so the raw limit runs exactly what memkit runs and follows schema changes.
-from memkit.store import _INSERT_EVENT, _INSERT_MEMORY, _RECORD_SQL as _COLUMNS
-from memkit.store import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, MemoryStore, seal_bundle
-from memkit.migrations import SCHEMA_VERSION
+from memkit.store import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, SCHEMA_VERSION, MemoryStore, seal_bundle
 
 from .data import DataSet, Memory
 
@@ -37,7 +34,10 @@ BENCH_LIMITS = Limits().replace(
 )
 """The teaching quotas (64 per user, 1024 in all, 16 MiB) raised so that 100k records fit."""
 
-_SELECT_CURRENT = "SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?"
+# The store's own statements (its public hook), so the raw limit runs exactly what memkit runs and
+# follows schema changes.
+_SQL = MemoryStore.statements()
+_COLUMNS = _SQL.record_columns
 
 
 def _bundle(user: str, records: list[Memory]) -> str:
@@ -125,25 +125,18 @@ class RawLimit:
         conn = self.conn
         now = iso(utc_now())
         conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(_SELECT_CURRENT, (user, kind, key)).fetchone()
+        row = conn.execute(_SQL.select_current, (user, kind, key)).fetchone()
         if row is None:
-            conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
-            conn.execute("SELECT records FROM total_count").fetchone()
-            last = conn.execute(
-                "SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?",
-                (user, kind, key),
-            ).fetchone()[0]
+            conn.execute(_SQL.user_records, (user,)).fetchone()
+            conn.execute(_SQL.total_records).fetchone()
+            last = conn.execute(_SQL.last_revision, (user, kind, key)).fetchone()[0]
             revision, action, old = (last or 0) + 1, "create", None
-            conn.execute(_INSERT_MEMORY, (user, kind, key, value, SESSION, revision, now, now, key.casefold(),
-                                          value.casefold()))
+            conn.execute(_SQL.insert_memory, (user, kind, key, value, SESSION, revision, now, now, key.casefold(),
+                                              value.casefold()))
         else:
             revision, action, old = row[2] + 1, "update", row[1]
-            conn.execute(
-                "UPDATE memories SET value = ?, value_fold = ?, source_session = ?, revision = ?,"
-                " updated_at = ? WHERE id = ?",
-                (value, value.casefold(), SESSION, revision, now, row[0]),
-            )
-        conn.execute(_INSERT_EVENT, (user, kind, key, action, revision, SESSION, old, value, None, now))
+            conn.execute(_SQL.update_memory, (value, value.casefold(), SESSION, revision, now, row[0]))
+        conn.execute(_SQL.insert_event, (user, kind, key, action, revision, SESSION, old, value, None, now))
         conn.execute("PRAGMA page_count").fetchone()  # the size cap check
         conn.execute("COMMIT")
         return revision
@@ -159,12 +152,12 @@ class RawLimit:
         conn = self.conn
         now = iso(utc_now())
         conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(_SELECT_CURRENT, (user, kind, key)).fetchone()
+        row = conn.execute(_SQL.select_current, (user, kind, key)).fetchone()
         if row is None:
             conn.execute("COMMIT")
             return False
-        conn.execute("DELETE FROM memories WHERE id = ?", (row[0],))
-        conn.execute(_INSERT_EVENT, (user, kind, key, "delete", row[2], SESSION, row[1], None, None, now))
+        conn.execute(_SQL.delete_memory, (row[0],))
+        conn.execute(_SQL.insert_event, (user, kind, key, "delete", row[2], SESSION, row[1], None, None, now))
         conn.execute("COMMIT")
         return True
 
@@ -195,7 +188,7 @@ class RawLimit:
             ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit)).fetchall()
 
     def _user_records(self, user: str) -> int:
-        row = self.conn.execute("SELECT records FROM user_counts WHERE user_id = ?", (user,)).fetchone()
+        row = self.conn.execute(_SQL.user_records, (user,)).fetchone()
         return row[0] if row else 0
 
     def _many(self, user: str, queries: list[str], limit: int,

@@ -2,6 +2,8 @@
 
 Everything is measured the same way: the number of code points of the canonical JSON (sorted keys,
 no spaces, non-ASCII kept as is). That is a stand-in for tokens that anyone can recompute exactly.
+Asked for a token budget too (`budget_tokens=`, the `tokens` extra), the wrapper also counts the
+same JSON's tokens with a real tokenizer (`memkit.tokens`) and trims until both budgets hold.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from .errors import BudgetError
 from .jsonutil import canonical_json, json_chars
 from .limits import DEFAULT_LIMITS, Limits, positive_or_default
 from .request import _ENVELOPE_AFTER_HISTORY, _ENVELOPE_AFTER_MEMORY, _ENVELOPE_OPEN, ChatModel, Request
+from .tokens import DEFAULT_ENCODING, Tokenizer, get_tokenizer
 
 
 @dataclasses.dataclass
@@ -23,6 +26,8 @@ class Measurement:
     `total_chars` is the length of the request's canonical JSON. `parts` breaks it down (system,
     tools, memory, history, tool_rounds, task and envelope); the parts add up to the total. They are
     counted when first read, not on the way to the model: the budget decision needs the total only.
+    `tokens` (of the same JSON) is None unless the wrapper counts tokens; `budget_tokens` is None
+    unless it has a token budget.
     """
 
     call: int
@@ -32,6 +37,8 @@ class Measurement:
     packing: list[dict[str, Any]]
     sent: bool
     _count_parts: Callable[[], dict[str, int]] = dataclasses.field(repr=False, compare=False)
+    tokens: int | None = None
+    budget_tokens: int | None = None
 
     @functools.cached_property
     def parts(self) -> dict[str, int]:
@@ -40,8 +47,9 @@ class Measurement:
 
     def row(self) -> dict[str, Any]:
         """A flat row for a table or a plot."""
+        tokens = {} if self.tokens is None else {"tokens": self.tokens, "budget_tokens": self.budget_tokens}
         return {"call": self.call, **self.parts, "total": self.total_chars, "budget": self.budget_chars,
-                "trimmed": len(self.trimmed), "sent": self.sent}
+                **tokens, "trimmed": len(self.trimmed), "sent": self.sent}
 
 
 @dataclasses.dataclass
@@ -104,15 +112,27 @@ class BudgetedModel:
     costs little beyond the encoding that sending needs anyway. A request over budget is encoded
     once more after trimming.
 
+    With `budget_tokens`, the request must also fit that many tokens of its canonical JSON, counted
+    by `tokenizer` (an encoding name or a `memkit.tokens.Tokenizer`; default o200k_base; needs the
+    `tokens` extra). A `tokenizer` alone counts every request's tokens and enforces no token budget. Characters are trimmed first as above; then, while the tokens are over, one
+    more item is trimmed in the same order and the request encoded and counted again.
+
     Example:
         >>> model = BudgetedModel(ScriptedModel(["hi"]), budget_chars=16000)   # doctest: +SKIP
         >>> reply = await model.complete(request)                                # doctest: +SKIP
     """
 
-    def __init__(self, model: ChatModel, budget_chars: int | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, model: ChatModel, budget_chars: int | None = None, limits: Limits = DEFAULT_LIMITS, *,
+                 budget_tokens: int | None = None, tokenizer: str | Tokenizer | None = None) -> None:
         self.model = model
         self.budget_chars = positive_or_default("budget_chars", budget_chars, limits.request_budget_chars)
         self.measurements: list[Measurement] = []
+        self.budget_tokens: int | None = None
+        self.tokenizer: Tokenizer | None = None
+        if budget_tokens is not None:
+            self.budget_tokens = positive_or_default("budget_tokens", budget_tokens, 1)
+        if budget_tokens is not None or tokenizer is not None:
+            self.tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else get_tokenizer(tokenizer or DEFAULT_ENCODING)
 
     def measure(self, request: Request) -> tuple[int, dict[str, int]]:
         """The canonical JSON size of `{"messages": ..., "tools": ...}` and its parts."""
@@ -150,6 +170,34 @@ class BudgetedModel:
         """
         return _escaped_chars(item_json) + (1 if items else 0)
 
+    def _trim_one(self, request: Request, trimmed: list[dict[str, Any]], budget: str = "") -> int | None:
+        """Take the next item off `request`, noting it in `trimmed`; return the characters it took.
+
+        None when nothing is left to trim. `budget` ("" or "token ") names the budget exceeded.
+        """
+        over = f"request over {budget}budget"
+        if request.history:
+            item = request.history.pop(0)
+            item_json = canonical_json(item)
+            trimmed.append({"part": "history", "what": item["user"][:40], "chars": len(item_json),
+                            "reason": f"oldest history exchange, {over}"})
+            return self._list_item_chars(request.history, item_json)
+        if request.memory:
+            record = request.memory.pop()
+            record_json = canonical_json(record)
+            trimmed.append({"part": "memory", "what": f"{record['kind']}:{record['key']}",
+                            "chars": len(record_json), "reason": f"lowest-ranked retrieved record, {over}"})
+            request.mark_packing(record["kind"], record["key"], "trimmed", over)
+            return self._list_item_chars(request.memory, record_json)
+        if len(request.tool_rounds) > 1:
+            exchange = request.tool_rounds.pop(0)
+            exchange_json = canonical_json(exchange)
+            names = [c["function"]["name"] for c in exchange[0].get("tool_calls", [])]
+            trimmed.append({"part": "tool_rounds", "what": "+".join(names), "chars": len(exchange_json),
+                            "reason": f"oldest whole tool exchange, {over}"})
+            return len(exchange_json) - 1  # its messages and a comma each: '[' + a + ',' + b + ']' less one
+        return None
+
     def fit(self, request: Request) -> Measurement:
         """Trim `request` in place until it fits; return the measurement (sent=False if it cannot fit)."""
         return self.prepare(request).measurement
@@ -164,34 +212,27 @@ class BudgetedModel:
         body, messages, count_parts, tools_json = self._encode(request)
         total = len(body)
         while total > self.budget_chars:
-            if request.history:
-                item = request.history.pop(0)
-                item_json = canonical_json(item)
-                total -= self._list_item_chars(request.history, item_json)
-                trimmed.append({"part": "history", "what": item["user"][:40], "chars": len(item_json),
-                                "reason": "oldest history exchange, request over budget"})
-            elif request.memory:
-                item = request.memory.pop()
-                item_json = canonical_json(item)
-                total -= self._list_item_chars(request.memory, item_json)
-                trimmed.append({"part": "memory", "what": f"{item['kind']}:{item['key']}", "chars": len(item_json),
-                                "reason": "lowest-ranked retrieved record, request over budget"})
-                request.mark_packing(item["kind"], item["key"], "trimmed", "request over budget")
-            elif len(request.tool_rounds) > 1:
-                exchange = request.tool_rounds.pop(0)
-                exchange_json = canonical_json(exchange)
-                total -= len(exchange_json) - 1  # its messages and a comma each: '[' + a + ',' + b + ']' less one
-                names = [c["function"]["name"] for c in exchange[0].get("tool_calls", [])]
-                trimmed.append({"part": "tool_rounds", "what": "+".join(names), "chars": len(exchange_json),
-                                "reason": "oldest whole tool exchange, request over budget"})
-            else:
+            removed = self._trim_one(request, trimmed)
+            if removed is None:
                 break
+            total -= removed
         if trimmed:
             body, messages, count_parts, _ = self._encode(request, tools_json)
+        sent = len(body) <= self.budget_chars
+        tokens = None
+        tokenizer, budget_tokens = self.tokenizer, self.budget_tokens
+        if tokenizer is not None:
+            tokens = tokenizer.count(body)
+            if budget_tokens is not None:
+                # Token counts do not add up across pieces as characters do: count the whole text again.
+                while sent and tokens > budget_tokens and self._trim_one(request, trimmed, "token ") is not None:
+                    body, messages, count_parts, _ = self._encode(request, tools_json)
+                    tokens = tokenizer.count(body)
+                sent = sent and tokens <= budget_tokens
         # The rows are shared with the request and later measurements, not copied: none is changed in place.
         measurement = Measurement(len(self.measurements) + 1, len(body), self.budget_chars, trimmed,
-                                  list(request.packing),
-                                  sent=len(body) <= self.budget_chars, _count_parts=count_parts)
+                                  list(request.packing), sent=sent, _count_parts=count_parts,
+                                  tokens=tokens, budget_tokens=self.budget_tokens)
         self.measurements.append(measurement)
         return PreparedRequest(measurement, messages, body)
 
@@ -199,6 +240,11 @@ class BudgetedModel:
         """Fit `request` to the budget and send it; refuse with BudgetError when it cannot fit."""
         prepared = self.prepare(request)
         measurement = prepared.measurement
+        if not measurement.sent and measurement.tokens is not None and measurement.total_chars <= self.budget_chars:
+            raise BudgetError(
+                f"the request needs {measurement.tokens} tokens even after trimming history, memory and old "
+                f"tool exchanges; the token budget is {self.budget_tokens}. The model was not called"
+            )
         if not measurement.sent:
             raise BudgetError(
                 f"the request needs {measurement.total_chars} characters even after trimming history, memory "

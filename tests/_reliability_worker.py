@@ -79,10 +79,12 @@ def write(payload: dict[str, Any]) -> dict[str, Any]:
                 store.delete("alice", "preference", "drink")
             else:
                 store.forget_user("alice")
-        outcome, error = "written", ""
+        outcome, error, kind = "written", "", ""
     except MemkitError as exc:
-        outcome, error = type(exc).__name__, str(exc)
-    return {"outcome": outcome, "error": error, "seconds": time.monotonic() - started}
+        # The documented family (a LockedError is a StoreError), and the exact class beside it.
+        family = StoreError if isinstance(exc, StoreError) else type(exc)
+        outcome, error, kind = family.__name__, str(exc), type(exc).__name__
+    return {"outcome": outcome, "error": error, "class": kind, "seconds": time.monotonic() - started}
 
 
 def dump(payload: dict[str, Any]) -> dict[str, Any]:

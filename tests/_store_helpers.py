@@ -1,13 +1,60 @@
-"""Helpers shared by the store tests: what "the database is unchanged" means, measured."""
+"""Helpers shared by the store tests: stores with a stepping clock, a worker process, sample data,
+and what "the database is unchanged" means, measured."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+import pytest
+
+from memkit.clock import FakeClock
 from memkit.store import MemoryStore
+
+WORKER = Path(__file__).with_name("_store_worker.py")
+
+
+def open_store(path: Path, **options: Any) -> MemoryStore:
+    """A store whose clock moves one second per reading: distinct, ordered timestamps."""
+    options.setdefault("clock", FakeClock(step_seconds=1))
+    return MemoryStore(path, **options)
+
+
+@pytest.fixture
+def clocked(tmp_path: Path) -> Iterator[MemoryStore]:
+    with open_store(tmp_path / "memory.sqlite3") as opened:
+        yield opened
+
+
+def worker(*args: object, timeout: float = 60) -> object:
+    """Run tests/_store_worker.py with `args` in a process of its own; return what it printed (JSON)."""
+    done = subprocess.run([sys.executable, str(WORKER), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def fill(store: MemoryStore, user: str) -> None:
+    """Records, an update, a deletion and two archived turns of `user`, with awkward characters."""
+    store.put(user, "s1", "preference", "drink", "tea", confirmation="cli#1")
+    store.put(user, "s2", "preference", "drink", "green tea\u2028with\x85milk", confirmation="cli#2")
+    store.put(user, "s2", "episode", "trip", "went to 北京 \"quoted\" \\ back")
+    store.put(user, "s2", "episode", "gone", "soon deleted")
+    store.delete(user, "episode", "gone", session="s3", confirmation="cli#3")
+    store.archive_turns(user, "s1", [{"turn": 1, "role": "user", "content": "hello", "at": "t1"},
+                                     {"turn": 2, "role": "assistant", "content": "hi", "at": "t2"}])
+
+
+def memkit_file(path: Path) -> Path:
+    """A closed memkit database at `path`, filled for alice."""
+    with MemoryStore(path) as store:
+        fill(store, "alice")
+    return path
 
 TABLES = ("memories", "memory_events", "user_counts", "total_count", "transcript")
 

@@ -39,7 +39,7 @@ from memkit.approvals import Approvals
 from memkit.jsonutil import canonical_json
 from memkit.errors import MemkitError, QuotaError, StoreError, ValidationError
 from memkit.limits import KINDS, Limits
-from memkit.migrations import SCHEMA_VERSION
+from memkit.store import SCHEMA_VERSION
 from memkit.models import FixtureModel, ScriptedModel, call, say, user_envelope
 from memkit.retrieval import retrieve
 from memkit.store import MemoryStore, seal_bundle

@@ -1,13 +1,18 @@
-"""The schema as an append-only list of steps; step N brings a file to `PRAGMA user_version = N`.
+"""The SQLite schema: an append-only list of steps, the runner that applies them, the check at open.
 
-Never edit a step that has shipped: add a new one. Each step runs with its version bump in one
-transaction (see `MemoryStore._migrate`), so a crash leaves a file at the old version or the new one.
+Step N brings a file to `PRAGMA user_version = N`. Never edit a step that has shipped: add a new one.
+Each step runs with its version bump in one transaction (`migrate`), so a crash leaves a file at the
+old version or the new one. What a file at version N must hold is derived from the steps themselves
+(`expected_objects`), so the check at open cannot drift from the schema.
 """
 
 from __future__ import annotations
 
 import functools
 import sqlite3
+from pathlib import Path
+
+from ..errors import StoreError
 
 MIGRATIONS: list[list[str]] = [
     # 1: memories, their event history, quota counters, the search index, the transcript archive.
@@ -125,9 +130,88 @@ def expected_objects(version: int = SCHEMA_VERSION) -> frozenset[tuple[str, str]
         for steps in MIGRATIONS[:version]:
             for statement in steps:
                 conn.execute(statement)
-        return frozenset(
-            (row[0], row[1]) for row in conn.execute("SELECT type, name FROM sqlite_master")
-            if not row[1].startswith("sqlite_")
-        )
+        return frozenset(_objects(conn))
     finally:
         conn.close()
+
+
+def _objects(conn: sqlite3.Connection) -> set[tuple[str, str]]:
+    return {
+        (row[0], row[1]) for row in conn.execute("SELECT type, name FROM sqlite_master")
+        if not row[1].startswith("sqlite_")
+    }
+
+
+def check_schema(conn: sqlite3.Connection, path: Path, check_integrity: bool) -> None:
+    """Refuse a file that is not a sound memkit database at this or an older schema version.
+
+    Raises:
+        StoreError: corrupt, newer, another program's, or missing what its version's steps made.
+        sqlite3.Error: reading the file failed (the caller names the file and the cause).
+    """
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    # Any table, view, index or trigger, not only tables: a file holding only another program's
+    # views is still theirs, and the migrations must not be run into it.
+    objects = {name for _, name in _objects(conn)}
+    if check_integrity:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise StoreError(f"{path} is corrupt (quick_check: {problems[0]}); memkit left it as it was")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} has schema version {version}, newer than this memkit knows ({SCHEMA_VERSION}); "
+            "upgrade memkit to open it. The file was not changed"
+        )
+    if version < 0:
+        raise StoreError(f"{path} has a malformed schema version ({version}); memkit left it as it was")
+    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if version == 0 and application_id != 0:
+        raise StoreError(
+            f"{path} is marked as another program's file (application_id {application_id}); "
+            "memkit left it as it was"
+        )
+    if version == 0 and objects:
+        raise StoreError(
+            f"{path} holds tables of another program ({', '.join(sorted(objects)[:5])}) and no memkit "
+            "schema version; memkit left it as it was"
+        )
+    if version >= 1:  # a memkit file at this or an older version: it must hold what its steps made
+        missing_objects = sorted(expected_objects(version) - _objects(conn))
+        if missing_objects:
+            names = ", ".join(f"{kind} {name!r}" for kind, name in missing_objects[:5])
+            raise StoreError(
+                f"{path} says schema version {version} but lacks {names}; "
+                "it is malformed and memkit left it as it was"
+            )
+        for table, expected in EXPECTED_TABLES.items():
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            if not expected <= columns:
+                missing = ", ".join(sorted(expected - columns))
+                raise StoreError(
+                    f"{path} says schema version {version} but table {table!r} lacks {missing}; "
+                    "it is malformed and memkit left it as it was"
+                )
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Run the missing steps, each with its version bump in one transaction.
+
+    The version is read again after `BEGIN IMMEDIATE`: another process may have run the step
+    while this one waited for the lock, and running it twice would fail half-way.
+    """
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+        return  # the common case takes no write lock, so opening works while another writes
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version >= SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")

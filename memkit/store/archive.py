@@ -1,0 +1,65 @@
+"""The transcript archive: turns that left a session's short-term window, kept exactly once.
+
+Keyed by (user, session, turn number), so archiving the same turn twice (a retry after a crash)
+stores it once. The window archives into it; `load_session` reads it back (see `memkit.transcript`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ..errors import ValidationError
+from ..limits import check_text
+from ..transcript import TURN_ROLES, Turn
+from .db import SqliteDatabase
+
+
+def turn_rows(user: str, session: str, turns: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """The archive rows of `turns`, each checked; ValidationError (naming the turn's problem) if one is malformed."""
+    try:
+        turns = list(turns)
+    except TypeError:
+        raise ValidationError(f"turns must be a list of turn dicts, not {type(turns).__name__}") from None
+    rows = []
+    for t in turns:
+        if not isinstance(t, dict):
+            raise ValidationError(f"a turn must be a dict with turn, role, content, at; got {type(t).__name__}")
+        number, role, content, at = t.get("turn"), t.get("role"), t.get("content"), t.get("at")
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            raise ValidationError(f"turn number {number!r} is not a positive integer")
+        if role not in TURN_ROLES:
+            raise ValidationError(f"turn role {role!r} is unknown; use one of {', '.join(TURN_ROLES)}")
+        if not isinstance(content, str) or not isinstance(at, str):
+            raise ValidationError("turn content and at must be strings")
+        check_text("turn content", content)
+        rows.append((user, session, number, role, content, at))
+    return rows
+
+
+def archive_rows(db: SqliteDatabase, rows: list[tuple[Any, ...]]) -> int:
+    """Insert checked rows in one transaction, skipping turns already kept; return how many were new."""
+    with db.transaction() as conn:
+        before = conn.total_changes
+        conn.executemany(
+            "INSERT OR IGNORE INTO transcript (user_id, session_id, turn, role, content, at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        added = conn.total_changes - before
+        db.check_size(conn)
+    return added
+
+
+def archived_turns(db: SqliteDatabase, user: str, session: str) -> list[Turn]:
+    """The archived turns of one session, in turn order."""
+    rows = db.fetch(
+        "SELECT turn, role, content, at FROM transcript WHERE user_id = ? AND session_id = ? ORDER BY turn",
+        (user, session),
+    )
+    return [Turn(turn=row["turn"], role=row["role"], content=row["content"], at=row["at"]) for row in rows]
+
+
+def last_archived_turn(db: SqliteDatabase, user: str, session: str) -> int:
+    """The highest archived turn number of one session (0 if none), read from the key alone."""
+    rows = db.fetch("SELECT max(turn) FROM transcript WHERE user_id = ? AND session_id = ?", (user, session))
+    return int(rows[0][0] or 0)

@@ -1,0 +1,276 @@
+"""The export bundle: one user's records and event history as JSON Lines, sealed with a SHA-256.
+
+A bundle is a header line, one line per record and per event, and a checksum line. Each kind of
+line has a JSON Schema (`LINE_SCHEMAS`, validated by `jsonschema`, imported only when a bundle is
+read); the limits of the store that imports it (lengths, id and key patterns) are checked after the
+schema, so an imported entry meets the same rules as a live write. Every refusal names the line,
+the field and what was wrong.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import StoreError, ValidationError
+from ..limits import Limits, check_text
+from .db import SqliteDatabase
+from .schema import SCHEMA_VERSION
+from .statements import RECORD_SQL, SQLITE_STATEMENTS, to_record
+
+EXPORT_FORMAT = "memkit-export"
+EXPORT_FORMAT_VERSION = 1
+
+_TEXT = {"type": "string", "x-message": "bundle field {name!r} is a {type}, not text"}
+_TEXT_OR_NULL = {"type": ["string", "null"], "x-message": "bundle field {name!r} is a {type}, not text"}
+_TIME = {"type": "string", "minLength": 1, "maxLength": 64,
+         "x-message": "bundle field {name!r} is {value!r}; expected a timestamp"}
+# At most 2**63 - 1: SQLite's INTEGER; a larger one would fail half-way through the import.
+_REVISION = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1,
+             "x-message": "bundle entry revision {value!r} is not a positive 64-bit integer"}
+_ENTRY_MESSAGE = "bundle entry has fields {fields}; expected {expected}"
+
+
+def _entry(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False, "x-message": _ENTRY_MESSAGE}
+
+
+LINE_SCHEMAS: dict[str, dict[str, Any]] = {
+    "header": {
+        "type": "object",
+        "required": ["format", "format_version", "schema_version", "user", "records", "events"],
+        "x-message": "bundle does not start with a memkit export header", "x-missing": "field",
+        "properties": {
+            "format": {"const": EXPORT_FORMAT, "x-message": "bundle does not start with a memkit export header"},
+            "format_version": {"const": EXPORT_FORMAT_VERSION, "x-message":
+                               "bundle format version {value!r} is not " + str(EXPORT_FORMAT_VERSION)
+                               + "; use the memkit that made it"},
+            "schema_version": {"const": SCHEMA_VERSION, "x-message":
+                               "bundle was made with schema version {value!r}; this memkit imports version "
+                               + str(SCHEMA_VERSION)},
+            "user": _TEXT,
+            "records": {"type": "integer", "minimum": 0, "x-message": "bundle line counts do not match its header"},
+            "events": {"type": "integer", "minimum": 0, "x-message": "bundle line counts do not match its header"},
+        },
+    },
+    "record": _entry({
+        "type": {"const": "record", "x-message": _ENTRY_MESSAGE}, "kind": _TEXT, "key": _TEXT, "value": _TEXT,
+        "source_session": _TEXT, "revision": _REVISION, "created_at": _TIME, "updated_at": _TIME,
+    }),
+    "event": _entry({
+        "type": {"const": "event", "x-message": _ENTRY_MESSAGE}, "kind": _TEXT, "key": _TEXT,
+        "action": {"enum": ["create", "update", "delete"], "x-message": "bundle event action {value!r} is unknown"},
+        "revision": _REVISION, "session": _TEXT_OR_NULL, "old_value": _TEXT_OR_NULL, "new_value": _TEXT_OR_NULL,
+        "confirmation": _TEXT_OR_NULL, "at": _TIME,
+    }),
+    "checksum": {
+        "type": "object", "required": ["type", "sha256"],
+        "x-message": "bundle has no checksum line at its end; it may be truncated", "x-missing": "field",
+        "properties": {"type": {"const": "checksum", "x-message":
+                                "bundle has no checksum line at its end; it may be truncated"},
+                       "sha256": {"type": "string", "x-message":
+                                  "bundle checksum does not match its content; it was changed or damaged"}},
+    },
+}
+"""The JSON Schema (draft 2020-12) of each kind of bundle line. `x-message` (ignored by validators)
+is the refusal shown when that part fails, with `{name}`, `{value}`, `{type}`, `{fields}` and
+`{expected}` filled in; `x-missing` says whether a missing field reports as the field or the line."""
+
+
+def _digest(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def seal_bundle(lines: Iterable[dict[str, Any]]) -> str:
+    """Export bundle text: one JSON line per item (sorted keys, UTF-8 kept), then their SHA-256.
+
+    `export_user` writes bundles with it, and `import_records` checks the same checksum. The
+    checksum finds damage, not forgery: anyone can seal an edited bundle again.
+    """
+    body = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
+    return body + json.dumps({"type": "checksum", "sha256": _digest(body)}) + "\n"
+
+
+@functools.cache
+def _validators() -> dict[str, Any]:
+    import jsonschema  # type: ignore[import-untyped]  # slow to import: only when a bundle is read
+
+    base = jsonschema.Draft202012Validator
+    # JSON Schema counts 2.0 as an integer; a revision or a count must be a real int, and never a bool.
+    strict = base.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
+    validator = jsonschema.validators.extend(base, type_checker=strict)
+    return {name: validator(schema) for name, schema in LINE_SCHEMAS.items()}
+
+
+def _check_line(kind: str, item: Any) -> None:
+    """Validate one line against its schema; refuse with the message of the first part that fails.
+
+    Parts are taken in the schema's order, the line as a whole (its type, missing or extra fields)
+    first. A missing field reports the schema's `x-missing-message`, or else that field's own message.
+    """
+    errors = list(_validators()[kind].iter_errors(item))
+    if not errors:
+        return
+    schema = LINE_SCHEMAS[kind]
+    order = list(schema["properties"])
+
+    def part(error: Any) -> tuple[int, str | None]:
+        if error.path and error.path[0] in order:
+            return order.index(error.path[0]), str(error.path[0])
+        if error.validator == "required" and schema.get("x-missing") == "field":
+            name = next(name for name in order if name not in item)
+            return order.index(name), name
+        return -1, None
+
+    _, name = min((part(error) for error in errors), key=lambda found: found[0])
+    template = schema["x-message"] if name is None else schema["properties"][name]["x-message"]
+    value = item.get(name) if name is not None else item
+    raise ValidationError(template.format(
+        name=name, value=value, kind=kind, type=type(value).__name__,
+        fields=sorted(item) if isinstance(item, dict) else item, expected=sorted(order),
+    ))
+
+
+def parse_bundle(text: str, limits: Limits) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Check a whole bundle before anything is written; return its header, records and events.
+
+    Raises:
+        ValidationError: it is truncated, not JSON, its checksum or a version is wrong, a line breaks
+            its schema, or an entry breaks one of `limits`.
+    """
+    # Split on "\n" only: JSON escapes it inside strings, but not U+2028, U+0085 and the other
+    # characters str.splitlines() also breaks at, which a value may hold.
+    if not text.endswith("\n"):
+        raise ValidationError("bundle does not end with a newline; it may be truncated")
+    lines = text[:-1].split("\n")
+    if len(lines) < 2:
+        raise ValidationError("bundle is empty or has no checksum line")
+    parsed = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            parsed.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"bundle line {number} is not JSON ({exc.msg}); it may be truncated") from None
+        except (ValueError, RecursionError) as exc:
+            # JSON that Python will not decode: a number of over 4300 digits, or very deep nesting.
+            raise ValidationError(f"bundle line {number} cannot be decoded: {str(exc)[:120]}") from None
+    _check_line("checksum", parsed[-1])
+    if parsed[-1]["sha256"] != _digest("".join(line + "\n" for line in lines[:-1])):
+        raise ValidationError("bundle checksum does not match its content; it was changed or damaged")
+    header = parsed[0]
+    _check_line("header", header)
+    limits.check_id("bundle user", header["user"])
+    entries = parsed[1:-1]
+    records = [item for item in entries if isinstance(item, dict) and item.get("type") == "record"]
+    events = [item for item in entries if isinstance(item, dict) and item.get("type") == "event"]
+    if len(records) + len(events) != len(entries) or (header["records"], header["events"]) != (len(records), len(events)):
+        raise ValidationError("bundle line counts do not match its header")
+    seen: set[tuple[str, str]] = set()
+    for item in records:
+        _check_line("record", item)
+        limits.check_kind(item["kind"])
+        limits.check_key(item["key"])
+        limits.check_value(item["value"])
+        limits.check_id("source_session", item["source_session"])
+        check_text("created_at", item["created_at"])
+        check_text("updated_at", item["updated_at"])
+        if (item["kind"], item["key"]) in seen:
+            raise ValidationError(f"bundle holds {item['kind']} {item['key']!r} twice")
+        seen.add((item["kind"], item["key"]))
+    for item in events:
+        _check_line("event", item)
+        # Events go into the history as they are, so they meet the same rules as live writes.
+        limits.check_kind(item["kind"])
+        limits.check_key(item["key"])
+        if item["session"] is not None:
+            limits.check_id("event session", item["session"])
+        for name in ("old_value", "new_value"):
+            if item[name] is not None:
+                limits.check_value(item[name])
+        if item["confirmation"] is not None:
+            limits.check_confirmation(item["confirmation"])
+        check_text("at", item["at"])
+    return header, records, events
+
+
+def export_user(db: SqliteDatabase, user: str, path: str | os.PathLike[str] | None) -> str:
+    """The bundle of `user` (already checked), read in one snapshot; also written to `path` when given."""
+    with db.reading() as conn:
+        records = conn.execute(
+            f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? ORDER BY kind, memory_key", (user,)
+        ).fetchall()
+        events = conn.execute(
+            "SELECT kind, memory_key, action, revision, session_id, old_value, new_value, confirmation, at"
+            " FROM memory_events WHERE user_id = ? ORDER BY id",
+            (user,),
+        ).fetchall()
+    lines = [{"format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION,
+              "schema_version": SCHEMA_VERSION, "user": user,
+              "records": len(records), "events": len(events)}]
+    lines += [{"type": "record", **to_record(row)} for row in records]
+    lines += [{"type": "event", "kind": e["kind"], "key": e["memory_key"], "action": e["action"],
+               "revision": e["revision"], "session": e["session_id"], "old_value": e["old_value"],
+               "new_value": e["new_value"], "confirmation": e["confirmation"], "at": e["at"]}
+              for e in events]
+    text = seal_bundle(lines)
+    if path is not None:
+        target = Path(path)
+        partial = target.with_name(target.name + ".partial")
+        try:
+            # Bytes, not text mode: the checksum covers "\n" line ends, which text mode may translate.
+            partial.write_bytes(text.encode("utf-8"))
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+    return text
+
+
+def read_bundle(bundle: str | os.PathLike[str]) -> str:
+    """The text of a bundle given as text or as a path to a bundle file."""
+    if isinstance(bundle, os.PathLike):
+        try:
+            text: object = Path(bundle).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValidationError(f"cannot read the bundle file {os.fspath(bundle)}: {exc}") from None
+    else:
+        text = bundle
+    if not isinstance(text, str):
+        raise ValidationError(f"bundle must be text or a path, not {type(text).__name__}")
+    return text
+
+
+def import_bundle(db: SqliteDatabase, target: str, records: list[dict[str, Any]],
+                  events: list[dict[str, Any]]) -> dict[str, int]:
+    """Insert a parsed bundle's records and events under `target`, all or nothing, in one transaction."""
+    with db.transaction() as conn:
+        if _holds_data(conn, target):
+            raise StoreError(
+                f"user {target!r} already has memory in this store; forget_user first, or import with another user id"
+            )
+        db.check_quotas(conn, target, adding=len(records))
+        conn.executemany(
+            SQLITE_STATEMENTS.insert_memory,
+            [(target, r["kind"], r["key"], r["value"], r["source_session"], r["revision"],
+              r["created_at"], r["updated_at"], r["key"].casefold(), r["value"].casefold()) for r in records],
+        )
+        conn.executemany(
+            SQLITE_STATEMENTS.insert_event,
+            [(target, e["kind"], e["key"], e["action"], e["revision"], e["session"], e["old_value"],
+              e["new_value"], e["confirmation"], e["at"]) for e in events],
+        )
+        db.check_size(conn)
+    return {"records": len(records), "events": len(events)}
+
+
+def _holds_data(conn: sqlite3.Connection, user: str) -> bool:
+    return bool(conn.execute(
+        "SELECT (SELECT count(*) FROM memories WHERE user_id = ?) + "
+        "(SELECT count(*) FROM memory_events WHERE user_id = ?)", (user, user)
+    ).fetchone()[0])

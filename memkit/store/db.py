@@ -1,0 +1,265 @@
+"""One SQLite database of a store: its long-lived connection, its lock, transactions and reads.
+
+Writes run in `BEGIN IMMEDIATE` transactions, so a quota check, the write and the size check see
+one consistent database and racing writers in other processes wait their turn instead of both
+passing a check. WAL lets readers go on while a writer works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from ..errors import LockedError, QuotaError, StoreError
+from ..limits import Limits
+from .files import check_path, create_file, sqlite_uri
+from .schema import check_schema, migrate
+from .statements import SQLITE_STATEMENTS
+
+_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused because another connection holds a lock (SQLITE_BUSY or SQLITE_LOCKED).
+
+    Decided by the error code (its primary part: the low byte), never by the message text.
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _BUSY_CODES
+
+
+class SqliteDatabase:
+    """The store's SQLite file behind one connection (`check_same_thread=False`) and one lock.
+
+    Every use of the connection holds the lock (an `RLock`), so threads sharing a store run one at a
+    time; other processes open their own connection, and SQLite's locks coordinate them.
+
+    Raises:
+        StoreError: (when opening) the file is not a memkit database, is damaged, newer or read-only.
+        LockedError: another writer held the database locked past the busy timeout.
+    """
+
+    def __init__(self, path: Path, limits: Limits, synchronous: Literal["FULL", "NORMAL"],
+                 check_integrity: bool) -> None:
+        self.path = path
+        self.limits = limits
+        self.synchronous = synchronous
+        self.lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn = self._open(check_integrity)
+
+    # -- opening -----------------------------------------------------------------------------------
+
+    def _open(self, check_integrity: bool) -> sqlite3.Connection:
+        path = self.path
+        if check_path(path):
+            create_file(path)
+        else:
+            self._inspect_schema(check_integrity)
+        try:
+            conn = sqlite3.connect(
+                sqlite_uri(path, "rw"), uri=True, isolation_level=None, check_same_thread=False,
+                timeout=self.limits.busy_timeout_ms / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path}: {exc}") from None
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StoreError(f"{path} could not be switched to WAL mode (it stays in {mode!r} mode)")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            migrate(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._open_error(exc) from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _inspect_schema(self, check_integrity: bool) -> None:
+        """Check an existing file on a connection of its own before the store's connection opens it.
+
+        When a `-wal` file sits beside the database, the check reads through a read-only connection:
+        closing the last read-write one would checkpoint that WAL into the file, changing a file
+        memkit may be about to refuse. Without one, a read-write connection leaves the file as it
+        was and removes the `-wal`/`-shm` it made (a read-only one would leave a `-shm` behind).
+        """
+        path = self.path
+        mode = "ro" if Path(f"{path}-wal").exists() else "rw"
+        try:
+            conn = sqlite3.connect(sqlite_uri(path, mode), uri=True, isolation_level=None,
+                                   timeout=self.limits.busy_timeout_ms / 1000)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path}: {exc}") from None
+        try:
+            check_schema(conn, path, check_integrity)
+        except sqlite3.Error as exc:
+            raise self._open_error(exc) from None
+        finally:
+            conn.close()
+
+    def _open_error(self, exc: sqlite3.Error) -> StoreError:
+        if isinstance(exc, sqlite3.OperationalError):
+            if is_busy(exc):
+                return self.locked_error()
+            return StoreError(f"cannot use {self.path}: {exc}; the file was left as it was")
+        return StoreError(f"{self.path} is damaged or not a database ({exc}); memkit left it as it was")
+
+    # -- connection life ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection. Safe to call twice."""
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The open connection; StoreError once closed."""
+        if self._conn is None:
+            raise StoreError(f"the store for {self.path} is closed")
+        return self._conn
+
+    def locked_error(self) -> LockedError:
+        """The error for a write lock another connection held past the busy timeout."""
+        return LockedError(
+            f"{self.path} is locked by another writer and stayed locked past the busy timeout "
+            f"({self.limits.busy_timeout_ms} ms); nothing was written. Try again later"
+        )
+
+    # -- transactions and reads ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """`BEGIN IMMEDIATE`, commit on success, roll back on any exception and re-raise it.
+
+        Nested (this thread is already inside one): a savepoint, so a failure undoes only its own
+        writes and the error reaches the outer block.
+        """
+        with self.lock:
+            conn = self.connection
+            if conn.in_transaction:
+                yield from self._savepoint(conn)
+                return
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise self.locked_error() if is_busy(exc) else StoreError(
+                    f"cannot write to {self.path}: {exc}"
+                ) from None
+            try:
+                yield conn
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._write_error(exc) from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                error = LockedError if is_busy(exc) else StoreError
+                raise error(f"commit to {self.path} failed and was rolled back: {exc}") from exc
+
+    def _savepoint(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        # Only this thread can be inside the outer transaction: it holds the store's lock throughout.
+        conn.execute("SAVEPOINT memkit_nested")
+        try:
+            yield conn
+        except BaseException as exc:
+            conn.execute("ROLLBACK TO memkit_nested")
+            conn.execute("RELEASE memkit_nested")
+            if isinstance(exc, sqlite3.Error):
+                raise self._write_error(exc) from exc
+            raise
+        conn.execute("RELEASE memkit_nested")
+
+    def _write_error(self, exc: sqlite3.Error) -> StoreError:
+        error = LockedError if is_busy(exc) else StoreError
+        return error(f"write to {self.path} failed and was rolled back: {exc}")
+
+    def fetch(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Run one read statement under the lock and return its rows.
+
+        One statement in autocommit mode is already a consistent snapshot of its own, so it needs
+        no BEGIN/COMMIT around it; those two statements cost as much again as an indexed read
+        (measured in bench/RESULTS.md). Inside this thread's `transaction()` it reads through it.
+        """
+        with self.lock:
+            try:
+                return self.connection.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from exc
+
+    def _read_error(self, exc: sqlite3.Error) -> StoreError:
+        error = LockedError if is_busy(exc) else StoreError
+        return error(f"read from {self.path} failed: {exc}")
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A consistent read snapshot (a deferred transaction) under the lock, for reads of several
+        statements that must agree (export, health); one statement needs only `fetch`.
+
+        Inside this thread's `transaction()` it reads through that transaction, so it sees the
+        writes made so far instead of failing to begin a second one.
+        """
+        with self.lock:
+            conn = self.connection
+            try:
+                if conn.in_transaction:
+                    yield conn
+                    return
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from exc
+
+    # -- checks inside write transactions ------------------------------------------------------------
+
+    def user_records(self, user: str) -> int:
+        """The user's quota counter: how many records they hold."""
+        rows = self.fetch(SQLITE_STATEMENTS.user_records, (user,))
+        return rows[0][0] if rows else 0
+
+    def check_quotas(self, conn: sqlite3.Connection, user: str, adding: int = 1) -> None:
+        """Refuse (QuotaError) `adding` new records of `user` past the per-user or the global quota."""
+        row = conn.execute(SQLITE_STATEMENTS.user_records, (user,)).fetchone()
+        mine = row[0] if row else 0
+        if mine + adding > self.limits.max_records_per_user:
+            raise QuotaError(
+                f"user {user!r} has {mine} records; the per-user quota is {self.limits.max_records_per_user}. "
+                "Update an existing key or delete one first"
+            )
+        total = conn.execute(SQLITE_STATEMENTS.total_records).fetchone()[0]
+        if total + adding > self.limits.max_records_total:
+            raise QuotaError(
+                f"the store holds {total} records; the global quota is {self.limits.max_records_total}"
+            )
+
+    def check_size(self, conn: sqlite3.Connection) -> None:
+        """Measure after the write, inside the transaction: an over-cap write is rolled back whole."""
+        size = db_bytes(conn)
+        if size > self.limits.max_db_bytes:
+            raise QuotaError(
+                f"the write would grow the database to {size} bytes; the cap is {self.limits.max_db_bytes} bytes"
+            )
+
+
+def db_bytes(conn: sqlite3.Connection) -> int:
+    """The database's size as SQLite counts it (pages times page size), the WAL's pages included."""
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    return int(pages * conn.execute("PRAGMA page_size").fetchone()[0])

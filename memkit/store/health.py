@@ -1,0 +1,101 @@
+"""What an operator asks of a store's file: its settings and quotas, the counter check, a fingerprint.
+
+`counters_consistent` is the one check that the quota counters agree with the rows; `health`,
+`inspect_file` (after a crash, before any store opens the file) and the lab all use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+from ..jsonutil import canonical_json
+from .db import SqliteDatabase, db_bytes
+from .files import sqlite_uri
+
+if TYPE_CHECKING:
+    from .memory import MemoryStore
+
+_SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def health(db: SqliteDatabase) -> dict[str, Any]:
+    """Settings, size against the cap, records against the quotas, and the counter check, in one snapshot."""
+    limits = db.limits
+    with db.reading() as conn:
+        per_user = dict(conn.execute(
+            "SELECT user_id, records FROM user_counts ORDER BY records DESC, user_id LIMIT 50"
+        ).fetchall())
+        return {
+            "path": str(db.path),
+            "sqlite_version": sqlite3.sqlite_version,
+            "schema_version": conn.execute("PRAGMA user_version").fetchone()[0],
+            "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+            "synchronous": _SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]],
+            "busy_timeout_ms": conn.execute("PRAGMA busy_timeout").fetchone()[0],
+            "db_bytes": db_bytes(conn),
+            "max_db_bytes": limits.max_db_bytes,
+            "records_total": conn.execute("SELECT records FROM total_count").fetchone()[0],
+            "max_records_total": limits.max_records_total,
+            "users": conn.execute("SELECT count(*) FROM user_counts").fetchone()[0],
+            "records_per_user": per_user,
+            "max_records_per_user": limits.max_records_per_user,
+            "counters_consistent": counters_consistent(conn),
+        }
+
+
+def counters_consistent(conn: sqlite3.Connection) -> bool:
+    """Whether the quota counters (the total and every user's) agree with the rows: the one check.
+
+    Per-user counters drift independently of the total (the quota check reads them), so they are
+    compared with the rows both ways: a missing, extra or wrong counter all show.
+    """
+    total = conn.execute("SELECT records FROM total_count").fetchone()[0]
+    counted = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+    drifted = conn.execute(
+        "SELECT (SELECT count(*) FROM (SELECT user_id, count(*) FROM memories GROUP BY user_id"
+        "                              EXCEPT SELECT user_id, records FROM user_counts))"
+        "     + (SELECT count(*) FROM (SELECT user_id, records FROM user_counts"
+        "                              EXCEPT SELECT user_id, count(*) FROM memories GROUP BY user_id))"
+    ).fetchone()[0]
+    return bool(total == counted and not drifted)
+
+
+def inspect_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read-only checks of a memkit file on a connection of its own: integrity and the quota counters.
+
+    Used after a crash, before any store opens the file (opening could repair or migrate it).
+
+    Returns:
+        `integrity` ("ok" or SQLite's first complaint), `records` (rows in memories),
+        `counted` (what the total counter says) and `counters_consistent` (bool).
+    """
+    with contextlib.closing(sqlite3.connect(sqlite_uri(path, "ro"), uri=True)) as conn:
+        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        records = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        counted = conn.execute("SELECT records FROM total_count").fetchone()[0]
+        consistent = counters_consistent(conn)
+    return {"integrity": integrity, "records": records, "counted": counted, "counters_consistent": consistent}
+
+
+def fingerprint(store: MemoryStore) -> dict[str, Any]:
+    """Row counts and a SHA-256 of every memory and event row: equal fingerprints, unchanged database.
+
+    The digest covers the content of every user's records and events, read in one snapshot on a
+    read-only connection of its own (WAL lets it read beside the store's connection), so it does
+    not depend on how SQLite laid the pages out, and the store's own connection is not touched.
+    """
+    with contextlib.closing(sqlite3.connect(sqlite_uri(store.path, "ro"), uri=True, isolation_level=None)) as conn:
+        conn.execute("BEGIN")
+        memories = conn.execute(
+            "SELECT user_id, kind, memory_key, value, source_session, revision, created_at, updated_at"
+            " FROM memories ORDER BY user_id, kind, memory_key").fetchall()
+        events = conn.execute(
+            "SELECT id, user_id, kind, memory_key, action, revision, session_id, old_value, new_value,"
+            " confirmation, at FROM memory_events ORDER BY id").fetchall()
+        conn.execute("COMMIT")
+    digest = hashlib.sha256(canonical_json([[list(r) for r in memories], [list(r) for r in events]]).encode())
+    return {"memories": len(memories), "events": len(events), "sha256": digest.hexdigest()[:16]}

@@ -1,0 +1,83 @@
+"""The SQL statements the SQLite store runs for its writes and record reads, public as one value.
+
+`MemoryStore.statements()` hands out `SQLITE_STATEMENTS`, so a benchmark (bench/contenders.py's raw
+limit) runs exactly the statements the store runs and follows a schema change without copying it.
+Only `memkit/store/` knows the schema: a change to these statements is a change inside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from typing import Any
+
+Record = dict[str, Any]
+"""A memory as the kit hands it out: kind, key, value, source_session, revision, created_at, updated_at."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Statements:
+    """The store's write statements and the record columns, with `?` placeholders in the order given.
+
+    Attributes:
+        record_columns: the columns of a record, in `Record` order (kind, key, value, source_session,
+            revision, created_at, updated_at); `to_record` reads a row of them.
+        select_current: (user, kind, key) -> the row's id, value, revision, or no row.
+        last_revision: (user, kind, key) -> the highest revision the event history holds (or NULL).
+        insert_memory: (user, kind, key, value, session, revision, created_at, updated_at,
+            key folded, value folded); the folds are Python's `str.casefold()` of key and value.
+        update_memory: (value, value folded, session, revision, updated_at, id).
+        delete_memory: (id).
+        insert_event: (user, kind, key, action, revision, session, old_value, new_value,
+            confirmation, at); `action` is create, update or delete.
+        user_records: (user) -> the user's quota counter (no row for a user without records).
+        total_records: () -> the store's total counter.
+    """
+
+    record_columns: str
+    select_current: str
+    last_revision: str
+    insert_memory: str
+    update_memory: str
+    delete_memory: str
+    insert_event: str
+    user_records: str
+    total_records: str
+
+
+SQLITE_STATEMENTS = Statements(
+    record_columns="kind, memory_key, value, source_session, revision, created_at, updated_at",
+    select_current="SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+    last_revision="SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?",
+    insert_memory=(
+        "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+        " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ),
+    update_memory=(
+        "UPDATE memories SET value = ?, value_fold = ?, source_session = ?, revision = ?,"
+        " updated_at = ? WHERE id = ?"
+    ),
+    delete_memory="DELETE FROM memories WHERE id = ?",
+    insert_event=(
+        "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
+        " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ),
+    user_records="SELECT records FROM user_counts WHERE user_id = ?",
+    total_records="SELECT records FROM total_count",
+)
+"""The statements of the SQLite backend."""
+
+RECORD_SQL = SQLITE_STATEMENTS.record_columns
+
+
+def to_record(row: sqlite3.Row) -> Record:
+    """A row selected with `record_columns`, as a `Record`."""
+    return {
+        "kind": row["kind"],
+        "key": row["memory_key"],
+        "value": row["value"],
+        "source_session": row["source_session"],
+        "revision": row["revision"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+    }

@@ -1,0 +1,280 @@
+"""MemoryStore's records against a real SQLite file: one row per key, revisions, history,
+transactions, quotas, the size cap, racing writers.
+
+Every test uses a real file under tmp_path; crashes, restarts, locks and races use real processes
+(`tests/_store_worker.py`, started with `sys.executable`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from _store_helpers import WORKER, clocked, open_store, snapshot
+from memkit.errors import QuotaError, StoreError
+from memkit.limits import Limits
+from memkit.store import MemoryStore
+
+
+# -- one row per key, revisions, history ---------------------------------------------------------
+
+
+def test_revision_starts_at_one_rises_per_update_and_same_value_is_a_no_op(clocked):
+    first = clocked.put("alice", "s1", "preference", "drink", "tea")
+    assert (first["revision"], first["created_at"], first["updated_at"]) == (1, "2026-01-01T09:00:00.000000Z",
+                                                                              "2026-01-01T09:00:00.000000Z")
+    second = clocked.put("alice", "s2", "preference", "drink", "coffee", confirmation="cli#1")
+    assert (second["revision"], second["source_session"]) == (2, "s2")
+    assert second["created_at"] == first["created_at"] != second["updated_at"]
+    before = snapshot(clocked)
+    again = clocked.put("alice", "s3", "preference", "drink", "coffee", confirmation="cli#2")
+    assert again == clocked.get("alice", "preference", "drink") == second  # still revision 2, from s2
+    assert snapshot(clocked) == before  # no event, no new revision
+    assert clocked.put("alice", "s3", "preference", "drink", "Coffee")["revision"] == 3  # case is a change
+
+
+def test_one_row_per_user_kind_and_key(clocked):
+    clocked.put("alice", "s1", "preference", "drink", "tea")
+    clocked.put("alice", "s1", "preference", "drink", "coffee")
+    clocked.put("alice", "s1", "episode", "drink", "drank tea at 9")
+    clocked.put("bob", "s1", "preference", "drink", "water")
+    rows = clocked.connection.execute(
+        "SELECT user_id, kind, memory_key, value, revision FROM memories ORDER BY user_id, kind").fetchall()
+    assert [tuple(row) for row in rows] == [
+        ("alice", "episode", "drink", "drank tea at 9", 1),
+        ("alice", "preference", "drink", "coffee", 2),
+        ("bob", "preference", "drink", "water", 1),
+    ]
+    assert clocked.users() == {"alice": 2, "bob": 1}
+    assert [r["key"] for r in clocked.records("alice", kind="episode")] == ["drink"]
+    assert clocked.get("carol", "preference", "drink") is None
+
+
+def test_history_is_append_only_with_session_time_values_and_confirmation(clocked):
+    clocked.put("alice", "s1", "preference", "drink", "tea", confirmation="cli#1")
+    clocked.put("alice", "s2", "preference", "drink", "coffee", confirmation="widget#7")
+    clocked.put("alice", "s2", "preference", "drink", "coffee", confirmation="cli#9")  # no-op: no event
+    assert clocked.delete("alice", "preference", "drink", session="s3", confirmation="cli#2") is True
+    assert clocked.delete("alice", "preference", "drink", session="s3", confirmation="cli#3") is False
+    assert clocked.get("alice", "preference", "drink") is None
+    assert clocked.history("alice", "preference", "drink") == [
+        {"action": "create", "revision": 1, "session": "s1", "old_value": None, "new_value": "tea",
+         "confirmation": "cli#1", "at": "2026-01-01T09:00:00.000000Z"},
+        {"action": "update", "revision": 2, "session": "s2", "old_value": "tea", "new_value": "coffee",
+         "confirmation": "widget#7", "at": "2026-01-01T09:00:01.000000Z"},
+        {"action": "delete", "revision": 2, "session": "s3", "old_value": "coffee", "new_value": None,
+         "confirmation": "cli#2", "at": "2026-01-01T09:00:03.000000Z"},
+    ]
+    # Created again after a delete: the revision goes on from the history, never back to 1.
+    assert clocked.put("alice", "s4", "preference", "drink", "water")["revision"] == 3
+    assert [e["revision"] for e in clocked.history("alice", "preference", "drink")] == [1, 2, 2, 3]
+    assert clocked.history("bob", "preference", "drink") == []
+
+
+def test_puts_inside_one_transaction_commit_or_roll_back_together(clocked):
+    with pytest.raises(RuntimeError):
+        with clocked.transaction():
+            clocked.put("alice", "s1", "preference", "drink", "tea")
+            assert clocked.get("alice", "preference", "drink")["value"] == "tea"  # sees its own write
+            clocked.put("alice", "s1", "preference", "food", "rice")
+            raise RuntimeError("the caller changed its mind")
+    assert clocked.records("alice") == [] and clocked.history("alice", "preference", "drink") == []
+    with clocked.transaction():
+        clocked.put("alice", "s1", "preference", "drink", "tea")
+        clocked.put("alice", "s1", "preference", "food", "rice")
+    assert [r["key"] for r in clocked.records("alice")] == ["drink", "food"]
+
+
+def test_a_failed_put_inside_a_transaction_undoes_only_itself(tmp_path):
+    with open_store(tmp_path / "m.sqlite3", limits=Limits().replace(max_records_per_user=1)) as store:
+        with store.transaction():
+            store.put("alice", "s1", "preference", "drink", "tea")
+            with pytest.raises(QuotaError):
+                store.put("alice", "s1", "preference", "food", "rice")
+            store.put("alice", "s1", "preference", "drink", "coffee")
+        assert [(r["key"], r["value"], r["revision"]) for r in store.records("alice")] == [("drink", "coffee", 2)]
+        assert store.health()["counters_consistent"]
+
+
+def test_closed_store_refuses_calls_and_closes_twice(tmp_path):
+    store = MemoryStore(tmp_path / "m.sqlite3")
+    with store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.get("alice", "preference", "drink")
+
+
+# -- quotas and the size cap ----------------------------------------------------------------------
+
+
+def test_per_user_quota_refuses_a_new_key_but_allows_updates(tmp_path):
+    with open_store(tmp_path / "m.sqlite3", limits=Limits().replace(max_records_per_user=3)) as store:
+        for number in range(3):
+            store.put("alice", "s1", "preference", f"k{number}", "v")
+        before = snapshot(store)
+        with pytest.raises(QuotaError, match="user 'alice' has 3 records; the per-user quota is 3"):
+            store.put("alice", "s1", "episode", "k3", "v")
+        assert snapshot(store) == before
+        assert store.put("alice", "s1", "preference", "k0", "changed")["revision"] == 2  # at quota, still updatable
+        store.put("bob", "s1", "preference", "k0", "v")  # another user has their own quota
+        assert store.delete("alice", "preference", "k1")
+        store.put("alice", "s1", "episode", "k3", "v")  # room again after a delete
+        assert store.users() == {"alice": 3, "bob": 1}
+
+
+def test_default_quotas_are_64_per_user_and_1024_in_all(tmp_path):
+    with open_store(tmp_path / "m.sqlite3", synchronous="NORMAL") as store:
+        for user in range(16):
+            with store.transaction():  # one commit per user keeps this fast
+                for number in range(64):
+                    store.put(f"user{user}", "s1", "episode", f"e{number}", "v")
+        with pytest.raises(QuotaError, match="per-user quota is 64"):
+            store.put("user0", "s1", "episode", "e64", "v")
+        before = snapshot(store)
+        with pytest.raises(QuotaError, match="the store holds 1024 records; the global quota is 1024"):
+            store.put("newcomer", "s1", "episode", "e0", "v")
+        assert snapshot(store) == before
+        store.put("user3", "s1", "episode", "e0", "updated at the global quota")
+        health = store.health()
+        assert (health["records_total"], health["max_records_total"], health["users"]) == (1024, 1024, 16)
+        assert health["counters_consistent"]
+
+
+def test_raised_quotas_hold_more(tmp_path):
+    limits = Limits().replace(max_records_per_user=100, max_records_total=2000)
+    with open_store(tmp_path / "m.sqlite3", limits=limits, synchronous="NORMAL") as store:
+        with store.transaction():
+            for number in range(100):
+                store.put("alice", "s1", "episode", f"e{number}", "v")
+        with pytest.raises(QuotaError, match="per-user quota is 100"):
+            store.put("alice", "s1", "episode", "e100", "v")
+
+
+def test_a_write_past_the_size_cap_rolls_back_whole(tmp_path):
+    path = tmp_path / "m.sqlite3"
+    with open_store(path) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+        empty_size = store.health()["db_bytes"]
+    # Reopen with a cap a few pages above the current size, then fill until it refuses.
+    limits = Limits().replace(max_db_bytes=empty_size + 3 * 4096, max_records_per_user=1000, max_records_total=1000)
+    with open_store(path, limits=limits) as store:
+        refused = None
+        for number in range(500):
+            before = snapshot(store)
+            try:
+                store.put("alice", "s1", "episode", f"e{number}", f"{number} " + "x" * 500)
+            except QuotaError as exc:
+                refused = (number, exc)
+                break
+        assert refused is not None, "the size cap never applied"
+        number, exc = refused
+        assert f"the cap is {limits.max_db_bytes} bytes" in str(exc)
+        assert snapshot(store) == before  # no row, no event, counters unchanged
+        assert store.get("alice", "episode", f"e{number}") is None
+        health = store.health()
+        assert health["db_bytes"] <= limits.max_db_bytes and health["counters_consistent"]
+        assert store.delete("alice", "episode", "e0")  # deleting is always allowed, to make room
+
+
+def test_a_tiny_size_cap_refuses_every_write(tmp_path):
+    path = tmp_path / "m.sqlite3"
+    with open_store(path) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+    with open_store(path, limits=Limits().replace(max_db_bytes=4096)) as store:
+        before = snapshot(store)
+        with pytest.raises(QuotaError, match="the cap is 4096 bytes"):
+            store.put("alice", "s1", "preference", "drink", "coffee")
+        with pytest.raises(QuotaError, match="the cap is 4096 bytes"):
+            store.archive_turns("alice", "s1", [{"turn": 1, "role": "user", "content": "hi", "at": "t"}])
+        with pytest.raises(QuotaError, match="the cap is 4096 bytes"):
+            store.import_records(store.export_user("alice"), user="bob")
+        assert snapshot(store) == before
+        assert store.health()["max_db_bytes"] == 4096
+
+
+def test_racing_processes_never_pass_the_quotas(tmp_path):
+    path, go = tmp_path / "m.sqlite3", tmp_path / "go"
+    MemoryStore(path).close()
+    per_user, total = 10, 25
+    # alice has two racers over one per-user quota; the three users together exceed the global one.
+    racers = [("alice", "a"), ("alice", "b"), ("bob", "a"), ("carol", "a")]
+    processes = [
+        subprocess.Popen([sys.executable, str(WORKER), "race", str(path), user, prefix, "12", str(per_user),
+                          str(total), str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for user, prefix in racers
+    ]
+    time.sleep(0.3)  # let the interpreters start, so the writes overlap
+    go.touch()
+    outcomes = []
+    for process in processes:
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err  # any error but QuotaError would end the worker
+        outcomes.append(json.loads(out))
+    assert all(set(result) <= {"ok", "quota"} for result in outcomes)
+    with MemoryStore(path) as store:
+        counts = dict(store.connection.execute("SELECT user_id, count(*) FROM memories GROUP BY user_id"))
+        assert all(count <= per_user for count in counts.values())
+        assert sum(counts.values()) == total  # 48 attempts for 25 places: exactly full, never over
+        assert sum(result.count("ok") for result in outcomes) == total
+        assert counts["alice"] == outcomes[0].count("ok") + outcomes[1].count("ok")
+        assert store.health()["counters_consistent"] and store.users() == counts
+
+
+def test_threads_sharing_one_store_all_succeed_with_consecutive_revisions(clocked):
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def writer(number: int) -> None:
+        try:
+            start.wait()
+            for step in range(10):
+                clocked.put("alice", f"t{number}", "preference", "shared", f"thread {number} step {step}")
+                clocked.put("alice", f"t{number}", "episode", f"own{number}", f"step {step}")
+                clocked.search("alice", "step")
+        except BaseException as exc:  # collected: an exception in a thread would otherwise vanish
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    history = clocked.history("alice", "preference", "shared")
+    assert [e["revision"] for e in history] == list(range(1, 81))
+    assert [e["at"] for e in history] == sorted(e["at"] for e in history)  # time follows commit order
+    assert clocked.get("alice", "preference", "shared")["revision"] == 80
+    assert all(clocked.get("alice", "episode", f"own{n}")["revision"] == 10 for n in range(8))
+    assert clocked.health()["counters_consistent"]
+
+
+def test_the_event_history_is_append_only_in_the_database_itself(store):
+    store.put("alice", "s1", "preference", "drink", "tea")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store.connection.execute("UPDATE memory_events SET new_value = 'gin'")
+    assert store.history("alice", "preference", "drink")[0]["new_value"] == "tea"
+    assert store.forget_user("alice")["events"] == 1  # deleting a user's history stays possible
+
+
+def test_the_published_statements_write_what_the_store_reads(clocked):
+    sql = MemoryStore.statements()
+    with clocked.transaction() as conn:
+        conn.execute(sql.insert_memory, ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea"))
+        conn.execute(sql.insert_event, ("alice", "preference", "drink", "create", 1, "s1", None, "Tea", None, "t1"))
+        row = conn.execute(sql.select_current, ("alice", "preference", "drink")).fetchone()
+        conn.execute(sql.update_memory, ("Green tea", "green tea", "s2", 2, "t2", row["id"]))
+    assert clocked.get("alice", "preference", "drink") == {
+        "kind": "preference", "key": "drink", "value": "Green tea", "source_session": "s2", "revision": 2,
+        "created_at": "t1", "updated_at": "t2"}
+    assert [r["key"] for r in clocked.search("alice", "GREEN")] == ["drink"]
+    assert clocked.users() == {"alice": 1} and clocked.health()["counters_consistent"]
+    with clocked.transaction() as conn:
+        conn.execute(sql.delete_memory, (row["id"],))
+    assert clocked.get("alice", "preference", "drink") is None and clocked.users() == {}
