@@ -51,6 +51,15 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          'first_session_confirms = None\nsecond_session_says = ["Which city do I live in?"]',
          "not answered yet", "replace"),
     ],
+    "01_schema_and_store.ipynb": [
+        ('predicted = {"revision": 3, "events": 3}', "right", "counts changes"),
+        ('predicted = {"revision": 1, "events": 3}', "not right yet", "never goes back"),
+        ('predicted = {"revision": 3, "events": 2}', "not right yet", "the create is an event too"),
+        ('predicted = {"revision": 2, "events": 1}', "not right yet", "every change appends one event"),
+        ('predicted = {"revision": "3", "events": 3}', "not right yet", "write a number"),
+        ('predicted = {"revision": 3}', "not right yet", "keep the names"),
+        ('predicted = {"revision": 3, "events": None}', "not answered yet", "events"),
+    ],
 }
 
 LABELS = ("not answered yet", "right", "not right yet")
