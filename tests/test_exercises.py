@@ -60,6 +60,14 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('predicted = {"revision": 3}', "not right yet", "keep the names"),
         ('predicted = {"revision": 3, "events": None}', "not answered yet", "events"),
     ],
+    "02_quotas_and_transactions.ipynb": [
+        ('predicted = {"stored": 5, "new keys saved": 1, "updates saved": 6}', "right", "all six updates"),
+        ('predicted = {"stored": 7, "new keys saved": 3, "updates saved": 6}', "not right yet", "no two writers"),
+        ('predicted = {"stored": 4, "new keys saved": 0, "updates saved": 6}', "not right yet", "takes it"),
+        ('predicted = {"stored": 5, "new keys saved": 1, "updates saved": 2}', "not right yet", "needs no slot"),
+        ('predicted = {"stored": "five", "new keys saved": 1, "updates saved": 6}', "not right yet", "write a number"),
+        ('predicted = {"stored": 5, "new keys saved": None, "updates saved": 6}', "not answered yet", "new keys"),
+    ],
 }
 
 LABELS = ("not answered yet", "right", "not right yet")

@@ -92,9 +92,10 @@ def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any], 
         if value == measured[name]:
             continue
         hint = hints.get(name, "run the experiment cell again and read its table")
-        text = hint(value) if callable(hint) else hint
-        if isinstance(measured[name], int) and isinstance(value, str):
-            text = f"write a number, not the text {value!r}"
+        if isinstance(measured[name], (int, float)) and not isinstance(value, (int, float)):
+            text = f"write a number, not {value!r}"
+        else:
+            text = hint(value) if callable(hint) else hint
         misses.append(f"{name}: you predicted {value!r}, it is {measured[name]!r} ({text})")
     if not misses:
         return right(explanation)
