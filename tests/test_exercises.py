@@ -68,6 +68,21 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('predicted = {"stored": "five", "new keys saved": 1, "updates saved": 6}', "not right yet", "write a number"),
         ('predicted = {"stored": 5, "new keys saved": None, "updates saved": 6}', "not answered yet", "new keys"),
     ],
+    "03_approvals_and_the_agent_loop.ipynb": [
+        ('my_script = [call("memory_put", kind="preference", key="drink", value="green tea"), "Saved."]',
+         "right", "saved on confirmation exercise#1"),
+        ('my_script = [call("memory_put", kind="preference", key="drink", value="Green tea"), "Saved."]',
+         "not right yet", "a different one"),
+        ('my_script = ["Saved green tea."]', "not right yet", "only answered in text"),
+        ('my_script = [call("memory_put", kind="preference", key="drink", value="green tea")]',
+         "not right yet", "ran out of replies"),
+        ('my_script = [call("memory_put", kind="preference", key="drink", value="green tea"),\n'
+         '             call("memory_put", kind="preference", key="drink", value="green tea"), "Saved."]',
+         "not right yet", "already used"),
+        ('my_script = [call("memory_delete", kind="preference", key="drink"), "Deleted."]',
+         "not right yet", "no confirmation to delete"),
+        ('my_script = [None, "Saved."]', "not answered yet", "my_script"),
+    ],
 }
 
 LABELS = ("not answered yet", "right", "not right yet")
