@@ -83,6 +83,14 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "not right yet", "no confirmation to delete"),
         ('my_script = [None, "Saved."]', "not answered yet", "my_script"),
     ],
+    "04_retrieval_and_budgets.ipynb": [
+        ("answer = 2800", "right", "sends every request"),
+        ("answer = 2700", "not right yet", "too small"),
+        ("answer = 3500", "not right yet", "a smaller budget still works"),
+        ("answer = 2850", "not right yet", "multiple of 100"),
+        ('answer = "2800"', "not right yet", "whole number"),
+        ("answer = None", "not answered yet", "write a budget"),
+    ],
 }
 
 LABELS = ("not answered yet", "right", "not right yet")
