@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.bench-installed
 
 .PHONY: lab test demo bench reliability clean
 
@@ -25,7 +26,12 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/memkit demo
 
-bench: $(STAMP)
+# The benchmark also needs the peers it compares memkit with (the `bench` extra).
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[all,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 reliability: $(STAMP)
