@@ -86,7 +86,8 @@ def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any], 
                      f"keep the names of the answer cell (missing: {missing}, unknown: {extra})")
     if unanswered(predicted):
         left = [name for name, value in predicted.items() if unanswered(value)]
-        return not_answered(f"replace the None of {', '.join(left)} with your prediction, then run this cell again")
+        names = " and ".join(repr(name) for name in left)
+        return not_answered(f"replace the None of {names} with your prediction, then run this cell again")
     misses = []
     for name, value in predicted.items():
         if value == measured[name]:
