@@ -98,6 +98,15 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('predicted = {"after commit, NORMAL": 0, "before commit, FULL": 0}', "not right yet", "still inside its open"),
         ('predicted = {"after commit, NORMAL": 0, "before commit, FULL": None}', "not answered yet", "before commit"),
     ],
+    "06_user_isolation.ipynb": [
+        ('carol_drink = "rooibos with honey"', "right", "only records of their own"),
+        ('carol_drink = "tea"', "right", "Carol's agent received her drink 'tea'"),
+        ('carol_drink = "jasmine tea"', "not right yet", "alice has the same value"),
+        ('carol_drink = "jasmine tea"\nviews = {"alice": {"retrieved": []}, "bob": {"retrieved": []}}',
+         "not right yet", "alice has the same value"),
+        ('carol_drink = "   "', "not right yet", "refused the value"),
+        ("carol_drink = None", "not answered yet", "carol_drink"),
+    ],
 }
 
 LABELS = ("not answered yet", "right", "not right yet")
