@@ -107,6 +107,19 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('carol_drink = "   "', "not right yet", "refused the value"),
         ("carol_drink = None", "not answered yet", "carol_drink"),
     ],
+    "07_short_term_redis.ipynb": [
+        ('predicted = {"after two more": {"window": 3, "pending": 2, "archive": 2},\n'
+         '             "after idle + flush": {"window": 0, "pending": 0, "archive": 7}}', "right", "archives all 7"),
+        ('predicted = {"after two more": {"window": 3, "pending": 0, "archive": 4},\n'
+         '             "after idle + flush": {"window": 0, "pending": 0, "archive": 7}}', "not right yet",
+         "no flush ran after turns 6 and 7"),
+        ('predicted = {"after two more": {"window": 3, "pending": 2, "archive": 2},\n'
+         '             "after idle + flush": {"window": 3, "pending": 0, "archive": 4}}', "not right yet",
+         "sweep margin"),
+        ('predicted = {"after two more": {"window": 3, "pending": 2, "archive": 2},\n'
+         '             "after idle + flush": {"window": 0, "pending": None, "archive": 7}}', "not answered yet",
+         "after idle + flush"),
+    ],
 }
 
 LABELS = ("not answered yet", "right", "not right yet")
@@ -158,8 +171,12 @@ def test_exercise_verdicts_and_run_all_twice(name):
         return cell
 
     def run_all() -> list[str]:
-        return [_text(run(i)) if not _varies(nb.cells[i]) else "" for i in range(len(nb.cells))
-                if nb.cells[i].cell_type == "code"]
+        outputs = []
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type == "code":
+                text = _text(run(index))
+                outputs.append("" if _varies(cell) else text)
+        return outputs
 
     with client.setup_kernel():
         first = run_all()
