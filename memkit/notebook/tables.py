@@ -90,8 +90,16 @@ def approvals_table(approvals: Approvals) -> pandas.DataFrame:
     return pd.DataFrame(rows, columns=["id", "allows", "state"])
 
 
+TABLE_STYLE = (
+    "<style>.memkit-table {border-collapse: collapse; margin: 4px 0}"
+    " .memkit-table th, .memkit-table td {padding: 3px 12px 3px 0; text-align: left; vertical-align: top;"
+    " border-bottom: 1px solid #e0e0e0}</style>"
+)
+"""Padding and rules for the tables inside widgets (a notebook's own DataFrame display has its own)."""
+
+
 def html_table(frame: pandas.DataFrame, empty: str) -> str:
     """A DataFrame as the HTML a widget shows, or `empty` (in italics) when it has no rows."""
     if frame.empty:
         return f"<p><i>{html.escape(empty)}</i></p>"
-    return str(frame.to_html(index=False, escape=True, border=0))
+    return TABLE_STYLE + str(frame.to_html(index=False, escape=True, border=0, classes="memkit-table"))
