@@ -9,6 +9,7 @@ or an error traceback.
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
@@ -267,3 +268,108 @@ def test_urls_and_sanitized_placeholders_are_not_machine_paths():
     nb = _with(lambda nb: nb["cells"][2]["outputs"].append(
         _stream("see https://sqlite.org/work/wal.html and <TMP> and memory.sqlite3\n")))
     assert notebook_problems(nb) == []
+
+
+# -- the order of the lessons: each notebook uses only what it or an earlier one introduced ------------
+
+INTRODUCED = {
+    # name imported from memkit (or `await` at the top level of a cell) -> the notebook that introduces it
+    "MemoryStore": "00", "lab": "00", "FixtureModel": "00", "memkit.notebook.Workspace": "00",
+    "memkit.notebook.exercises": "00",
+    "FakeClock": "01", "ValidationError": "01", "memkit.store.MIGRATIONS": "01", "memkit.store.SCHEMA_VERSION": "01",
+    "Limits": "02", "LockedError": "02", "QuotaError": "02", "memkit.notebook.processes": "02",
+    "MemoryTools": "03", "MemoryAgent": "03", "ScriptedModel": "03", "Approvals": "03", "await": "03",
+    "memkit.agent.SYSTEM_PROMPT": "03", "memkit.jsonutil.canonical_json": "03", "memkit.models.call": "03",
+    "memkit.request.Request": "03", "memkit.store.fingerprint": "03", "memkit.notebook.ConfirmForm": "03",
+    "memkit.notebook.confirm_from_form": "03", "memkit.notebook.approvals_table": "03",
+    "memkit.notebook.history_table": "03", "memkit.notebook.messages_table": "03",
+    "memkit.notebook.tool_results_table": "03",
+    "retrieve": "04", "memkit.retrieval.task_terms": "04", "memkit.request.History": "04", "BudgetedModel": "04",
+    "BudgetError": "04", "memkit.tokens.chars_per_token": "04", "memkit.notebook.records_table": "04",
+    "memkit.notebook.conversation_rows": "04", "memkit.notebook.measurement_rows": "04",
+    "memkit.notebook.budget_chart": "04", "memkit.notebook.budget_summary": "04",
+    "memkit.notebook.BudgetExplorer": "04", "memkit.notebook.DEFAULT_TASKS": "04",
+    "memkit.store.inspect_file": "05",
+    "memkit.notebook.scan_requests": "06", "memkit.notebook.cross_user_scan": "06",
+    "memkit.notebook.what_user_sees": "06", "memkit.notebook.UserSwitcher": "06",
+    "RedisWindow": "07", "start_embedded_redis": "07", "WindowError": "07", "memkit.window.connect_redis": "07",
+    "MemoryInspector": "08", "ApprovalError": "08", "StoreError": "08", "MemkitError": "08",
+    "memkit.notebook.MemoryInspector": "08",
+}
+"""The curriculum. A notebook that uses a name before the notebook that introduces it fails; the
+introducing notebook must name it in its prose (in backticks), where it explains it."""
+
+TERMS = {"trigram": "01", "top-level `await`": "03", "JSON envelope": "03", "canonical JSON": "03",
+         "Lua script": "07", "sweep margin": "07"}
+"""Terms explained where they first appear: that notebook's first mention is in bold, where it is explained."""
+
+
+def used_names(source: str) -> set[str]:
+    """What a code cell takes from memkit (`from memkit[.x] import y`), and `await` at the top level."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    tree = ast.parse(code)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "memkit":
+            names |= {alias.name if node.module == "memkit" else f"{node.module}.{alias.name}" for alias in node.names}
+    top_level = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    if any(isinstance(n, ast.Await) for stmt in top_level for n in ast.walk(stmt)):
+        names.add("await")
+    return names
+
+
+def order_problems(notebooks: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Names used before their notebook, names nobody declared, introductions the prose never names,
+    terms whose first appearance is not where they are explained."""
+    problems = []
+    for name, nb in notebooks:
+        number = name[:2]
+        cells = nb.get("cells", [])
+        prose = "\n".join(_text(c.get("source", "")) for c in cells if c.get("cell_type") == "markdown")
+        used = set().union(*[used_names(_text(c.get("source", ""))) for c in cells if c.get("cell_type") == "code"])
+        for item in sorted(used):
+            if item not in INTRODUCED:
+                problems.append(f"{name} uses {item!r}, which no notebook is declared to introduce")
+            elif INTRODUCED[item] > number:
+                problems.append(f"{name} uses {item!r} before notebook {INTRODUCED[item]} introduces it")
+            elif INTRODUCED[item] == number:
+                named = "top-level `await`" if item == "await" else "`" + item.rsplit(".", 1)[-1]
+                if named not in prose:
+                    problems.append(f"{name} introduces {item!r} without naming it in its prose")
+    for term, where in TERMS.items():
+        for name, nb in notebooks:
+            prose = "\n".join(_text(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "markdown")
+            at = prose.lower().find(term.lower())
+            if at < 0:
+                continue
+            if name[:2] != where:
+                problems.append(f"{term!r} first appears in {name}, not in notebook {where} that explains it")
+            elif prose[max(0, at - 2):at] != "**":
+                problems.append(f"{name}: the first mention of {term!r} is not in bold where it is explained")
+            break
+        else:
+            problems.append(f"no notebook mentions {term!r}")
+    return problems
+
+
+def test_each_notebook_uses_only_what_it_or_an_earlier_one_introduced():
+    notebooks = [(path.name, json.loads(path.read_text(encoding="utf-8"))) for path in NOTEBOOKS]
+    assert order_problems(notebooks) == []
+
+
+def test_the_order_check_catches_a_name_used_too_early_and_an_unexplained_term():
+    def notebook(*cells: dict[str, Any]) -> dict[str, Any]:
+        return {"cells": list(cells)}
+
+    early = notebook(_cell("markdown", "Meet `MemoryAgent`."), _cell("code", "from memkit import MemoryAgent"))
+    assert [p for p in order_problems([("02_x.ipynb", early)]) if "02_x" in p] == [
+        "02_x.ipynb uses 'MemoryAgent' before notebook 03 introduces it"]
+    silent = notebook(_cell("code", "from memkit import MemoryAgent\nreply = await agent.ask('x')"))
+    problems = order_problems([("03_x.ipynb", silent)])
+    assert "03_x.ipynb introduces 'MemoryAgent' without naming it in its prose" in problems
+    assert "03_x.ipynb introduces 'await' without naming it in its prose" in problems
+    plain = notebook(_cell("markdown", "A trigram index and **canonical JSON**."))
+    problems = order_problems([("00_x.ipynb", plain)])
+    assert "'trigram' first appears in 00_x.ipynb, not in notebook 01 that explains it" in problems
+    assert "'canonical JSON' first appears in 00_x.ipynb, not in notebook 03 that explains it" in problems
+    assert "no notebook mentions 'sweep margin'" in problems
