@@ -27,6 +27,7 @@ from .crashes import check_writes, crash_experiment, crash_value, kill_writer, s
 from .display import compare_prediction, scrub
 from .instances import kill_experiment, spawn_instance
 from .locks import holding_write_lock
+from . import redis_faults  # noqa: F401  (registers its workers)
 from .races import race_writers, run_racers
 from .refusals import attempt_puts, sha256_file, try_open
 from .sessions import GoldfishAgent, run_goldfish_session, run_session

@@ -9,10 +9,21 @@ Why no turn is lost or doubled:
 
 * Each turn gets its number from one Redis counter (`INCR`) inside the same script that stores
   it, so numbers are unique and dense even with several instances writing.
+* A counter that went back (a Redis restored from an older snapshot, or the last second of an
+  AOF lost) is moved past the archive: an instance reads the archive's highest number when it
+  first touches a session (and whenever the counter is gone), each append passes the highest
+  number the instance knows is taken, and every archive pass moves the counter past what it
+  archived. If another instance's turn still lands on an archived number (a race at the very
+  moment of a restart), the archive refuses it and the archiver keeps it under a new number,
+  logging an error (see `memkit.window.archiver`): never dropped.
 * Archiving is copy, then trim, keyed by turn number; `load_session` counts a turn once by its
   number even in the moment it is in both places.
 * Expiry: every touch records the session's expiry time in an index; the sweeper retires a
   session near expiry into `pending` before Redis can drop it.
+* Eviction: a server whose `maxmemory-policy` may evict keys would drop turns no matter what, so
+  the window refuses it unless the caller accepts that risk (`accept_eviction=True`).
+* Exit: a window on an embedded server that keeps no data archives what it holds before that
+  server stops, at `close()` or, for a program that never calls it, when Python exits.
 
 TTLs run on the Redis server's clock, the only clock that can expire a key; turn timestamps come
 from the window's replaceable `clock`. The keys are described in `memkit.window.keys`.
@@ -33,7 +44,16 @@ from ..transcript import Turn, merge_turns
 from .archiver import Archiver, OnArchived, decode
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .keys import KeyLayout, SessionKeys, as_text
-from .server import Persistence, RedisHandle, connect_redis, display_url, redis_errors
+from .server import (
+    DEFAULT_TIMEOUT_S,
+    Persistence,
+    RedisHandle,
+    connect_redis,
+    display_url,
+    embedded_handle,
+    redis_errors,
+    refuse_eviction,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -41,6 +61,9 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 DEFAULT_TTL_SECONDS = 30 * 60.0
+
+_APPEND_ATTEMPTS = 5
+_REMEMBERED_SESSIONS = 10_000
 
 
 class RedisWindow(ShortTermWindow):
@@ -63,16 +86,23 @@ class RedisWindow(ShortTermWindow):
         interval: seconds between two passes of the background worker (default: a quarter of
             the margin, at most 0.5 s).
         background: run the archiver in a daemon thread; with False, call `flush()` yourself.
-        max_backlog: when a session has more pending turns than this (the worker is behind or
-            stopped), `append` archives them itself before returning: back-pressure, not growth.
+        max_backlog: when an append would leave a session more pending turns than this (the
+            worker is behind or stopped), `append` archives them itself first: back-pressure,
+            not growth.
         prefix: the first part of every key; separate deployments (or tests) on one server use
             different prefixes. Each prefix should belong to one SQLite store.
         on_archived: called as `on_archived(user, session, turns)` after turns are committed to
             SQLite and before they are removed from Redis (for logging, metrics, demonstrations).
         clock: where turn timestamps come from.
+        timeout: seconds to connect and to wait for any one reply, when the window connects itself.
+        accept_eviction: use a server whose `maxmemory-policy` evicts keys anyway; without it such
+            a server is refused, because an evicted key loses turns.
 
     Raises:
-        WindowError: Redis is unavailable or refuses (at construction or in any method).
+        WindowError: Redis is unavailable or refuses (at construction or in any method); at
+            construction also a malformed URL, or a server whose `maxmemory-policy` is not
+            `noeviction` (unless `accept_eviction`).
+        ValidationError: a bad setting (size, ttl, sweep_margin, prefix, persistence, timeout).
 
     Example:
         >>> with MemoryStore(tmp / "m.sqlite3") as store, RedisWindow(store, size=2) as window:  # doctest: +SKIP
@@ -91,26 +121,35 @@ class RedisWindow(ShortTermWindow):
 -- KEYS[5] the archive queue  (set of "user/session" that have pending turns)
 -- ARGV[1] "user/session"  ARGV[2] window size  ARGV[3] TTL in ms
 -- ARGV[4] the turn as JSON without its number: {"at":...,"content":...,"role":...}
--- ARGV[5] the highest archived turn number, or "" if the caller has not looked it up
--- Returns {turn number, pending count}; or {-1} when the counter is gone and Redis holds no
--- turn of the session: the caller looks up the archive and calls again with ARGV[5].
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  local floor = -1
-  if ARGV[5] ~= '' then floor = tonumber(ARGV[5]) end
+-- ARGV[5] the floor: the highest turn number the caller knows is taken (the archive's highest,
+--         and the highest this instance handed out); the counter moves past it if it is behind
+-- ARGV[6] the backlog limit: refuse when this append would leave more pending turns than that
+-- ARGV[7] "1" if the floor was read from the archive just now, "0" if the caller remembered it
+-- Returns {turn number, pending count}. Nothing is written when it returns {-1} (the counter is
+-- gone: a new or retired session; the caller reads the archive and calls again with ARGV[7] "1")
+-- or {-2, pending count} (the backlog is full: the caller archives the session and calls again).
+local size = tonumber(ARGV[2])
+local overflow = redis.call('ZCARD', KEYS[1]) + 1 - size
+local waiting = redis.call('ZCARD', KEYS[2])
+if overflow > 0 and waiting + overflow > tonumber(ARGV[6]) then return {-2, waiting} end
+local floor = tonumber(ARGV[5])
+local seq = redis.call('GET', KEYS[3])
+if not seq then
+  if ARGV[7] ~= '1' then return {-1, waiting} end
   for i = 1, 2 do
     local top = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
     if top[2] then floor = math.max(floor, tonumber(top[2])) end
   end
-  if floor < 0 then return {-1} end
+  redis.call('SET', KEYS[3], floor)
+elseif tonumber(seq) < floor then
   redis.call('SET', KEYS[3], floor)
 end
 local n = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[1], n, '{"turn":' .. n .. ',' .. string.sub(ARGV[4], 2))
-local extra = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
-if extra > 0 then
-  local old = redis.call('ZRANGE', KEYS[1], 0, extra - 1, 'WITHSCORES')
+if overflow > 0 then
+  local old = redis.call('ZRANGE', KEYS[1], 0, overflow - 1, 'WITHSCORES')
   for i = 1, #old, 2 do redis.call('ZADD', KEYS[2], old[i + 1], old[i]) end
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, extra - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, overflow - 1)
   redis.call('SADD', KEYS[5], ARGV[1])
 end
 local ttl = tonumber(ARGV[3])
@@ -156,6 +195,8 @@ return {window, pending}
         on_archived: OnArchived | None = None,
         clock: Clock = utc_now,
         max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        accept_eviction: bool = False,
     ) -> None:
         super().__init__(size, store, clock, store.limits, max_content_chars)
         self.layout = KeyLayout(prefix, store.limits)
@@ -166,11 +207,16 @@ return {window, pending}
         sweep_margin = float(sweep_margin if sweep_margin is not None else min(60.0, ttl / 4))
         if not 0 < sweep_margin < self.ttl:
             raise ValidationError(f"sweep_margin is {sweep_margin} s; it must be between 0 and ttl ({ttl} s)")
+        if isinstance(max_backlog, bool) or not isinstance(max_backlog, int) or max_backlog < 1:
+            raise ValidationError(f"max_backlog is {max_backlog!r}; it must be a positive integer")
         self.max_backlog = max_backlog
         self.prefix = prefix
+        # Per session, the highest turn number this instance knows is taken: the archive's highest when
+        # it first touched the session, and every number it handed out since (a bounded LRU).
+        self._taken: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
         self._handle: RedisHandle | None = None
         if client is None:
-            self._handle = connect_redis(url, persistence=persistence)
+            self._handle = connect_redis(url, persistence=persistence, timeout=timeout)
             client = self._handle.client
         self.client = client
         self.url = self._handle.url if self._handle is not None else None
@@ -182,12 +228,28 @@ return {window, pending}
             interval=float(interval if interval is not None else min(0.5, sweep_margin / 4)),
             on_archived=on_archived,
         )
-        with redis_errors(self._where, "connecting"):
-            client.ping()
+        try:
+            with redis_errors(self._where, "connecting"):
+                client.ping()
+            if not accept_eviction:
+                refuse_eviction(client, self._where)
+        except BaseException:
+            if self._handle is not None:  # nothing may outlive a window that did not start
+                self._handle.close()
+            raise
+        # On an embedded server that keeps no data, archive before it stops (also at exit).
+        self._server = self._handle or embedded_handle(client)
+        if self._server is not None:
+            self._server.on_discard(self._archive_before_discard)
         if background:
             self.archiver.start()
 
     # -- plumbing ---------------------------------------------------------------------------------
+
+    def _archive_before_discard(self) -> None:
+        """The embedded server is about to stop and drop what it holds: archive every session first."""
+        self.archiver.stop()
+        self.retire_all()
 
     def __repr__(self) -> str:
         return f"RedisWindow({self._where!r}, size={self.size}, ttl={self.ttl:g}s, prefix={self.prefix!r})"
@@ -208,6 +270,12 @@ return {window, pending}
         return self.archiver.interval
 
     @property
+    def renumbered(self) -> list[dict[str, Any]]:
+        """Turns the archiver moved to a new number because the archive held theirs with other
+        content (also logged as errors): {"user", "session", "was", "now"} each."""
+        return self.archiver.renumbered
+
+    @property
     def last_error(self) -> BaseException | None:
         """The last error the background worker met (it logs it and tries again next pass)."""
         return self.archiver.last_error
@@ -216,6 +284,12 @@ return {window, pending}
         """The Redis keys of one session of one user (see `memkit.window.keys.session_keys`)."""
         return self.layout.session(user, session)
 
+    def _remember(self, session_ref: tuple[str, str], taken: int) -> None:
+        self._taken[session_ref] = max(taken, self._taken.get(session_ref, 0))
+        self._taken.move_to_end(session_ref)
+        if len(self._taken) > _REMEMBERED_SESSIONS:
+            self._taken.popitem(last=False)  # forgotten: the next append reads the archive again
+
     @property
     def _ttl_ms(self) -> int:
         return max(1, round(self.ttl * 1000))
@@ -223,23 +297,58 @@ return {window, pending}
     # -- the window -------------------------------------------------------------------------------
 
     def append(self, user: str, session: str, role: str, content: Any) -> Turn:
+        """Add a turn to the session's window and return it with its number.
+
+        Either the turn is stored and `append` returns, or it is not stored and `append` raises:
+        a caller may retry after any of the errors below without storing the turn twice (the one
+        exception is a WindowError from a connection that broke while the script ran: then Redis
+        may have stored it; the turn's number is then not known, and `recent` shows whether it is
+        there).
+
+        The number is past every number the archive holds, even after Redis came back from an
+        older state; when the session's backlog of pending turns is full (`max_backlog`), they are
+        archived first, in this call.
+
+        Args:
+            role: "user", "assistant" or "tool".
+            content: the text; any other value (a tool result) is stored as its `codec.dumps` JSON.
+
+        Raises:
+            ValidationError: a bad id, role or content.
+            QuotaError: the backlog had to be archived and the archive is at its size cap.
+            StoreError: the archive could not be read or written (`LockedError`: it stayed locked
+                past its busy timeout).
+            WindowError: Redis is unavailable or refused, or the backlog stays full (other writers
+                fill it as fast as it is archived).
+        """
         keys = self.keys(user, session)
         text = self._content(role, content)
         at = iso(self._clock())
         body = codec.dumps({"at": at, "content": text, "role": role})
         ref = f"{user}/{session}"
         script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
-        with redis_errors(self._where, f"appending a turn of {ref}"):
-            result = self._append_script(keys=script_keys, args=[ref, self.size, self._ttl_ms, body, ""])
-            if int(result[0]) < 0:  # a new or retired session: continue after what is archived
-                floor = self._archived_max(user, session)
-                result = self._append_script(keys=script_keys, args=[ref, self.size, self._ttl_ms, body, floor])
-        number, pending = int(result[0]), int(result[1])
+        session_ref = (user, session)
+        fresh = session_ref not in self._taken
+        for _ in range(_APPEND_ATTEMPTS):
+            if fresh:
+                self._remember(session_ref, self._archived_max(user, session))
+            args = [ref, self.size, self._ttl_ms, body, self._taken[session_ref], self.max_backlog, int(fresh)]
+            with redis_errors(self._where, f"appending a turn of {ref}"):
+                number, pending = (int(x) for x in self._append_script(keys=script_keys, args=args))
+            if number > 0:
+                break
+            if number == -1:  # a new or retired session: continue after what is archived now
+                fresh = True
+            else:  # the backlog is full: push back on the writer, before anything is stored
+                self.archiver.archive_session(user, session)
+        else:
+            raise WindowError(
+                f"the pending turns of {ref} stay above max_backlog ({self.max_backlog}) although this append "
+                "archived them: other writers fill the backlog as fast; nothing was stored, try again"
+            )
+        self._remember(session_ref, number)
         if pending:
-            if pending > self.max_backlog:
-                self.archiver.archive_session(user, session)  # the worker is behind: push back on the writer
-            else:
-                self.archiver.wake()
+            self.archiver.wake()
         return {"turn": number, "role": role, "content": text, "at": at}
 
     def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
@@ -388,6 +497,8 @@ return {window, pending}
                     pipe.zrem(index, *refs)
                     pipe.srem(queue, *refs)
                 pipe.execute()
+            for key in [key for key in self._taken if key[0] == user]:
+                del self._taken[key]
             return {**self.store.forget_user(user), "redis_keys": len(doomed)}
 
     def close(self) -> None:
@@ -397,6 +508,9 @@ return {window, pending}
         first, because stopping that server drops whatever it holds. A window on a shared server
         leaves live sessions in Redis for the other instances (their workers retire them).
         """
+        if self._server is not None:
+            self._server.remove_on_discard(self._archive_before_discard)
+            self._server = None
         self.archiver.stop()
         handle, self._handle = self._handle, None
         try:
