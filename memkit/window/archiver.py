@@ -26,7 +26,7 @@ from .. import codec
 from ..store import MemoryStore
 from ..store.archive import ArchiveConflictError
 from ..transcript import Turn
-from .keys import KeyLayout
+from .keys import KeyLayout, as_text
 from .server import redis_errors
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -182,6 +182,27 @@ return moved
             log.error("turn %d of %s/%s was already archived with different content (a turn counter went back, "
                       "e.g. Redis restored from an older state); both are kept, the newer one as turn %d",
                       was, user, session, now)
+
+    def forget(self, user: str) -> int:
+        """Delete every Redis key of `user` under this prefix and their entries in the two indexes,
+        in one transaction (the caller holds `lock`, so no pass of this archiver runs meanwhile).
+
+        Returns:
+            How many keys were deleted.
+        """
+        pattern, index, queue = self.layout.user_pattern(user), self.layout.index, self.layout.queue
+        with redis_errors(self.where, f"forgetting {user}"):
+            doomed = list(self.client.scan_iter(match=pattern, count=500))
+            members: list[Any] = [*self.client.zrange(index, 0, -1), *self.client.smembers(queue)]
+            refs = [m for m in map(as_text, members) if m.partition("/")[0] == user]
+            pipe = self.client.pipeline(transaction=True)
+            if doomed:
+                pipe.delete(*doomed)
+            if refs:
+                pipe.zrem(index, *refs)
+                pipe.srem(queue, *refs)
+            pipe.execute()
+        return len(doomed)
 
     def sweep(self, *, margin: float | None = None) -> int:
         """Retire every session that expires within `margin` seconds (default `sweep_margin`).

@@ -9,21 +9,17 @@ Why no turn is lost or doubled:
 
 * Each turn gets its number from one Redis counter (`INCR`) inside the same script that stores
   it, so numbers are unique and dense even with several instances writing.
-* A counter that went back (a Redis restored from an older snapshot, or the last second of an
-  AOF lost) is moved past the archive: an instance reads the archive's highest number when it
-  first touches a session (and whenever the counter is gone), each append passes the highest
-  number the instance knows is taken, and every archive pass moves the counter past what it
-  archived. If another instance's turn still lands on an archived number (a race at the very
-  moment of a restart), the archive refuses it and the archiver keeps it under a new number,
-  logging an error (see `memkit.window.archiver`): never dropped.
+* A counter that went back (Redis restored from an older snapshot, or an AOF's lost last second)
+  is moved past the archive: each append passes the highest number the instance knows is taken on
+  this server (the archive's highest, read on its first touch of the session, and the numbers it
+  handed out since); the script refuses knowledge from an earlier life of the server (its run_id
+  changed), and the caller reads the archive again. (Reading it on every append would cost more
+  than the append: the archiver's commits hold the store's lock.) A turn that still lands on an
+  archived number is kept under a new one by the archiver, and reported (`memkit.window.archiver`).
 * Archiving is copy, then trim, keyed by turn number; `load_session` counts a turn once by its
-  number even in the moment it is in both places.
-* Expiry: every touch records the session's expiry time in an index; the sweeper retires a
-  session near expiry into `pending` before Redis can drop it.
-* Eviction: a server whose `maxmemory-policy` may evict keys would drop turns no matter what, so
-  the window refuses it unless the caller accepts that risk (`accept_eviction=True`).
-* Exit: a window on an embedded server that keeps no data archives what it holds before that
-  server stops, at `close()` or, for a program that never calls it, when Python exits.
+  number even in the moment it is in both places. Expiry: the sweeper retires a session near its
+  TTL into `pending` before Redis can drop it. Eviction: a server that may evict keys is refused
+  unless the caller accepts the risk. Exit: see `RedisHandle.on_discard`.
 
 TTLs run on the Redis server's clock, the only clock that can expire a key; turn timestamps come
 from the window's replaceable `clock`. The keys are described in `memkit.window.keys`.
@@ -33,7 +29,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
@@ -44,6 +39,7 @@ from ..transcript import Turn, merge_turns
 from .archiver import Archiver, OnArchived, decode
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .keys import KeyLayout, SessionKeys, as_text
+from .places import SessionPlaces
 from .server import (
     DEFAULT_TIMEOUT_S,
     Persistence,
@@ -66,7 +62,8 @@ _APPEND_ATTEMPTS = 5
 _REMEMBERED_SESSIONS = 10_000
 
 
-class RedisWindow(ShortTermWindow):
+
+class RedisWindow(SessionPlaces, ShortTermWindow):
     """The short-term window in Redis, shared by every instance that uses the same server.
 
     Each session keeps its last `size` turns in Redis with a sliding TTL; what falls out is
@@ -125,9 +122,14 @@ class RedisWindow(ShortTermWindow):
 --         and the highest this instance handed out); the counter moves past it if it is behind
 -- ARGV[6] the backlog limit: refuse when this append would leave more pending turns than that
 -- ARGV[7] "1" if the floor was read from the archive just now, "0" if the caller remembered it
+-- ARGV[8] the run_id of the server the caller's remembered floors belong to
 -- Returns {turn number, pending count}. Nothing is written when it returns {-1} (the counter is
--- gone: a new or retired session; the caller reads the archive and calls again with ARGV[7] "1")
--- or {-2, pending count} (the backlog is full: the caller archives the session and calls again).
+-- gone: a new or retired session; the caller reads the archive and calls again with ARGV[7] "1"),
+-- {-2, pending count} (the backlog is full: the caller archives the session and calls again), or
+-- {-3, 0, run_id} (the server restarted since: it may have come back older; the caller forgets
+-- its floors, reads the archive and calls again with this run_id).
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if run ~= ARGV[8] then return {-3, 0, run} end
 local size = tonumber(ARGV[2])
 local overflow = redis.call('ZCARD', KEYS[1]) + 1 - size
 local waiting = redis.call('ZCARD', KEYS[2])
@@ -211,9 +213,11 @@ return {window, pending}
             raise ValidationError(f"max_backlog is {max_backlog!r}; it must be a positive integer")
         self.max_backlog = max_backlog
         self.prefix = prefix
-        # Per session, the highest turn number this instance knows is taken: the archive's highest when
-        # it first touched the session, and every number it handed out since (a bounded LRU).
+        # Per session, the highest turn number this instance knows is taken on the server `_run_id`:
+        # the archive's highest when it first touched the session there, and every number it handed
+        # out since (a bounded LRU). A restart (a new run_id) forgets them all.
         self._taken: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
+        self._run_id = ""
         self._handle: RedisHandle | None = None
         if client is None:
             self._handle = connect_redis(url, persistence=persistence, timeout=timeout)
@@ -233,6 +237,8 @@ return {window, pending}
                 client.ping()
             if not accept_eviction:
                 refuse_eviction(client, self._where)
+            with redis_errors(self._where, "reading its run_id"):
+                self._run_id = str(client.info("server")["run_id"])
         except BaseException:
             if self._handle is not None:  # nothing may outlive a window that did not start
                 self._handle.close()
@@ -284,11 +290,17 @@ return {window, pending}
         """The Redis keys of one session of one user (see `memkit.window.keys.session_keys`)."""
         return self.layout.session(user, session)
 
-    def _remember(self, session_ref: tuple[str, str], taken: int) -> None:
-        self._taken[session_ref] = max(taken, self._taken.get(session_ref, 0))
+    def _floor(self, user: str, session: str, *, read_archive: bool) -> tuple[int, bool]:
+        """The highest number this instance knows is taken in the session, and whether it read the
+        archive for it just now (when asked, and on its first touch of the session on this server)."""
+        session_ref = (user, session)
+        fresh = read_archive or session_ref not in self._taken
+        if fresh:
+            self._taken[session_ref] = max(self._taken.get(session_ref, 0), self._archived_max(user, session))
         self._taken.move_to_end(session_ref)
         if len(self._taken) > _REMEMBERED_SESSIONS:
-            self._taken.popitem(last=False)  # forgotten: the next append reads the archive again
+            self._taken.popitem(last=False)  # forgotten: its next append reads the archive again
+        return self._taken[session_ref], fresh
 
     @property
     def _ttl_ms(self) -> int:
@@ -327,18 +339,21 @@ return {window, pending}
         body = codec.dumps({"at": at, "content": text, "role": role})
         ref = f"{user}/{session}"
         script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
-        session_ref = (user, session)
-        fresh = session_ref not in self._taken
+        read_archive = False
         for _ in range(_APPEND_ATTEMPTS):
-            if fresh:
-                self._remember(session_ref, self._archived_max(user, session))
-            args = [ref, self.size, self._ttl_ms, body, self._taken[session_ref], self.max_backlog, int(fresh)]
+            floor, fresh = self._floor(user, session, read_archive=read_archive)
+            args: list[Any] = [ref, self.size, self._ttl_ms, body, floor, self.max_backlog, int(fresh), self._run_id]
             with redis_errors(self._where, f"appending a turn of {ref}"):
-                number, pending = (int(x) for x in self._append_script(keys=script_keys, args=args))
+                result = self._append_script(keys=script_keys, args=args)
+            number, pending = int(result[0]), int(result[1])
             if number > 0:
                 break
             if number == -1:  # a new or retired session: continue after what is archived now
-                fresh = True
+                read_archive = True
+            elif number == -3:  # the server restarted, maybe from an older state: read the archive again
+                self._run_id = as_text(result[2])
+                self._taken.clear()
+                read_archive = True
             else:  # the backlog is full: push back on the writer, before anything is stored
                 self.archiver.archive_session(user, session)
         else:
@@ -346,7 +361,7 @@ return {window, pending}
                 f"the pending turns of {ref} stay above max_backlog ({self.max_backlog}) although this append "
                 "archived them: other writers fill the backlog as fast; nothing was stored, try again"
             )
-        self._remember(session_ref, number)
+        self._taken[(user, session)] = number  # at least the floor it was given
         if pending:
             self.archiver.wake()
         return {"turn": number, "role": role, "content": text, "at": at}
@@ -365,12 +380,6 @@ return {window, pending}
         """The session's window, oldest first; reading it restarts the TTL."""
         return self._read(user, session, False)[0]
 
-    def pending(self, user: str, session: str) -> list[Turn]:
-        """Turns that left the window and wait for the archiver (without touching the TTL)."""
-        keys = self.keys(user, session)
-        with redis_errors(self._where, f"reading the pending turns of {user}/{session}"):
-            return decode(self.client.zrange(keys.pending, 0, -1))
-
     def load_session(self, user: str, session: str) -> list[Turn]:
         """The whole conversation: archive + pending + window, each turn once, in turn order.
 
@@ -380,69 +389,6 @@ return {window, pending}
         """
         window, pending = self._read(user, session, True)
         return merge_turns(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
-
-    def ttl_left(self, user: str, session: str) -> float | None:
-        """Seconds until Redis would drop the session's window, or None if it has none.
-
-        Asking does not count as activity: it does not restart the TTL.
-        """
-        keys = self.keys(user, session)
-        with redis_errors(self._where, f"reading the TTL of {user}/{session}"):
-            ms = self.client.pttl(keys.turns)
-        return ms / 1000 if ms >= 0 else None
-
-    def snapshot(self, user: str, session: str) -> list[dict[str, Any]]:
-        """Every turn of the session with where it is now: "window", "pending", "archive", or two
-        of them joined by '+' (the moment between an archive commit and the Redis trim).
-
-        For teaching and tests; it does not touch the TTL.
-        """
-        keys = self.keys(user, session)
-        with redis_errors(self._where, f"reading {user}/{session}"):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.zrange(keys.turns, 0, -1)
-            pipe.zrange(keys.pending, 0, -1)
-            window, pending = pipe.execute()
-        places: dict[int, list[str]] = collections.defaultdict(list)
-        turns: dict[int, Turn] = {}
-        for place, members in (("window", decode(window)), ("pending", decode(pending)),
-                               ("archive", self.store.archived_turns(user, session))):
-            for turn in members:
-                places[turn["turn"]].append(place)
-                turns.setdefault(turn["turn"], turn)  # type: ignore[arg-type]
-        return [{"turn": n, "role": turns[n]["role"], "content": turns[n]["content"], "place": "+".join(places[n])}
-                for n in sorted(turns)]
-
-    def place_counts(self, user: str, session: str) -> dict[str, int]:
-        """How many turns of the session are in each place: {"window": n, "pending": n, "archive": n}.
-
-        A turn caught between an archive commit and the Redis trim counts in both of its places.
-        Built on `snapshot`, so it does not touch the TTL either.
-        """
-        counts = {"window": 0, "pending": 0, "archive": 0}
-        for row in self.snapshot(user, session):
-            for place in row["place"].split("+"):
-                counts[place] += 1
-        return counts
-
-    def wait_until_archived(self, user: str, session: str, *, timeout: float = 5.0) -> bool:
-        """Wait until the session has no key left in Redis: the sweeper retired its window and the
-        archiver moved every turn into SQLite (a background worker must be running, or `flush()`
-        called meanwhile).
-
-        Returns:
-            True if that happened within `timeout` seconds, False otherwise.
-        """
-        keys = self.keys(user, session)
-        deadline = time.monotonic() + timeout
-        while True:
-            with redis_errors(self._where, f"checking the keys of {user}/{session}"):
-                left = self.client.exists(keys.turns, keys.pending, keys.seq)
-            if not left:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
 
     # -- archiving (see memkit.window.archiver) ----------------------------------------------------
 
@@ -483,23 +429,11 @@ return {window, pending}
         Returns:
             The store's counts plus `redis_keys`: how many Redis keys were removed.
         """
-        pattern = self.layout.user_pattern(user)
-        index, queue = self.layout.index, self.layout.queue
         with self.archiver.lock:
-            with redis_errors(self._where, f"forgetting {user}"):
-                doomed = list(self.client.scan_iter(match=pattern, count=500))
-                members: list[Any] = [*self.client.zrange(index, 0, -1), *self.client.smembers(queue)]
-                refs = [m for m in map(as_text, members) if m.partition("/")[0] == user]
-                pipe = self.client.pipeline(transaction=True)
-                if doomed:
-                    pipe.delete(*doomed)
-                if refs:
-                    pipe.zrem(index, *refs)
-                    pipe.srem(queue, *refs)
-                pipe.execute()
+            removed = self.archiver.forget(user)
             for key in [key for key in self._taken if key[0] == user]:
                 del self._taken[key]
-            return {**self.store.forget_user(user), "redis_keys": len(doomed)}
+            return {**self.store.forget_user(user), "redis_keys": removed}
 
     def close(self) -> None:
         """Stop the worker, archive what is pending, and close what the window opened.
