@@ -149,6 +149,28 @@ def test_a_program_that_ends_without_close_archives_its_window_first(tmp_path, m
     assert not _is_alive(result["redis_pid"])
 
 
+def test_a_window_closed_before_the_embedded_server_it_was_given_leaves_every_turn_archived(own_server, store):
+    handle = own_server()  # keeps no data: stopping it drops whatever it holds
+    window = RedisWindow(store, handle.client, size=3, background=False)
+    for i in range(5):
+        window.append("alice", "s1", "user", f"turn {i}")
+    window.close()
+    handle.close()
+    assert [t["turn"] for t in store.archived_turns("alice", "s1")] == [1, 2, 3, 4, 5]
+
+
+def test_closing_never_raises_for_what_it_could_not_archive(own_server, tmp_path, caplog):
+    handle = own_server()
+    with MemoryStore(tmp_path / "m.sqlite3", limits=Limits().replace(busy_timeout_ms=100)) as store:
+        window = RedisWindow(store, handle.client, size=1, background=False)
+        window.append("alice", "s1", "user", "a")
+        window.append("alice", "s1", "user", "b")
+        with lab.holding_write_lock(store.path), caplog.at_level(logging.WARNING):
+            window.close()
+        assert "could not archive before closing" in caplog.text and "locked" in caplog.text
+        assert _contents(window.pending("alice", "s1")) == ["a", "b"]  # they wait in Redis
+
+
 # -- exit hooks -------------------------------------------------------------------------------------------
 
 

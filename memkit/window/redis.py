@@ -27,7 +27,6 @@ from the window's replaceable `clock`. The keys are described in `memkit.window.
 
 from __future__ import annotations
 
-import collections
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +38,7 @@ from ..transcript import Turn, merge_turns
 from .archiver import Archiver, OnArchived, decode
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .keys import KeyLayout, SessionKeys, as_text
+from .numbering import TakenNumbers
 from .places import SessionPlaces
 from .server import (
     DEFAULT_TIMEOUT_S,
@@ -59,7 +59,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TTL_SECONDS = 30 * 60.0
 
 _APPEND_ATTEMPTS = 5
-_REMEMBERED_SESSIONS = 10_000
 
 
 
@@ -213,11 +212,7 @@ return {window, pending}
             raise ValidationError(f"max_backlog is {max_backlog!r}; it must be a positive integer")
         self.max_backlog = max_backlog
         self.prefix = prefix
-        # Per session, the highest turn number this instance knows is taken on the server `_run_id`:
-        # the archive's highest when it first touched the session there, and every number it handed
-        # out since (a bounded LRU). A restart (a new run_id) forgets them all.
-        self._taken: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
-        self._run_id = ""
+        self._numbers = TakenNumbers(self._archived_max)
         self._handle: RedisHandle | None = None
         if client is None:
             self._handle = connect_redis(url, persistence=persistence, timeout=timeout)
@@ -238,13 +233,13 @@ return {window, pending}
             if not accept_eviction:
                 refuse_eviction(client, self._where)
             with redis_errors(self._where, "reading its run_id"):
-                self._run_id = str(client.info("server")["run_id"])
+                self._numbers.run_id = str(client.info("server")["run_id"])
         except BaseException:
             if self._handle is not None:  # nothing may outlive a window that did not start
                 self._handle.close()
             raise
         # On an embedded server that keeps no data, archive before it stops (also at exit).
-        self._server = self._handle or embedded_handle(client)
+        self._server = self._handle if self._handle is not None and self._handle.embedded else embedded_handle(client)
         if self._server is not None:
             self._server.on_discard(self._archive_before_discard)
         if background:
@@ -290,18 +285,6 @@ return {window, pending}
         """The Redis keys of one session of one user (see `memkit.window.keys.session_keys`)."""
         return self.layout.session(user, session)
 
-    def _floor(self, user: str, session: str, *, read_archive: bool) -> tuple[int, bool]:
-        """The highest number this instance knows is taken in the session, and whether it read the
-        archive for it just now (when asked, and on its first touch of the session on this server)."""
-        session_ref = (user, session)
-        fresh = read_archive or session_ref not in self._taken
-        if fresh:
-            self._taken[session_ref] = max(self._taken.get(session_ref, 0), self._archived_max(user, session))
-        self._taken.move_to_end(session_ref)
-        if len(self._taken) > _REMEMBERED_SESSIONS:
-            self._taken.popitem(last=False)  # forgotten: its next append reads the archive again
-        return self._taken[session_ref], fresh
-
     @property
     def _ttl_ms(self) -> int:
         return max(1, round(self.ttl * 1000))
@@ -341,8 +324,9 @@ return {window, pending}
         script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
         read_archive = False
         for _ in range(_APPEND_ATTEMPTS):
-            floor, fresh = self._floor(user, session, read_archive=read_archive)
-            args: list[Any] = [ref, self.size, self._ttl_ms, body, floor, self.max_backlog, int(fresh), self._run_id]
+            floor, fresh = self._numbers.floor(user, session, read_archive=read_archive)
+            args: list[Any] = [ref, self.size, self._ttl_ms, body, floor, self.max_backlog, int(fresh),
+                               self._numbers.run_id]
             with redis_errors(self._where, f"appending a turn of {ref}"):
                 result = self._append_script(keys=script_keys, args=args)
             number, pending = int(result[0]), int(result[1])
@@ -351,8 +335,7 @@ return {window, pending}
             if number == -1:  # a new or retired session: continue after what is archived now
                 read_archive = True
             elif number == -3:  # the server restarted, maybe from an older state: read the archive again
-                self._run_id = as_text(result[2])
-                self._taken.clear()
+                self._numbers.restarted(as_text(result[2]))
                 read_archive = True
             else:  # the backlog is full: push back on the writer, before anything is stored
                 self.archiver.archive_session(user, session)
@@ -361,7 +344,7 @@ return {window, pending}
                 f"the pending turns of {ref} stay above max_backlog ({self.max_backlog}) although this append "
                 "archived them: other writers fill the backlog as fast; nothing was stored, try again"
             )
-        self._taken[(user, session)] = number  # at least the floor it was given
+        self._numbers.handed_out(user, session, number)
         if pending:
             self.archiver.wake()
         return {"turn": number, "role": role, "content": text, "at": at}
@@ -431,20 +414,23 @@ return {window, pending}
         """
         with self.archiver.lock:
             removed = self.archiver.forget(user)
-            for key in [key for key in self._taken if key[0] == user]:
-                del self._taken[key]
+            self._numbers.forget_user(user)
             return {**self.store.forget_user(user), "redis_keys": removed}
 
     def close(self) -> None:
         """Stop the worker, archive what is pending, and close what the window opened.
 
         If the window started its own embedded server, every session is retired into the archive
-        first, because stopping that server drops whatever it holds. A window on a shared server
-        leaves live sessions in Redis for the other instances (their workers retire them).
+        first, because stopping that server drops whatever it holds; on an embedded server it was
+        given that keeps no data either, the sessions this window touched are. A window on a
+        shared server leaves live sessions in Redis for the other instances (their workers retire
+        them). Closing never raises for what it could not archive (the archive is full or locked,
+        Redis is gone, an `on_archived` callback failed): it logs a warning; the turns wait in
+        Redis, unless the server stops now. Safe to call twice.
         """
-        if self._server is not None:
-            self._server.remove_on_discard(self._archive_before_discard)
-            self._server = None
+        server, self._server = self._server, None
+        if server is not None:
+            server.remove_on_discard(self._archive_before_discard)
         self.archiver.stop()
         handle, self._handle = self._handle, None
         try:
@@ -452,9 +438,13 @@ return {window, pending}
                 self.retire_all()
             else:
                 with self.archiver.lock:
+                    if server is not None and not server.keeps_data:
+                        for user, session in self._numbers.sessions():
+                            self.archiver.retire(user, session)
                     self.archiver.archive_pending()
-        except WindowError as exc:
-            log.warning("could not archive before closing (the turns wait in Redis): %s", exc)
+        except Exception as exc:  # closing goes on (the worker is stopped, the handle closed); say what was not done
+            log.warning("could not archive before closing (%s): %s",
+                        "those turns are lost with the server" if handle is not None else "the turns wait in Redis", exc)
         finally:
             if handle is not None:
                 handle.close()
