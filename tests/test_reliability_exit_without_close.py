@@ -22,7 +22,8 @@ def test_a_program_that_ends_without_close_leaves_every_turn_in_the_archive(tmp_
     totals = {"programs": 0, "turns appended": 0, "archived after the exit": 0, "lost": 0, "servers left running": 0}
     for number in range(scale(4, 40)):
         result = redis_faults.exit_without_close(db, turns=rng.randint(1, 30), size=rng.randint(1, 5),
-                                                 own_server=number % 2 == 0, session=f"p{number}")
+                                                 own_server=number % 2 == 0, background=number % 4 >= 2,
+                                                 session=f"p{number}")
         totals["programs"] += 1
         totals["turns appended"] += len(result["appended"])
         totals["archived after the exit"] += len(result["archived"])

@@ -13,14 +13,13 @@ import logging
 import os
 import shutil
 import signal
-import socket
-import threading
-import time
 import weakref
 
 import pytest
 
+from _window_helpers import own_server, wait_for  # noqa: F401  (own_server is a fixture)
 from memkit import lab
+from memkit.lab import redis_faults
 from memkit.errors import LockedError, WindowError
 from memkit.limits import Limits
 from memkit.store import MemoryStore
@@ -28,33 +27,8 @@ from memkit.window import RedisWindow, connect_redis, start_embedded_redis
 from memkit.window.server import DEFAULT_TIMEOUT_S, _is_alive
 
 
-@pytest.fixture
-def own_server():
-    """Embedded servers of this test alone (persistence "none" unless asked), stopped afterwards."""
-    handles = []
-
-    def start(**options):
-        options.setdefault("persistence", "none")
-        handle = start_embedded_redis(**options)
-        handles.append(handle)
-        return handle
-
-    yield start
-    for handle in handles:
-        handle.close()
-
-
 def _contents(turns):
     return [t["content"] for t in turns]
-
-
-def _wait_for(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 # -- a Redis that comes back older than the archive -------------------------------------------------
@@ -75,7 +49,7 @@ def test_a_redis_restarted_from_an_older_snapshot_never_reuses_an_archived_turn_
     window.flush()
     assert [t["turn"] for t in store.archived_turns("alice", "s1")] == [1, 2, 3, 4, 5, 6, 7]
     os.kill(first.pid, signal.SIGKILL)  # Redis dies; it comes back from the older snapshot
-    assert _wait_for(lambda: not _is_alive(first.pid))
+    assert wait_for(lambda: not _is_alive(first.pid))
     shutil.rmtree(folder)
     folder.mkdir()
     (folder / "redis.db").write_bytes(snapshot)
@@ -141,7 +115,7 @@ def test_append_documents_every_error_it_raises():
 def test_a_program_that_ends_without_close_archives_its_window_first(tmp_path, monkeypatch, server):
     monkeypatch.delenv("REDIS_URL", raising=False)
     db = tmp_path / "m.sqlite3"
-    result = lab.run_worker("abandon", {"db": str(db), "turns": 10, "size": 3,
+    result = lab.run_worker("abandon", {"db": str(db), "turns": 10, "size": 3, "background": True,
                                         "own_server": server == "the window's own"})
     assert result["appended"] == list(range(1, 11))
     with MemoryStore(db) as store:
@@ -234,38 +208,11 @@ def test_a_redis_url_that_is_not_one_is_a_window_error_naming_the_problem(url, w
         assert "hunter2" not in str(caught.value)
 
 
-@pytest.fixture
-def silent_server():
-    """A TCP server that accepts connections and never answers."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    accepted, stop = [], threading.Event()
-
-    def serve():
-        listener.settimeout(0.05)
-        while not stop.is_set():
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
-    stop.set()
-    thread.join()
-    for connection in accepted:
-        connection.close()
-    listener.close()
-
-
-def test_a_server_that_accepts_and_never_answers_is_unavailable_after_one_timeout(silent_server):
+def test_a_server_that_accepts_and_never_answers_is_unavailable_after_one_timeout():
     for timeout in (0.2, DEFAULT_TIMEOUT_S):
-        started = time.monotonic()
-        with pytest.raises(WindowError, match="unavailable"):
-            connect_redis(silent_server, timeout=timeout)
-        assert time.monotonic() - started < 2 * timeout + 0.5  # one wait, not one per retry
+        seconds, error = redis_faults.silent_server_seconds(timeout)
+        assert isinstance(error, WindowError) and "unavailable" in str(error)
+        assert seconds < 2 * timeout + 0.5  # one wait, not one per retry
 
 
 def test_the_timeout_is_checked():

@@ -15,23 +15,14 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import WindowError
 from ..store import MemoryStore
 from ..transcript import Turn
 from ..window import RedisWindow, connect_redis, start_embedded_redis
 from ..window.server import _is_alive
-from .workers import PathLike, run_worker, worker
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+from .workers import PathLike, run_worker, wait_for, worker
 
 
 def count_kept(whole: list[Turn], acknowledged: dict[int, str]) -> dict[str, int]:
@@ -51,19 +42,20 @@ def count_kept(whole: list[Turn], acknowledged: dict[int, str]) -> dict[str, int
 
 
 def exit_without_close(db: PathLike, *, turns: int = 10, size: int = 3, own_server: bool = True,
-                       session: str = "s1") -> dict[str, Any]:
+                       session: str = "s1", background: bool = False) -> dict[str, Any]:
     """A fresh process appends `turns` turns to alice/`session` and ends normally without closing anything.
 
     With `own_server`, the window starts its own embedded server (`RedisWindow(store)`); otherwise
     the program starts one (`start_embedded_redis()`) and gives the window its client. Either way
-    the server's data lives in a temporary folder and is gone when the process ends.
+    the server's data lives in a temporary folder and is gone when the process ends. With
+    `background`, the window's archiver thread is still running when the program ends.
 
     Returns:
         `appended` (the numbers append returned), `archived` (the numbers the archive holds after the
         process ended), `lost` (appended but not archived) and `redis_pid`.
     """
     result = run_worker("abandon", {"db": os.fspath(db), "turns": turns, "size": size, "own_server": own_server,
-                                    "session": session})
+                                    "session": session, "background": background})
     with MemoryStore(db) as store:
         archived = [t["turn"] for t in store.archived_turns("alice", session)]
     result.update(archived=archived, lost=len(set(result["appended"]) - set(archived)))
@@ -74,11 +66,11 @@ def exit_without_close(db: PathLike, *, turns: int = 10, size: int = 3, own_serv
 def _abandon_worker(payload: dict[str, Any]) -> dict[str, Any]:
     store = MemoryStore(payload["db"])
     if payload["own_server"]:
-        window = RedisWindow(store, size=payload["size"], background=False, persistence="none")
+        window = RedisWindow(store, size=payload["size"], background=payload["background"], persistence="none")
         handle = window.handle
     else:
         handle = start_embedded_redis(persistence="none")
-        window = RedisWindow(store, handle.client, size=payload["size"], background=False)
+        window = RedisWindow(store, handle.client, size=payload["size"], background=payload["background"])
     assert handle is not None
     session = payload.get("session", "s1")
     appended = [window.append("alice", session, "user", f"turn {i}")["turn"] for i in range(1, payload["turns"] + 1)]
@@ -281,7 +273,7 @@ def _kill(handle: Any) -> None:
     """SIGKILL an embedded redis-server (a crash: no SHUTDOWN, no fsync) and wait until it is gone."""
     pid = handle.pid
     os.kill(pid, signal.SIGKILL)
-    _wait_for(lambda: not _is_alive(pid))
+    wait_for(lambda: not _is_alive(pid))
     handle.close()
 
 
@@ -370,8 +362,9 @@ def url_refusals(urls: list[str], *, password: str = "hunter2") -> list[dict[str
     return rows
 
 
-def silent_server_seconds(timeout: float) -> float:
-    """Seconds `connect_redis` takes to report a server that accepts connections and never answers."""
+def silent_server_seconds(timeout: float) -> tuple[float, BaseException | None]:
+    """Seconds `connect_redis` takes to report a server that accepts connections and never answers,
+    and what it raised (None if it connected)."""
     import threading
 
     listener = socket.socket()
@@ -391,10 +384,11 @@ def silent_server_seconds(timeout: float) -> float:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     started = time.monotonic()
+    error: BaseException | None = None
     try:
         connect_redis(f"redis://127.0.0.1:{listener.getsockname()[1]}/0", timeout=timeout).close()
-    except WindowError:
-        pass
+    except Exception as exc:  # noqa: BLE001 - handed back: the caller checks what it is
+        error = exc
     finally:
         elapsed = time.monotonic() - started
         stop.set()
@@ -402,4 +396,4 @@ def silent_server_seconds(timeout: float) -> float:
         for connection in accepted:
             connection.close()
         listener.close()
-    return elapsed
+    return elapsed, error
