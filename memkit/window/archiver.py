@@ -218,17 +218,21 @@ return moved
                 seconds, micros = self.client.time()
                 now_ms = seconds * 1000 + micros // 1000
                 members = self.client.zrangebyscore(self.layout.index, "-inf", now_ms + round(margin * 1000))
-        return sum(self.retire(user, session, margin) for user, session in self.layout.refs(members))
+        return self.retire(list(self.layout.refs(members)), margin)
 
-    def retire(self, user: str, session: str, margin: float = float("inf")) -> bool:
-        """Move one session's whole window into pending if it expires within `margin` seconds
-        (default: whatever its expiry). Returns whether it was retired."""
-        keys = self.layout.session(user, session)
-        with redis_errors(self.where, f"retiring {user}/{session}"):
-            return int(self._retire(
-                keys=[keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue],
-                args=[f"{user}/{session}", "inf" if margin == float("inf") else round(margin * 1000)],
-            )) >= 0
+    def retire(self, refs: list[tuple[str, str]], margin: float = float("inf")) -> int:
+        """Move the windows of these (user, session) pairs into pending (those within `margin`
+        seconds of expiry; `inf`: all of them). Returns how many sessions were retired."""
+        retired = 0
+        for user, session in refs:
+            keys = self.layout.session(user, session)
+            with redis_errors(self.where, f"retiring {user}/{session}"):
+                moved = int(self._retire(
+                    keys=[keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue],
+                    args=[f"{user}/{session}", "inf" if margin == float("inf") else round(margin * 1000)],
+                ))
+            retired += moved >= 0
+        return retired
 
     def archive_pending(self) -> int:
         """Archive the pending turns of every session of this prefix. Returns how many were new."""

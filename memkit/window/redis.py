@@ -349,6 +349,73 @@ return {window, pending}
             self.archiver.wake()
         return {"turn": number, "role": role, "content": text, "at": at}
 
+    def append_exchange(self, user: str, session: str, question: str, answer: str) -> list[Turn]:
+        """Store the user's turn and the assistant's in one Redis transaction (MULTI/EXEC): both or neither.
+
+        Two instances answering in the same session cannot interleave their turns, and a process
+        killed while storing an exchange leaves none of it. Numbered, refused and archived first
+        exactly as `append` does (the first turn leaves room in the backlog for the second), and
+        raises what `append` raises, with nothing stored.
+        """
+        keys = self.keys(user, session)
+        turns = [("user", self._content("user", question)), ("assistant", self._content("assistant", answer))]
+        at = iso(self._clock())
+        bodies = [codec.dumps({"at": at, "content": text, "role": role}) for role, text in turns]
+        ref = f"{user}/{session}"
+        script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
+        backlog = max(self.max_backlog, 2)  # an exchange needs room for two (max_backlog 1: up to 2)
+        read_archive = False
+        for _ in range(_APPEND_ATTEMPTS):
+            floor, fresh = self._numbers.floor(user, session, read_archive=read_archive)
+            with redis_errors(self._where, f"appending an exchange of {ref}"):
+                pipe = self.client.pipeline(transaction=True)
+                for body, limit in zip(bodies, (backlog - 1, backlog)):  # the first leaves room for the second
+                    self._append_script(keys=script_keys, client=pipe, args=[
+                        ref, self.size, self._ttl_ms, body, floor, limit, int(fresh), self._numbers.run_id])
+                results = pipe.execute()
+            first = int(results[0][0])
+            if first > 0:
+                break
+            if first == -1:  # a new or retired session: the scripts wrote nothing
+                read_archive = True
+            elif first == -3:  # the server restarted: the scripts wrote nothing; read the archive again
+                self._numbers.restarted(as_text(results[0][2]))
+                read_archive = True
+            else:  # the backlog is full: archive first, nothing was stored
+                self.archiver.archive_session(user, session)
+        else:
+            raise WindowError(
+                f"the pending turns of {ref} stay above max_backlog ({self.max_backlog}) although this exchange "
+                "archived them: other writers fill the backlog as fast; nothing was stored, try again"
+            )
+        if int(results[1][0]) <= 0:  # pragma: no cover - the first turn left room for the second
+            raise WindowError(f"the exchange of {ref} was half stored (turn {first}); this is a bug, please report it")
+        self._numbers.handed_out(user, session, int(results[1][0]))
+        if int(results[-1][1]):
+            self.archiver.wake()
+        return [{"turn": int(result[0]), "role": role, "content": text, "at": at}
+                for result, (role, text) in zip(results, turns)]
+
+    def retire_user(self, user: str) -> int:
+        """Retire every session of `user` into the archive now (all turns, whatever their TTL)."""
+        self.limits.check_id("user", user)
+        with self.archiver.lock:
+            with redis_errors(self._where, f"listing the sessions of {user}"):
+                members: Any = self.client.zrange(self.layout.index, 0, -1)
+            refs = [ref for ref in self.layout.refs(members) if ref[0] == user]
+            retired = self.archiver.retire(refs)
+            for ref in refs:
+                self.archiver.archive_session(*ref)
+        return retired
+
+    def user_turns(self, user: str) -> int:
+        """How many turns of `user` Redis holds, windows and pending, all sessions."""
+        self.limits.check_id("user", user)
+        with redis_errors(self._where, f"counting the turns of {user}"):
+            sorted_sets = [k for k in self.client.scan_iter(match=self.layout.user_pattern(user), count=500)
+                           if as_text(k).endswith((":turns", ":pending"))]
+            return sum(int(self.client.zcard(k)) for k in sorted_sets)
+
     def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
         """The window (and the pending turns) in one script, decoded: the window's one read path."""
         keys = self.keys(user, session)
@@ -410,12 +477,14 @@ return {window, pending}
         of other instances on the same prefix should be stopped meanwhile (or this called again).
 
         Returns:
-            The store's counts plus `redis_keys`: how many Redis keys were removed.
+            The store's counts plus `redis_keys` (Redis keys removed) and `window_turns` (turns
+            they held, windows and pending).
         """
         with self.archiver.lock:
+            turns = self.user_turns(user)
             removed = self.archiver.forget(user)
             self._numbers.forget_user(user)
-            return {**self.store.forget_user(user), "redis_keys": removed}
+            return {**self.store.forget_user(user), "redis_keys": removed, "window_turns": turns}
 
     def close(self) -> None:
         """Stop the worker, archive what is pending, and close what the window opened.
@@ -439,8 +508,7 @@ return {window, pending}
             else:
                 with self.archiver.lock:
                     if server is not None and not server.keeps_data:
-                        for user, session in self._numbers.sessions():
-                            self.archiver.retire(user, session)
+                        self.archiver.retire(self._numbers.sessions())
                     self.archiver.archive_pending()
         except Exception as exc:  # closing goes on (the worker is stopped, the handle closed); say what was not done
             log.warning("could not archive before closing (%s): %s",

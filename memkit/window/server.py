@@ -126,7 +126,7 @@ def _check_timeout(timeout: object) -> float:
     return float(timeout)
 
 
-def _client_for(url: str, timeout: float) -> "redis.Redis":
+def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> "redis.Redis":
     redis = _redis_module()
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
