@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.bench-installed
 
 .PHONY: lab test demo bench reliability clean
 
@@ -25,11 +26,16 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/memkit demo
 
-bench: $(STAMP)
+# The benchmark also needs the peers it compares memkit with (the `bench` extra).
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[all,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 reliability: $(STAMP)
-	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability.py -s
+	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability_*.py -s
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,7 +1,7 @@
 """`python -m bench` (what `make bench` runs): the whole suite, then RESULTS.md, results.png, results.json.
 
     python -m bench                 # 1k, 10k, 100k records, 7 rounds, window and notebooks: a few minutes
-    python -m bench --quick         # a smoke run: 1k records, 2 rounds, no window, no notebooks
+    python -m bench --quick         # a smoke run: 1k records, 2 rounds, small peers, no window script, no notebooks
     python -m bench --sizes 200 --rounds 1 --no-notebooks --no-window --out /tmp/b   # what the test runs
 
 Timings are never asserted anywhere: they go into the table, and the targets are judged there.
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from . import budget_bench, report, store_bench, suite_extras
+from .peers import peers_available
 
 HERE = Path(__file__).resolve().parent
 
@@ -36,6 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="time the nbval run of the notebook suite (default: on, off with --quick)")
     parser.add_argument("--window", action=argparse.BooleanOptionalAction, default=None,
                         help="run bench/bench_window.py if present (default: on, off with --quick)")
+    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
+                        help="langgraph SqliteStore and openai-agents sessions beside memkit (the bench extra)")
+    parser.add_argument("--peer-size", type=int, help="records for the peer comparison (default 10000; --quick 1000)")
     parser.add_argument("--out", type=Path, default=HERE,
                         help="where RESULTS.md, results.png and results.json go (default: bench/)")
     return parser.parse_args(argv)
@@ -72,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     results["store"] = store_bench.run(store_config)
     print("budget wrapper:")
     results["budget"] = budget_bench.run(budget_config)
+    if args.peers:
+        run_peers(results, quick, args.peer_size, args.rounds)
     if window:
         print("short-term window:")
         results["window"] = suite_extras.run_window()
@@ -89,6 +95,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'ok  ' if t['holds'] else 'MISS'} {t['target']}: {t['measured']}")
     print(f"wrote {args.out / 'RESULTS.md'}, {args.out / 'results.png'}, {args.out / 'results.json'}")
     return 0
+
+
+def run_peers(results: dict, quick: bool, size: int | None, rounds: int | None) -> None:
+    """The peers (issue 15) into `results`, or why they were left out when the bench extra is missing."""
+    missing = peers_available()
+    if missing:
+        print(f"peers: skipped, {missing}")
+        results["peers_status"] = missing
+        return
+    from . import peer_bench, window_peers, writers
+
+    store = peer_bench.PeerConfig()
+    crowd = writers.WritersConfig()
+    window = window_peers.WindowPeerConfig()
+    if quick:
+        store.size, store.rounds, store.read_cap_s = 1_000, 2, 0.05
+        crowd.size, crowd.rounds, crowd.seconds = 1_000, 1, 0.3
+        window.rounds, window.reads, window.appends, window.histories = 2, 20, 10, (10, 100)
+    if size:
+        store.size = crowd.size = size
+    if rounds:
+        store.rounds = crowd.rounds = window.rounds = rounds
+    print(f"peers, store: {store.size} records, synchronous {' and '.join(store.synchronous)}, {store.rounds} rounds")
+    results["peers"] = peer_bench.run(store)
+    print(f"peers, {crowd.processes} writer processes:")
+    results["writers"] = writers.run(crowd)
+    print("peers, short-term window:")
+    results["window_peers"] = window_peers.run(window)
 
 
 if __name__ == "__main__":

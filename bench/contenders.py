@@ -102,6 +102,9 @@ class Kit:
     def retrieve(self, user: str, task: str) -> list[tuple[str, str]]:
         return [(m["kind"], m["key"]) for m in retrieve(self.store, user, task).memory]
 
+    def records(self, user: str) -> list[tuple[str, str, str]]:
+        return sorted((r["kind"], r["key"], r["value"]) for r in self.store.records(user))
+
 
 class RawLimit:
     """The statements the kit's operations need, on its schema, straight through `sqlite3`.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from . import report_peers
 from .budget_bench import ENCODE, WITH_PARTS, WRAPPED
 from .store_bench import CONTENDERS, OPERATIONS
 
@@ -65,7 +66,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     enc, wrapped = budget[("agent turn, fits", ENCODE)], budget[("agent turn, fits", WRAPPED)]
     share = (wrapped - enc) / enc
     add("budget wrapper overhead < 10% of the request's JSON encoding (agent turn)", f"{share:+.1%}", share < 0.10)
-    return out
+    return out + report_peers.targets(results)
 
 
 def store_table(results: dict[str, Any], size: int) -> str:
@@ -87,11 +88,17 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     med = _medians(results["store"]["rows"])
     sizes = sorted({r["size"] for r in results["store"]["rows"]})
     styles = {"raw sqlite3": ("tab:gray", "--", "s"), "naive": ("tab:red", ":", "v"), "memkit": ("tab:blue", "-", "o")}
-    fig, axes = plt.subplots(2, 4, figsize=(15, 7), sharex=True)
+    with_peers = bool(results.get("peers") or results.get("window_peers"))
+    fig = plt.figure(figsize=(15, 10.5 if with_peers else 7))
+    grid = fig.add_gridspec(3 if with_peers else 2, 4)
+    axes = np.array([[fig.add_subplot(grid[r, c]) for c in range(4)] for r in range(2)])
+    for ax in axes.flat[1:]:
+        ax.sharex(axes.flat[0])
     for ax, op in zip(axes.flat, OPERATIONS):
         for contender in CONTENDERS:
             color, line, marker = styles[contender]
@@ -111,8 +118,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
     last.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     last.legend(handles, labels, loc="center", title="contender", frameon=False)
+    if with_peers:
+        report_peers.plot([fig.add_subplot(grid[2, c]) for c in range(4)], results)
     fig.suptitle(f"memkit store operations against the raw SQLite limit and the naive way "
-                 f"(synchronous={results['meta']['synchronous']}, medians of {results['meta']['rounds']} rounds)")
+                 f"(synchronous={results['meta']['synchronous']}, medians of {results['meta']['rounds']} rounds)"
+                 + ("; bottom row: against its peers" if with_peers else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -140,9 +150,10 @@ def markdown(results: dict[str, Any], notes: str) -> str:
     ]
     for t in targets(results):
         out.append(f"| {t['target']} | {t['measured']} | {'yes' if t['holds'] else '**no**'} |")
+    out += [""] + report_peers.markdown(results)
     store = results["store"]
     sizes = sorted({r["size"] for r in store["rows"]})
-    out += ["", "## Store: median time per call", ""]
+    out += ["## Store: median time per call", ""]
     for size in sizes:
         load = next((l for l in store["loads"] if l["size"] == size), {})
         users = load.get("users", "?")

@@ -36,7 +36,7 @@ class StoreConfig:
     seed: int = 1
 
 
-def _workload(data: DataSet, config: StoreConfig) -> dict[str, list[list[tuple[Any, ...]]]]:
+def workload(data: DataSet, config: StoreConfig) -> dict[str, list[list[tuple[Any, ...]]]]:
     """The items of every operation for every round, drawn once so all contenders get the same."""
     rng = data.rng
     mine = data.by_user()
@@ -68,8 +68,14 @@ _METHOD = {"put (new key)": "put", "put (update)": "put", "get": "get", "search 
            "search (miss)": "search", "retrieval context": "retrieve", "delete": "delete"}
 
 
-def _agreement(data: DataSet, contenders: list[Any], samples: int = 25) -> list[dict[str, Any]]:
-    """Ask every contender the same questions; the answers must be identical."""
+def agreement(data: DataSet, contenders: list[Any], samples: int = 25,
+              touched: set[str] | None = None) -> list[dict[str, Any]]:
+    """Ask every contender the same questions; the answers must be identical.
+
+    A contender without an operation (a peer has no retrieval) is left out of that one. With
+    `touched` (the users the timed writes went to), every contender that can list a user's records
+    is also asked for all of theirs: after the same writes, the same records must be found.
+    """
     rng = data.rng
     mine = data.by_user()
     checks = []
@@ -80,17 +86,49 @@ def _agreement(data: DataSet, contenders: list[Any], samples: int = 25) -> list[
         questions.append(("search (hit)", "search", (u, hit_query(rng, mine[u]), 10)))
         questions.append(("search (miss)", "search", (u, MISS_QUERY_STEM, 10)))
         questions.append(("retrieval context", "retrieve", (u, task_text(rng))))
+    if touched:
+        questions += [("records (after the timed writes)", "records", (u,)) for u in sorted(touched)]
     for op in dict.fromkeys(q[0] for q in questions):
         asked = [q for q in questions if q[0] == op]
+        able = [c for c in contenders if hasattr(c, asked[0][1])]
+        if len(able) < 2:
+            continue
         disagreements = 0
         nonempty = 0
         for _, method, args in asked:
-            answers = [getattr(c, method)(*args) for c in contenders]
+            answers = [getattr(c, method)(*args) for c in able]
             disagreements += any(a != answers[0] for a in answers[1:])
-            nonempty += bool(answers[-1])
-        checks.append({"size": data.size, "operation": op, "questions": len(asked),
+            nonempty += bool(answers[0])
+        checks.append({"size": data.size, "operation": op, "questions": len(asked), "contenders": len(able),
                        "non_empty": nonempty, "disagreements": disagreements})
     return checks
+
+
+def written_users(plan: dict[str, list[list[tuple[Any, ...]]]]) -> set[str]:
+    """Every user that a timed write of `plan` went to."""
+    return {item[0] for op in WRITES for batch in plan[op] for item in batch}
+
+
+def time_operations(size: int, contenders: list[Any], plan: dict[str, list[list[tuple[Any, ...]]]],
+                     operations: tuple[str, ...], config: StoreConfig, log: Any) -> list[dict[str, Any]]:
+    """Time every operation: `rounds` rounds, each running every contender that has the method, in
+    rotating order, on the same items; one row per (operation, contender) with median and spread."""
+    rows: list[dict[str, Any]] = []
+    for op in operations:
+        able = [c for c in contenders if hasattr(c, _METHOD[op])]
+        samples: dict[str, list[float]] = {c.name: [] for c in able}
+        calls: dict[str, int] = {c.name: 0 for c in able}
+        cap = None if op in WRITES else config.read_cap_s
+        for r in range(config.rounds):
+            for contender in rotated(able, r):
+                per_call, done = run_batch(getattr(contender, _METHOD[op]), plan[op][r], cap)
+                samples[contender.name].append(per_call)
+                calls[contender.name] += done
+        for name, times in samples.items():
+            rows.append({"size": size, "operation": op, "contender": name, "calls": calls[name], **summarize(times)})
+        medians = {name: summarize(t)["median_s"] for name, t in samples.items()}
+        log(f"    {op:<18} " + "  ".join(f"{n} {m * 1e6:9.1f} us" for n, m in medians.items()))
+    return rows
 
 
 def run(config: StoreConfig, log: Any = print) -> dict[str, Any]:
@@ -106,24 +144,10 @@ def run(config: StoreConfig, log: Any = print) -> dict[str, Any]:
             loads.append({"size": size, "users": len(data.users), **{k: round(v, 2) for k, v in load.items()}})
             log(f"  {size:>7} records, {len(data.users)} users: loaded "
                 + ", ".join(f"{k} {v:.1f} s" for k, v in load.items()))
-            plan = _workload(data, config)
+            plan = workload(data, config)
             try:
-                for op in OPERATIONS:
-                    samples: dict[str, list[float]] = {c.name: [] for c in contenders}
-                    calls: dict[str, int] = {c.name: 0 for c in contenders}
-                    cap = None if op in WRITES else config.read_cap_s
-                    for r in range(config.rounds):
-                        for contender in rotated(contenders, r):
-                            method = getattr(contender, _METHOD[op])
-                            per_call, done = run_batch(method, plan[op][r], cap)
-                            samples[contender.name].append(per_call)
-                            calls[contender.name] += done
-                    for name, times in samples.items():
-                        rows.append({"size": size, "operation": op, "contender": name,
-                                     "calls": calls[name], **summarize(times)})
-                    medians = {name: summarize(t)["median_s"] for name, t in samples.items()}
-                    log(f"    {op:<18} " + "  ".join(f"{n} {m * 1e6:9.1f} us" for n, m in medians.items()))
-                checks.extend(_agreement(data, contenders))
+                rows += time_operations(size, contenders, plan, OPERATIONS, config, log)
+                checks.extend(agreement(data, contenders))
             finally:
                 for contender in contenders:
                     contender.close()

@@ -20,14 +20,19 @@ sys.path.insert(0, str(ROOT))
 from bench.budget_bench import ENCODE, WITH_PARTS, WRAPPED  # noqa: E402
 from bench.contenders import make_contenders  # noqa: E402
 from bench.data import MISS_QUERY_STEM, make_dataset  # noqa: E402
+from bench.peers import peers_available  # noqa: E402
 from bench.store_bench import CONTENDERS, OPERATIONS  # noqa: E402
+
+PEERS_MISSING = peers_available()
+needs_peers = pytest.mark.skipif(PEERS_MISSING is not None, reason=f"the bench extra is absent: {PEERS_MISSING}")
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--sizes", "200", "--rounds", "1", "--out", str(out)],
+        [sys.executable, "-m", "bench", "--quick", "--sizes", "200", "--rounds", "1", "--peer-size", "200",
+         "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
@@ -93,6 +98,79 @@ def test_contenders_give_the_same_answers_as_the_data(tmp_path):
     finally:
         for contender in contenders:
             contender.close()
+
+
+@needs_peers
+def test_peers_are_timed_at_the_stated_durability_and_agree(quick_run):
+    from bench.peer_bench import FSYNC, MEMKIT, PEER_OPERATIONS, PEERS
+
+    out, results, _ = quick_run
+    peers = results["peers"]
+    timed = {(r["synchronous"], r["operation"], r["contender"]) for r in peers["rows"]}
+    for sync in ("FULL", "NORMAL"):
+        assert {(sync, op, c) for op in PEER_OPERATIONS for c in (MEMKIT, *PEERS)} <= timed
+        assert {(sync, op, FSYNC) for op in ("put (new key)", "put (update)", "delete")} <= timed
+        stated = [s for s in peers["settings"] if s["synchronous_run"] == sync]
+        assert {s["contender"] for s in stated} == {MEMKIT, *PEERS}
+        assert all(s["synchronous"] == sync for s in stated)
+    assert {s["journal_mode"] for s in peers["settings"] if s["contender"] == "SqliteStore (rollback journal)"} == {"DELETE"}
+    ops = {c["operation"] for c in peers["checks"]}
+    assert ops == {"get", "search (hit)", "search (miss)", "records (after the timed writes)"}
+    assert all(c["disagreements"] == 0 and c["contenders"] == 3 for c in peers["checks"])
+    writers = results["writers"]
+    assert writers["all_found"] and all(n > 0 for n in writers["written"].values())
+    window = results["window_peers"]
+    assert window["checks"] and all(c["disagreements"] == 0 for c in window["checks"])
+    assert {s["synchronous"] for s in window["settings"] if s["contender"] == "SQLiteSession"} == {"FULL", "NORMAL"}
+    text = (out / "RESULTS.md").read_text(encoding="utf-8")
+    for heading in ("## Peers: langgraph and openai-agents", "### Four writer processes on one file",
+                    "SqliteStore (WAL) ÷ memkit", "RedisSession ÷ memkit", "memkit in fsyncs"):
+        assert heading in text
+
+
+@needs_peers
+def test_the_peer_store_gives_the_same_answers_as_memkit(tmp_path):
+    from bench.contenders import Kit, build_kit_file
+    from bench.peers import LangGraphStore
+
+    data = make_dataset(200, seed=3)
+    build_kit_file(tmp_path / "kit.sqlite3", data)
+    contenders = [Kit(tmp_path / "kit.sqlite3", "NORMAL"),
+                  LangGraphStore(tmp_path / "lg.sqlite3", "NORMAL", wal=True, data=data)]
+    try:
+        for record in data.records[:20]:
+            assert [c.get(record.user, record.kind, record.key) for c in contenders] == [record.value] * 2
+        user = data.records[0].user
+        for c in contenders:
+            c.put(user, "episode", "bench.new", "a brand new memory")
+            c.put(user, "episode", "bench.new", "changed memory")
+        assert [c.search(user, "CHANGED mem") for c in contenders] == [[("episode", "bench.new", "changed memory")]] * 2
+        newest = [c.search(user, "", 7) for c in contenders]
+        assert newest[0] == newest[1] and len(newest[0]) == 7
+        assert contenders[0].records(user) == contenders[1].records(user)
+        for c in contenders:
+            c.delete(user, "episode", "bench.new")
+        assert [c.get(user, "episode", "bench.new") for c in contenders] == [None, None]
+        assert [c.search(user, MISS_QUERY_STEM) for c in contenders] == [[], []]
+    finally:
+        for c in contenders:
+            c.close()
+
+
+def test_a_durability_other_than_stated_is_refused(tmp_path):
+    import sqlite3
+
+    from bench.peers import check_durability
+
+    conn = sqlite3.connect(tmp_path / "x.sqlite3", isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        assert check_durability("x", conn, "WAL", "NORMAL") == {"journal_mode": "WAL", "synchronous": "NORMAL"}
+        with pytest.raises(RuntimeError, match="x: PRAGMA reports .*NORMAL.* the run states .*FULL"):
+            check_durability("x", conn, "WAL", "FULL")
+    finally:
+        conn.close()
 
 
 # -- the design changes the benchmark led to (bench/NOTES.md) keep behaviour ------------------------

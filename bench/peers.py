@@ -1,0 +1,144 @@
+"""The long-term store's peer: langgraph's `SqliteStore`, behind the suite's contender interface.
+
+What a user would pick instead of memkit's store. Two configurations of the same class:
+
+* `SqliteStore (rollback journal)`  its default: `sqlite3.connect` as `SqliteStore.from_conn_string`
+                                    opens it (autocommit, `check_same_thread=False`), SQLite's own
+                                    journal mode (DELETE, a rollback journal) and `synchronous`.
+* `SqliteStore (WAL)`               the same with `PRAGMA journal_mode = WAL`.
+
+In both the suite sets `synchronous` to the run's setting (FULL or NORMAL), like every SQLite
+contender, and reads it back with PRAGMA (`durability`): no contender is measured at a weaker
+setting than the table says.
+
+How the memories map onto the store: namespace `("memkit", user, kind)`, the memory key as the
+item key, and the value as `{"value": ..., "at": ...}`, where `at` is the write time in memkit's
+format (microseconds: the store's own `updated_at` has seconds only, too coarse for "newest first").
+The peer keeps no event history and checks no quota: it does less per write than memkit.
+
+`SqliteStore` has no substring search (its `query` needs an embedding index), so `search` does what
+its user would: list the user's items (`search` on the namespace prefix) and filter them in Python
+by the same rule as memkit (`str.casefold`, key or value), newest first.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from memkit.clock import iso, utc_now
+
+from .data import DataSet
+
+NAMESPACE = "memkit"
+LIST_LIMIT = 1_000_000
+"""Page size when listing a user's items for search: every item of the user in one call."""
+
+SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def durability(conn: sqlite3.Connection) -> dict[str, str]:
+    """The journal mode and `synchronous` a connection really has, read with PRAGMA."""
+    return {"journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0].upper(),
+            "synchronous": SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]]}
+
+
+def check_durability(name: str, conn: sqlite3.Connection, journal_mode: str, synchronous: str) -> dict[str, str]:
+    """`durability(conn)`, or an error naming the contender if it is not what the run states."""
+    found = durability(conn)
+    wanted = {"journal_mode": journal_mode.upper(), "synchronous": synchronous.upper()}
+    if found != wanted:
+        raise RuntimeError(f"{name}: PRAGMA reports {found}, the run states {wanted}; its figures would not compare")
+    return found
+
+
+def _import_store() -> Any:
+    try:
+        from langgraph.store.sqlite import SqliteStore
+    except ImportError:
+        raise ImportError("the peer benchmarks need the bench extra: pip install -e '.[bench]'") from None
+    return SqliteStore
+
+
+def peers_available() -> str | None:
+    """None if every peer library imports; else why not (for a skip reason)."""
+    missing = []
+    for module in ("langgraph.store.sqlite", "agents.memory", "agents.extensions.memory.redis_session"):
+        try:
+            __import__(module)
+        except ImportError as exc:
+            missing.append(f"{module} ({exc})")
+    return ("not installed: " + ", ".join(missing) + "; pip install -e '.[bench]'") if missing else None
+
+
+class LangGraphStore:
+    """langgraph `SqliteStore` holding the same memories (see the module docstring for the mapping)."""
+
+    def __init__(self, path: Path, synchronous: str, *, wal: bool, data: DataSet | None = None) -> None:
+        store_class = _import_store()
+        self.name = "SqliteStore (WAL)" if wal else "SqliteStore (rollback journal)"
+        self.journal_mode = "WAL" if wal else "DELETE"
+        # As SqliteStore.from_conn_string opens it; it stays open for the store's life.
+        self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        if wal:
+            self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute(f"PRAGMA synchronous = {synchronous}")
+        self.store = store_class(self.conn)
+        self.store.setup()
+        if data is not None:
+            self._load(data)
+        self.durability = check_durability(self.name, self.conn, self.journal_mode, synchronous)
+
+    def _load(self, data: DataSet) -> None:
+        from langgraph.store.base import PutOp
+
+        ops = [PutOp((NAMESPACE, r.user, r.kind), r.key, {"value": r.value, "at": r.at}) for r in data.records]
+        for start in range(0, len(ops), 5_000):  # one transaction per call of batch()
+            self.store.batch(ops[start:start + 5_000])
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def put(self, user: str, kind: str, key: str, value: str) -> None:
+        self.store.put((NAMESPACE, user, kind), key, {"value": value, "at": iso(utc_now())})
+
+    def get(self, user: str, kind: str, key: str) -> str | None:
+        item = self.store.get((NAMESPACE, user, kind), key)
+        return item.value["value"] if item else None
+
+    def delete(self, user: str, kind: str, key: str) -> None:
+        self.store.delete((NAMESPACE, user, kind), key)
+
+    def _items(self, user: str) -> list[tuple[str, str, str, str]]:
+        """(at, kind, key, value) of every item of `user`, newest first."""
+        items = self.store.search((NAMESPACE, user), limit=LIST_LIMIT)
+        rows = [(i.value["at"], i.namespace[2], i.key, i.value["value"]) for i in items]
+        rows.sort(reverse=True)
+        return rows
+
+    def search(self, user: str, query: str, limit: int = 5) -> list[tuple[str, str, str]]:
+        folded = query.casefold()
+        found = []
+        for _, kind, key, value in self._items(user):
+            if folded in key.casefold() or folded in value.casefold():
+                found.append((kind, key, value))
+                if len(found) == limit:
+                    break
+        return found
+
+    def records(self, user: str) -> list[tuple[str, str, str]]:
+        return sorted((kind, key, value) for _, kind, key, value in self._items(user))
+
+
+def make_peers(workdir: Path, data: DataSet, synchronous: str) -> tuple[list[LangGraphStore], dict[str, float]]:
+    """Both `SqliteStore` configurations loaded with `data`; return them and their load times."""
+    peers, load = [], {}
+    for wal in (False, True):
+        started = time.perf_counter()
+        name = "wal" if wal else "rollback"
+        peer = LangGraphStore(workdir / f"langgraph-{name}.sqlite3", synchronous, wal=wal, data=data)
+        load[f"{peer.name} (batch)"] = time.perf_counter() - started
+        peers.append(peer)
+    return peers, load
