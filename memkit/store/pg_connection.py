@@ -24,6 +24,10 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 _NUMBERED = re.compile(r"\?\d")
+_INSERT_VALUES = re.compile(r"(?P<head>\s*INSERT\s+INTO\s.+?\sVALUES\s*)(?P<row>\(\s*\?(?:\s*,\s*\?)*\s*\))(?P<tail>[^?]*)",
+                            re.IGNORECASE | re.DOTALL)
+BATCH_ROWS = 500
+"""Rows per multi-row INSERT that `PgConnection.executemany` sends."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -128,11 +132,30 @@ class PgConnection:
             return self.raw.execute(pyformat(sql), tuple(args))
         return self.raw.execute(sql)
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor[Row]:
-        """Run one statement per row of arguments; `rowcount` is the total of rows changed."""
+    def value(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        """The first column of the first row of one statement's result (None if it has no row)."""
+        row = self.execute(sql, args).fetchone()
+        return None if row is None else row[0]
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
+        """Run `sql` for every row of arguments; return how many rows it changed in all.
+
+        An `INSERT ... VALUES (?, ...)` is sent as multi-row inserts of up to `BATCH_ROWS` rows
+        each: one round trip, and one firing of the statement-level counter triggers, per batch.
+        """
+        rows = [tuple(row) for row in rows]
         cursor = self.raw.cursor()
-        cursor.executemany(pyformat(sql), [tuple(row) for row in rows])
-        return cursor
+        match = _INSERT_VALUES.fullmatch(sql)
+        if match is None:
+            cursor.executemany(pyformat(sql), rows)
+            return max(cursor.rowcount, 0)
+        changed = 0
+        for start in range(0, len(rows), BATCH_ROWS):
+            batch = rows[start:start + BATCH_ROWS]
+            cursor.execute(pyformat(match["head"] + ", ".join([match["row"]] * len(batch)) + match["tail"]),
+                           [value for row in batch for value in row])
+            changed += max(cursor.rowcount, 0)
+        return changed
 
     @property
     def in_transaction(self) -> bool:
@@ -165,7 +188,8 @@ def mask(text: str) -> str:
 def password_of(conninfo: str) -> str | None:
     """The password a connection string carries (None if it has none or cannot be parsed)."""
     try:
-        return psycopg.conninfo.conninfo_to_dict(conninfo).get("password") or None
+        password = psycopg.conninfo.conninfo_to_dict(conninfo).get("password")
+        return str(password) if password else None
     except psycopg.Error:
         match = _URL_PASSWORD.search(conninfo)
         return match["secret"] if match and match["secret"] else None

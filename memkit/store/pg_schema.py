@@ -7,17 +7,20 @@ text compares and sorts byte by byte, as SQLite does.
 
 The store's tables live in one PostgreSQL schema (a namespace; `public` unless chosen), and its
 version in the one-row table `memkit_meta`. Step N brings the namespace to version N; each step and
-its version bump run in one transaction, holding an advisory lock, so concurrent openers run a
+its version bump run in one transaction, under an advisory lock, so concurrent openers run a
 step once and a crash leaves the old version or the new one (PostgreSQL's DDL is transactional).
 
-The trigram index (`pg_trgm`) is no step: it exists only where the server has the extension, so it
-is made at open where it can be and is absent elsewhere; searches give the same answers either way.
+The trigram indexes (`pg_trgm`) are no step: they exist only where the server has the extension, so
+they are made at open where they can be and are absent elsewhere; searches give the same answers
+either way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+from typing import Iterator
 
 import psycopg
 
@@ -25,8 +28,18 @@ from ..errors import StoreError, ValidationError
 from .pg_connection import PgConnection
 from .schema import EXPECTED_TABLES
 
-_SIZE_TRIGGER = """CREATE TRIGGER {table}_size AFTER INSERT OR UPDATE OR DELETE ON {table}
-    FOR EACH ROW EXECUTE FUNCTION memkit_size()"""
+# Counter triggers run once per statement, over its transition table: a counter row updated once
+# per row of a bulk insert would pile up row versions inside one transaction (thousands of rows
+# took minutes). Each writes only when its statement changed something, so a writer that changes
+# nothing takes no counter row lock. The store writes one user per statement; the counting trigger
+# sorts before the size trigger, so locks are taken in the documented order (user, total, size).
+_SIZE_TRIGGERS = [
+    f"""CREATE TRIGGER {table}_size_{event.lower()} AFTER {event} ON {table}
+        REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION memkit_size_change()"""
+    for table in ("memories", "memory_events", "transcript")
+    for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
+                              ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))
+]
 
 PG_MIGRATIONS: list[list[str]] = [
     # 1: memories, their event history, quota and size counters, the transcript archive.
@@ -63,41 +76,58 @@ PG_MIGRATIONS: list[list[str]] = [
             at text COLLATE "C" NOT NULL
         )""",
         "CREATE INDEX memory_events_by_key ON memory_events (user_id, kind, memory_key, id)",
-        # Quota counters kept by a trigger, so a quota check is one indexed read. A writer locks
+        # Quota counters kept by triggers, so a quota check is one indexed read. A writer locks
         # its user's row before it reads anything (see postgres.py): the per-user lock.
         'CREATE TABLE user_counts (user_id text COLLATE "C" PRIMARY KEY, records integer NOT NULL)',
         'CREATE TABLE total_count ("only" integer PRIMARY KEY CHECK ("only" = 1), records integer NOT NULL)',
         "INSERT INTO total_count VALUES (1, 0)",
-        """CREATE FUNCTION memkit_count() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        """CREATE FUNCTION memkit_count_insert() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        DECLARE
+            added integer := (SELECT count(*) FROM new_rows);
         BEGIN
-            IF TG_OP = 'INSERT' THEN
-                INSERT INTO user_counts AS c VALUES (NEW.user_id, 1)
-                    ON CONFLICT (user_id) DO UPDATE SET records = c.records + 1;
-                UPDATE total_count SET records = records + 1;
-            ELSE
-                UPDATE user_counts SET records = records - 1 WHERE user_id = OLD.user_id;
-                DELETE FROM user_counts WHERE user_id = OLD.user_id AND records <= 0;
-                UPDATE total_count SET records = records - 1;
+            IF added > 0 THEN
+                INSERT INTO user_counts AS c SELECT user_id, count(*) FROM new_rows GROUP BY user_id
+                    ON CONFLICT (user_id) DO UPDATE SET records = c.records + EXCLUDED.records;
+                UPDATE total_count SET records = records + added;
             END IF;
             RETURN NULL;
         END $$""",
-        """CREATE TRIGGER memories_count AFTER INSERT OR DELETE ON memories
-            FOR EACH ROW EXECUTE FUNCTION memkit_count()""",
-        # The size counter: the bytes of every stored row as PostgreSQL stores it (pg_column_size),
-        # changed in the writing transaction, so the size cap is exact however many writers race.
+        """CREATE FUNCTION memkit_count_delete() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        DECLARE
+            removed integer := (SELECT count(*) FROM old_rows);
+        BEGIN
+            IF removed > 0 THEN
+                UPDATE user_counts AS c SET records = c.records - gone.records
+                    FROM (SELECT user_id, count(*) AS records FROM old_rows GROUP BY user_id) AS gone
+                    WHERE c.user_id = gone.user_id;
+                DELETE FROM user_counts WHERE records <= 0 AND user_id IN (SELECT user_id FROM old_rows);
+                UPDATE total_count SET records = records - removed;
+            END IF;
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER memories_count_insert AFTER INSERT ON memories
+            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memkit_count_insert()""",
+        """CREATE TRIGGER memories_count_delete AFTER DELETE ON memories
+            REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memkit_count_delete()""",
+        # The size counter: every stored row counts its text form's bytes plus the 24-byte header
+        # PostgreSQL gives each row (the text form, not pg_column_size: a row must take away on
+        # delete exactly what it added on insert). Changed in the writing transaction, so the size
+        # cap is exact however many writers race.
         'CREATE TABLE store_size ("only" integer PRIMARY KEY CHECK ("only" = 1), bytes bigint NOT NULL)',
         "INSERT INTO store_size VALUES (1, 0)",
-        """CREATE FUNCTION memkit_size() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        """CREATE FUNCTION memkit_size_change() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
         DECLARE
             change bigint := 0;
         BEGIN
             IF TG_OP <> 'DELETE' THEN
-                change := change + pg_column_size(NEW.*);
+                change := change + (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM new_rows AS r);
             END IF;
             IF TG_OP <> 'INSERT' THEN
-                change := change - pg_column_size(OLD.*);
+                change := change - (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM old_rows AS r);
             END IF;
-            UPDATE store_size SET bytes = bytes + change;
+            IF change <> 0 THEN
+                UPDATE store_size SET bytes = bytes + change;
+            END IF;
             RETURN NULL;
         END $$""",
         """CREATE TABLE transcript (
@@ -109,9 +139,7 @@ PG_MIGRATIONS: list[list[str]] = [
             at text COLLATE "C" NOT NULL,
             PRIMARY KEY (user_id, session_id, turn)
         )""",
-        _SIZE_TRIGGER.format(table="memories"),
-        _SIZE_TRIGGER.format(table="memory_events"),
-        _SIZE_TRIGGER.format(table="transcript"),
+        *_SIZE_TRIGGERS,
     ],
     # 2: the event history is append-only in the database itself. An UPDATE is refused; a DELETE
     # stays possible, because forget_user must remove a user's history too.
@@ -137,6 +165,7 @@ PG_EXPECTED_TABLES: dict[str, set[str]] = {
 
 LOCK_CLASS = 0x6D6D6B  # "mmk": the first key of memkit's advisory locks (the second: the namespace)
 
+_KIND_ORDER = ("table", "view", "sequence", "function", "type", "index", "trigger")  # what a reader recognizes first
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _CREATES = re.compile(r"CREATE (TABLE|INDEX|FUNCTION|TRIGGER) (\w+)")
 
@@ -184,7 +213,7 @@ def _objects(conn: PgConnection, schema: str) -> set[tuple[str, str]]:
 
 def read_version(conn: PgConnection, schema: str) -> int:
     """The namespace's schema version: 0 when it or its `memkit_meta` table does not exist."""
-    if conn.execute("SELECT to_regclass(?)", (f'"{schema}".memkit_meta',)).fetchone()[0] is None:
+    if conn.value("SELECT to_regclass(?)", (f'"{schema}".memkit_meta',)) is None:
         return 0
     row = conn.execute(f'SELECT schema_version FROM "{schema}".memkit_meta').fetchone()
     return -1 if row is None else int(row[0])
@@ -203,7 +232,8 @@ def check_schema(conn: PgConnection, where: str, schema: str) -> int:
     version = read_version(conn, schema)
     if version == 0:
         if objects:
-            names = ", ".join(f"{kind} {name!r}" for kind, name in sorted(objects)[:5])
+            shown = sorted(objects, key=lambda o: (_KIND_ORDER.index(o[0]) if o[0] in _KIND_ORDER else 9, o[1]))
+            names = ", ".join(f"{kind} {name!r}" for kind, name in shown[:5])
             raise StoreError(
                 f"schema {schema!r} of {where} holds objects of another program ({names}) and no memkit "
                 "schema version; memkit left it as it was. Use a database of its own, or another schema="
@@ -237,40 +267,57 @@ def check_schema(conn: PgConnection, where: str, schema: str) -> int:
     return version
 
 
+@contextlib.contextmanager
+def schema_lock(conn: PgConnection, schema: str) -> Iterator[None]:
+    """Hold the namespace's advisory lock (a session lock, taken outside any transaction).
+
+    Taken before `BEGIN`, not inside: a transaction begun after the wait sees the catalog as the
+    previous holder committed it, where one already open could still hold it in its caches.
+    """
+    conn.execute("SELECT pg_advisory_lock(?, hashtext(?))", (LOCK_CLASS, schema))
+    try:
+        yield
+    finally:
+        if not conn.broken:
+            conn.execute("SELECT pg_advisory_unlock(?, hashtext(?))", (LOCK_CLASS, schema))
+
+
 def migrate(conn: PgConnection, schema: str) -> None:
     """Run the missing steps (creating the namespace first if need be), each with its version bump
     in one transaction, holding the namespace's advisory lock.
 
-    The version is read again once the lock is held: another process may have run the step while
-    this one waited, and running it twice would fail half-way.
+    The version is read again once the lock is held: another process may have run the steps while
+    this one waited, and running one twice would fail half-way.
     """
     if read_version(conn, schema) >= PG_SCHEMA_VERSION:
         return  # the common case takes no lock
-    while True:
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (LOCK_CLASS, schema))
-            version = read_version(conn, schema)
-            if version >= PG_SCHEMA_VERSION:
-                conn.execute("COMMIT")
-                return
-            if version == 0:
-                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            for statement in PG_MIGRATIONS[version]:
-                conn.execute(statement)
-            conn.execute(
-                'INSERT INTO memkit_meta VALUES (1, ?) ON CONFLICT ("only") DO UPDATE SET schema_version = ?',
-                (version + 1, version + 1),
-            )
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+    with schema_lock(conn, schema):
+        while (version := read_version(conn, schema)) < PG_SCHEMA_VERSION:
+            conn.execute("BEGIN")
+            try:
+                if version == 0:
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                for statement in PG_MIGRATIONS[version]:
+                    conn.execute(statement)
+                conn.execute(
+                    'INSERT INTO memkit_meta VALUES (1, ?) ON CONFLICT ("only") DO UPDATE SET schema_version = ?',
+                    (version + 1, version + 1),
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+
+SEARCH_INDEXES = ("memories_trgm_key", "memories_trgm_value")
+"""The trigram indexes: one per folded column, so a search's OR is two cheap index scans (one
+index over both columns is costed as a scan of all of it), and `fastupdate` off, so an index
+never carries a pending list that every search would have to read (the planner then avoids it)."""
 
 
 def has_search_index(conn: PgConnection, schema: str) -> bool:
-    """Whether the namespace has the trigram index over the folded key and value."""
-    return conn.execute("SELECT to_regclass(?)", (f'"{schema}".memories_trgm',)).fetchone()[0] is not None
+    """Whether the namespace has the trigram indexes over the folded key and value."""
+    return all(conn.value("SELECT to_regclass(?)", (f'"{schema}".{name}',)) is not None for name in SEARCH_INDEXES)
 
 
 def ensure_search_index(conn: PgConnection, schema: str) -> bool:
@@ -281,21 +328,23 @@ def ensure_search_index(conn: PgConnection, schema: str) -> bool:
         return True
     if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'").fetchone() is None:
         return False
-    conn.execute("BEGIN")
-    try:
-        conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (LOCK_CLASS, schema))
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")  # trusted: a database owner may install it
-        where = conn.execute(
-            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-            " WHERE e.extname = 'pg_trgm'").fetchone()[0]
-        opclass = f'"{where}".gin_trgm_ops'
-        conn.execute(f"CREATE INDEX IF NOT EXISTS memories_trgm ON memories USING gin"
-                     f" (key_fold {opclass}, value_fold {opclass})")
-    except psycopg.Error:
-        conn.execute("ROLLBACK")  # no privilege to install it: searches scan instead
-        return False
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+    with schema_lock(conn, schema):
+        if has_search_index(conn, schema):
+            return True  # made by another opener while this one waited
+        conn.execute("BEGIN")
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")  # trusted: a database owner may install it
+            where = conn.value(
+                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                " WHERE e.extname = 'pg_trgm'")
+            for name, column in zip(SEARCH_INDEXES, ("key_fold", "value_fold")):
+                conn.execute(f'CREATE INDEX IF NOT EXISTS {name} ON memories USING gin ({column} "{where}".gin_trgm_ops)'
+                             " WITH (fastupdate = off)")
+        except psycopg.Error:
+            conn.execute("ROLLBACK")  # no privilege to install it: searches scan instead
+            return False
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
     return True

@@ -103,9 +103,9 @@ class PostgresStore(MemoryStore):
                 "INSERT INTO transcript (user_id, session_id, turn, role, content, at)"
                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 rows,
-            ).rowcount
+            )
             self._pg.check_size(conn)
-        return max(added, 0)
+        return added
 
     def health(self) -> dict[str, Any]:
         """What an operator asks first, in one call (one snapshot).
@@ -138,9 +138,9 @@ class PostgresStore(MemoryStore):
                 "pool_size": self._pg.pool_size,
                 "db_bytes": db_bytes(conn),
                 "max_db_bytes": limits.max_db_bytes,
-                "records_total": conn.execute("SELECT records FROM total_count").fetchone()[0],
+                "records_total": conn.value("SELECT records FROM total_count"),
                 "max_records_total": limits.max_records_total,
-                "users": conn.execute("SELECT count(*) FROM user_counts").fetchone()[0],
+                "users": conn.value("SELECT count(*) FROM user_counts"),
                 "records_per_user": per_user,
                 "max_records_per_user": limits.max_records_per_user,
                 "counters_consistent": counters_consistent(conn),
@@ -150,12 +150,12 @@ class PostgresStore(MemoryStore):
 def counters_consistent(conn: PgConnection) -> bool:
     """Whether the quota counters (the total and every user's) agree with the rows, both ways
     (PostgreSQL's spelling of `memkit.store.health.counters_consistent`)."""
-    total = conn.execute("SELECT records FROM total_count").fetchone()[0]
-    counted = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-    drifted = conn.execute(
+    total = conn.value("SELECT records FROM total_count")
+    counted = conn.value("SELECT count(*) FROM memories")
+    drifted = conn.value(
         "SELECT (SELECT count(*) FROM (SELECT user_id, count(*) FROM memories GROUP BY user_id"
         "                              EXCEPT SELECT user_id, records FROM user_counts) AS missing)"
         "     + (SELECT count(*) FROM (SELECT user_id, records FROM user_counts"
         "                              EXCEPT SELECT user_id, count(*) FROM memories GROUP BY user_id) AS extra)"
-    ).fetchone()[0]
+    )
     return bool(total == counted and not drifted)

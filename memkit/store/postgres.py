@@ -42,14 +42,15 @@ from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, mask,
 from .pg_schema import check_schema, check_schema_name, ensure_search_index, migrate
 
 PAGE_BYTES = 8192
-"""The size cap counts whole PostgreSQL pages: the stored rows' bytes, rounded up to 8 KiB."""
+"""The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
+pg_schema.py), rounded up to 8 KiB."""
 
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
 def db_bytes(conn: PgConnection) -> int:
-    """The store's size as the cap counts it: its rows' bytes (`pg_column_size`), in whole 8 KiB pages."""
-    stored = conn.execute("SELECT bytes FROM store_size").fetchone()[0]
+    """The store's size as the cap counts it: its rows' bytes, in whole 8 KiB pages."""
+    stored = conn.value("SELECT bytes FROM store_size")
     return math.ceil(stored / PAGE_BYTES) * PAGE_BYTES
 
 
@@ -360,7 +361,7 @@ class PostgresDatabase:
                 f"user {user!r} has {mine} records; the per-user quota is {self.limits.max_records_per_user}. "
                 "Update an existing key or delete one first"
             )
-        total = conn.execute("SELECT records FROM total_count FOR UPDATE").fetchone()[0]
+        total = conn.value("SELECT records FROM total_count FOR UPDATE")
         if total + adding > self.limits.max_records_total:
             raise QuotaError(
                 f"the store holds {total} records; the global quota is {self.limits.max_records_total}"
