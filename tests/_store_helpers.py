@@ -15,6 +15,14 @@ from memkit.clock import FakeClock
 from memkit.store import MemoryStore
 
 
+DEBIAN_POSTGRES = Path("/usr/lib/postgresql/15/bin")
+"""Debian's PostgreSQL 15 (package postgresql-15, with contrib: pg_trgm), run by `pg_trgm_url`."""
+
+TEST_SERVER_SETTINGS = {"fsync": "off", "max_connections": "200"}
+"""Throw-away servers: fsync off spares the disk (no test cuts the power; commits still wait for
+`synchronous_commit`, and a killed server recovers from the WAL in the page cache)."""
+
+
 class Backend:
     """Where the store tests open their stores: SQLite files, or schemas of a PostgreSQL server.
 

@@ -4,18 +4,10 @@ store's conformance suite) its own schema on a real PostgreSQL server."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-from _store_helpers import ACTIVE, SQLITE, Backend
-
-DEBIAN_POSTGRES = Path("/usr/lib/postgresql/15/bin")
-"""Debian's PostgreSQL 15 (package postgresql-15, with contrib: pg_trgm), run by `pg_trgm_url`."""
-
-TEST_SERVER_SETTINGS = {"fsync": "off", "max_connections": "200"}
-"""Throw-away servers: fsync off spares the disk (no test cuts the power; commits still wait for
-`synchronous_commit`, and a killed server recovers from the WAL in the page cache)."""
+from _store_helpers import ACTIVE, DEBIAN_POSTGRES, SQLITE, TEST_SERVER_SETTINGS, Backend
 
 BACKENDS = ["sqlite", "pg", "pg-trgm"]
 """The conformance suite's backends: a SQLite file; PostgreSQL 16 of the pgserver wheel (no

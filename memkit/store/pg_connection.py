@@ -121,10 +121,12 @@ class PgConnection:
 
     Attributes:
         raw: the psycopg connection underneath (autocommit; transactions are explicit `BEGIN`s).
+        pooled: whether it goes back to a pool when done (else it is closed).
     """
 
-    def __init__(self, raw: psycopg.Connection[Row]) -> None:
+    def __init__(self, raw: psycopg.Connection[Row], *, pooled: bool = True) -> None:
         self.raw = raw
+        self.pooled = pooled
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Row]:
         """Run one statement; its cursor has `fetchone`, `fetchall`, `rowcount` and iteration."""

@@ -85,6 +85,8 @@ class PostgresDatabase:
         self._wait_s = max(limits.busy_timeout_ms / 1000, 0.1)
         self._conninfo = self._configured(conninfo, synchronous)
         self._local = threading.local()
+        self._counting = threading.Lock()
+        self._borrowed = 0  # connections this store has out of its pool (or of its own) right now
         self._pool: ConnectionPool[psycopg.Connection[Row]] | None = None
         self._inspector: psycopg.Connection[Row] | None = self._open_first()
         self._pool = self._open_pool()
@@ -171,17 +173,7 @@ class PostgresDatabase:
     def _text(self, exc: BaseException) -> str:
         return scrub(" ".join(str(exc).split()), self._secret)
 
-    def _unreachable(self, exc: BaseException | None = None) -> StoreError:
-        if exc is None:  # the pool gave no connection in time: ask the server directly, for the reason
-            try:
-                connect(self._conninfo).close()
-            except psycopg.Error as probe:
-                exc = probe
-            else:
-                return LockedError(
-                    f"all {self.pool_size} connections to {self.where} stayed busy past the busy timeout "
-                    f"({self.limits.busy_timeout_ms} ms); nothing was done. Try again later"
-                )
+    def _unreachable(self, exc: BaseException) -> StoreError:
         return StoreError(f"cannot reach the PostgreSQL server at {self.where} ({self._text(exc)}); nothing was done")
 
     def _getconn(self) -> PgConnection:
@@ -189,15 +181,37 @@ class PostgresDatabase:
         if pool is None:
             raise self._closed()
         try:
-            return PgConnection(pool.getconn())
+            conn = PgConnection(pool.getconn())
         except PoolTimeout:
-            raise self._unreachable() from None
+            conn = self._own_connection()
         except PoolClosed:
             raise self._closed() from None
+        with self._counting:
+            self._borrowed += 1
+        return conn
+
+    def _own_connection(self) -> PgConnection:
+        """After the pool gave no connection within the busy timeout: busy (every connection of the
+        pool is in this store's use), or the pool is still re-connecting after the server went away.
+        Then a connection of its own serves this one call, so service resumes as soon as the server
+        answers; if it does not answer, the reason is in the error."""
+        with self._counting:
+            busy = self._borrowed >= self.pool_size
+        if busy:
+            raise LockedError(
+                f"all {self.pool_size} connections to {self.where} stayed busy past the busy timeout "
+                f"({self.limits.busy_timeout_ms} ms); nothing was done. Try again later"
+            )
+        try:
+            return PgConnection(connect(self._conninfo), pooled=False)
+        except psycopg.Error as exc:
+            raise self._unreachable(exc) from None
 
     def _putconn(self, conn: PgConnection) -> None:
+        with self._counting:
+            self._borrowed -= 1
         pool = self._pool
-        if pool is not None:
+        if pool is not None and conn.pooled:
             pool.putconn(conn.raw)
         else:
             conn.raw.close()
@@ -244,6 +258,11 @@ class PostgresDatabase:
                 yield conn
             except BaseException as exc:
                 self._rollback(conn)
+                if isinstance(exc, psycopg.Error) and conn.broken:  # COMMIT was never sent: the server rolls back
+                    raise StoreError(
+                        f"lost the connection to {self.where} in the middle of a write ({self._text(exc)}); "
+                        "it was not committed: nothing was written"
+                    ) from exc
                 if isinstance(exc, psycopg.Error):
                     raise self._error(exc, "write to") from exc
                 raise
