@@ -129,16 +129,17 @@ class RawLimit:
         now = iso(utc_now())
         conn.execute("BEGIN IMMEDIATE")
         row = conn.execute(_SQL.select_current, (user, kind, key)).fetchone()
+        seq = conn.execute(_SQL.take_sequence, (1,)).fetchone()[0]
         if row is None:
             conn.execute(_SQL.user_records, (user,)).fetchone()
             conn.execute(_SQL.total_records).fetchone()
             last = conn.execute(_SQL.last_revision, (user, kind, key)).fetchone()[0]
             revision, action, old = (last or 0) + 1, "create", None
             conn.execute(_SQL.insert_memory, (user, kind, key, value, SESSION, revision, now, now, key.casefold(),
-                                              value.casefold()))
+                                              value.casefold(), seq))
         else:
             revision, action, old = row[2] + 1, "update", row[1]
-            conn.execute(_SQL.update_memory, (value, value.casefold(), SESSION, revision, now, row[0]))
+            conn.execute(_SQL.update_memory, (value, value.casefold(), SESSION, revision, now, seq, row[0]))
         conn.execute(_SQL.insert_event, (user, kind, key, action, revision, SESSION, old, value, None, now))
         conn.execute("PRAGMA page_count").fetchone()  # the size cap check
         conn.execute("COMMIT")
@@ -161,6 +162,7 @@ class RawLimit:
             return False
         conn.execute(_SQL.delete_memory, (row[0],))
         conn.execute(_SQL.insert_event, (user, kind, key, "delete", row[2], SESSION, row[1], None, None, now))
+        conn.execute(_SQL.take_sequence, (1,)).fetchone()  # every commit takes a number
         conn.execute("COMMIT")
         return True
 
@@ -168,7 +170,7 @@ class RawLimit:
         conn = self.conn
         folded = query.casefold()
         kind_sql, kind_args = ("AND kind = ?", (kind,)) if kind else ("", ())
-        newest = "ORDER BY updated_at DESC, id DESC"
+        newest = "ORDER BY seq DESC"
         if not folded:
             return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? {kind_sql} {newest} LIMIT ?",
                                 (user, *kind_args, limit)).fetchall()
@@ -187,7 +189,7 @@ class RawLimit:
         return conn.execute(
             f"SELECT {_COLUMNS} FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql.replace('kind', 'm.kind')}"
-            " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
+            " ORDER BY m.seq DESC LIMIT ?",
             ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit)).fetchall()
 
     def _user_records(self, user: str) -> int:
@@ -207,7 +209,7 @@ class RawLimit:
         rows = self.conn.execute(
             f"SELECT {_COLUMNS}, {', '.join(match)} FROM memories"
             f" WHERE user_id = ?1 AND kind IN ({kind_params}) AND ({' OR '.join(match)})"
-            " ORDER BY updated_at DESC, id DESC",
+            " ORDER BY seq DESC",
             (user, *(q.casefold() for q in unique), *kinds),
         ).fetchall()
         found: dict[tuple[str, str], list[tuple[Any, ...]]] = {(q, k): [] for q in unique for k in kinds}

@@ -23,7 +23,8 @@ from memkit.clock import FakeClock
 from memkit.errors import StoreError, ValidationError
 from memkit.limits import Limits
 from memkit.store import MemoryStore, PostgresStore, open_store
-from memkit.store.pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION, expected_objects
+from memkit.store import SCHEMA_VERSION
+from memkit.store.pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION, expected_columns, expected_objects
 
 pytestmark = pytest.mark.postgres
 
@@ -130,12 +131,19 @@ def test_a_database_with_another_programs_tables_in_public_is_refused_unless_giv
     assert catalog(url, "public") == before
 
 
-def test_expected_objects_are_what_the_migrations_make(pg_url):
+def test_expected_objects_and_columns_are_what_the_migrations_make(pg_url):
     schema = fresh()
     PostgresStore(pg_url, schema=schema).close()
-    kinds = {"r": "table", "i": "index", "f": "function", "t": "trigger"}
+    kinds = {"r": "table", "i": "index", "f": "function", "t": "trigger", "S": "sequence"}
     made = {(kinds[kind], name) for name, kind in catalog(pg_url, schema)["objects"] if kind in kinds}
     assert expected_objects() <= made
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        columns: dict[str, set[str]] = {}
+        for table, column in conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s", (schema,)):
+            columns.setdefault(table, set()).add(column)
+    assert columns == expected_columns()
+    assert PG_SCHEMA_VERSION == SCHEMA_VERSION  # version N names the same schema on both backends
     assert {name for kind, name in expected_objects() if kind == "trigger"} == {
         "memories_count_insert", "memories_count_delete", "memory_events_append_only",
         *(f"{table}_size_{event}" for table in ("memories", "memory_events", "transcript")
@@ -145,17 +153,20 @@ def test_expected_objects_are_what_the_migrations_make(pg_url):
 def test_a_schema_at_version_one_is_migrated_forward_with_its_data(pg_url):
     schema = fresh()
     run(pg_url, schema, f"CREATE SCHEMA {schema}", *PG_MIGRATIONS[0], "INSERT INTO memkit_meta VALUES (1, 1)")
-    sql = MemoryStore.statements()
     with psycopg.connect(pg_url, autocommit=True, options=f"-c search_path={schema}") as conn:
-        conn.execute(sql.insert_memory.replace("?", "%s"),
-                     ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea"))
-        conn.execute(sql.insert_event.replace("?", "%s"),
-                     ("alice", "preference", "drink", "create", 1, "s1", None, "Tea", None, "t1"))
+        for key, at in (("late", "2026-01-03"), ("early", "2026-01-01"), ("middle", "2026-01-02")):
+            conn.execute("INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision, created_at,"
+                         " updated_at, key_fold, value_fold) VALUES ('alice', 'preference', %s, 'tea', 's1', 1, %s, %s,"
+                         " %s, 'tea')", (key, at, at, key))
+            conn.execute("INSERT INTO memory_events (user_id, kind, memory_key, action, revision, new_value, at)"
+                         " VALUES ('alice', 'preference', %s, 'create', 1, 'tea', %s)", (key, at))
         conn.execute("UPDATE memory_events SET confirmation = 'edited'")  # still allowed at version 1
     with PostgresStore(pg_url, schema=schema) as store:
-        assert store.health()["schema_version"] == PG_SCHEMA_VERSION == 2
-        assert store.get("alice", "preference", "drink")["value"] == "Tea"
-        assert store.history("alice", "preference", "drink")[0]["confirmation"] == "edited"
+        assert store.health()["schema_version"] == PG_SCHEMA_VERSION
+        assert [r["key"] for r in store.search("alice", "tea")] == ["late", "middle", "early"]  # numbered in order
+        store.put("alice", "s2", "preference", "early", "green tea")
+        assert [r["key"] for r in store.search("alice", "tea")] == ["early", "late", "middle"]
+        assert store.history("alice", "preference", "late")[0]["confirmation"] == "edited"
         with pytest.raises(psycopg.Error, match="append-only"):
             store.connection.execute("UPDATE memory_events SET confirmation = 'again'")
         assert store.health()["counters_consistent"]
@@ -233,6 +244,26 @@ def test_the_event_history_is_append_only_in_the_database_itself(server):
         assert store.forget_user("alice")["events"] == 1  # deleting a user's history stays possible
 
 
+def test_the_published_statements_write_what_the_store_reads(server):
+    sql = PostgresStore.statements()
+    with PostgresStore(server, schema=fresh()) as store:
+        with store.transaction() as conn:
+            seq = conn.execute(sql.take_sequence, (1,)).fetchone()[0]
+            conn.execute(sql.insert_memory, ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea", seq))
+            conn.execute(sql.insert_event, ("alice", "preference", "drink", "create", 1, "s1", None, "Tea", None, "t1"))
+            row = conn.execute(sql.select_current, ("alice", "preference", "drink")).fetchone()
+            seq = conn.execute(sql.take_sequence, (2,)).fetchone()[0]
+            conn.execute(sql.update_memory, ("Green tea", "green tea", "s2", 2, "t2", seq, row["id"]))
+        assert store.get("alice", "preference", "drink") == {
+            "kind": "preference", "key": "drink", "value": "Green tea", "source_session": "s2", "revision": 2,
+            "created_at": "t1", "updated_at": "t2"}
+        assert [r["key"] for r in store.search("alice", "GREEN")] == ["drink"]
+        assert store.users() == {"alice": 1} and store.health()["counters_consistent"]
+        with store.transaction() as conn:
+            conn.execute(sql.delete_memory, (row["id"],))
+        assert store.get("alice", "preference", "drink") is None and store.users() == {}
+
+
 def test_forget_user_leaves_no_row_of_that_user(server):
     with PostgresStore(server, schema=fresh(), clock=FakeClock(step_seconds=1)) as store:
         fill(store, "alice")
@@ -298,16 +329,16 @@ def test_search_uses_the_trigram_index_where_the_server_has_pg_trgm(pg_url, pg_t
         assert store.health()["search_index"] == "pg_trgm"
         with store.transaction() as conn:
             conn.executemany(
-                MemoryStore.statements().insert_memory,
+                store.statements().insert_memory,
                 [("alice", "episode", f"e{n}", f"note {n} about {'kyoto' if n == 7 else 'tea'}", "s", 1,
-                  f"t{n:05d}", f"t{n:05d}", f"e{n}", f"note {n} about {'kyoto' if n == 7 else 'tea'}")
+                  f"t{n:05d}", f"t{n:05d}", f"e{n}", f"note {n} about {'kyoto' if n == 7 else 'tea'}", n)
                  for n in range(3000)])
         store.connection.execute("ANALYZE memories")
         store.fts_min_user_rows = 1000
         assert [r["key"] for r in store.search("alice", "KYOTO")] == ["e7"]
         plan = "\n".join(row[0] for row in store.connection.execute(
             "EXPLAIN SELECT id FROM memories WHERE user_id = 'alice'"
-            " AND (key_fold LIKE '%kyoto%' OR value_fold LIKE '%kyoto%') ORDER BY updated_at DESC, id DESC LIMIT 5"))
+            " AND (key_fold LIKE '%kyoto%' OR value_fold LIKE '%kyoto%') ORDER BY seq DESC LIMIT 5"))
         assert "memories_trgm" in plan, plan
 
 

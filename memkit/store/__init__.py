@@ -4,7 +4,9 @@
 opens either from a path or a `postgresql://` URL. Each concept lives in one module:
 
 - `db`: the SQLite database behind one connection: its lock, `transaction()`, reads, the quota and size checks.
-- `files`: the files on disk: checks before SQLite is pointed at them, creation beside and linking into place.
+- `files`: the files on disk: checks before SQLite is pointed at them (a leftover or foreign `-wal`
+  refused), creation beside and linking into place, half-made files of dead creators removed.
+- `wal`: reading a `-wal` file as bytes (SQLite's format), to tell whose commits it holds.
 - `schema`: `MIGRATIONS` (append-only), the runner, and the check at open derived from them.
 - `statements`: the write statements, public through `MemoryStore.statements()`.
 - `search`: the literal, case-folded substring rule, by scan or the FTS5 trigram index.
@@ -22,7 +24,8 @@ PostgreSQL, where it differs (psycopg and psycopg_pool are imported only when a 
 - `embedded`: `start_embedded_postgres()`, a server of its own in a temporary folder.
 - `opening`: `open_store`.
 
-All SQL and every backend-specific rule live here; a schema change touches only this package.
+All SQL and every backend-specific rule live here (SQLite: db, files, wal, schema, statements,
+search); a schema change touches only this package.
 """
 
 from __future__ import annotations
@@ -34,12 +37,12 @@ from .files import SQLITE_MAGIC, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
 from .memory import MemoryStore
 from .opening import is_database_url, open_store
-from .schema import EXPECTED_TABLES, MIGRATIONS, SCHEMA_VERSION, expected_objects
+from .schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, expected_objects
 from .statements import SQLITE_STATEMENTS, Record, Statements
 
 __all__ = [
     "MemoryStore", "Record", "Statements", "SQLITE_STATEMENTS", "SqliteDatabase", "is_busy",
-    "SCHEMA_VERSION", "MIGRATIONS", "EXPECTED_TABLES", "expected_objects",
+    "SCHEMA_VERSION", "MIGRATIONS", "expected_columns", "expected_objects",
     "EXPORT_FORMAT", "EXPORT_FORMAT_VERSION", "LINE_SCHEMAS", "seal_bundle",
     "SQLITE_MAGIC", "sqlite_uri", "counters_consistent", "fingerprint", "inspect_file",
     "open_store", "is_database_url", "PostgresStore", "start_embedded_postgres", "EmbeddedPostgres",

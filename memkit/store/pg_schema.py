@@ -26,7 +26,6 @@ import psycopg
 
 from ..errors import StoreError, ValidationError
 from .pg_connection import PgConnection
-from .schema import EXPECTED_TABLES
 
 # Counter triggers run once per statement, over its transition table: a counter row updated once
 # per row of a bulk insert would pile up row versions inside one transaction (thousands of rows
@@ -60,7 +59,6 @@ PG_MIGRATIONS: list[list[str]] = [
             value_fold text COLLATE "C" NOT NULL,
             UNIQUE (user_id, kind, memory_key)
         )""",
-        # Newest first within a user, ties by id: read backwards, it serves search without a sort.
         "CREATE INDEX memories_by_user_time ON memories (user_id, updated_at, id)",
         """CREATE TABLE memory_events (
             id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -151,23 +149,63 @@ PG_MIGRATIONS: list[list[str]] = [
         """CREATE TRIGGER memory_events_append_only BEFORE UPDATE ON memory_events
             FOR EACH ROW EXECUTE FUNCTION memkit_refuse_event_change()""",
     ],
+    # 3: the store's own sequence, a number that only grows. (SQLite's step 3 keeps it in a row
+    # every commit writes, with the database's id, so that a WAL file is recognised; PostgreSQL
+    # needs no such row, and a sequence takes no lock: writers of different users never wait at it.)
+    [
+        "CREATE SEQUENCE memkit_seq",
+    ],
+    # 4: "newest first" is commit order within a user: each record write takes the next number of
+    # memkit_seq holding its user's lock, kept in `seq`, so a clock that steps back cannot reorder
+    # records. Existing rows are numbered in the order step 1 kept them in (updated_at, then id).
+    [
+        "ALTER TABLE memories ADD COLUMN seq bigint NOT NULL DEFAULT 0",
+        """UPDATE memories SET seq = ranked.n FROM (
+            SELECT id, row_number() OVER (ORDER BY updated_at, id) AS n FROM memories
+        ) AS ranked WHERE ranked.id = memories.id""",
+        "SELECT setval('memkit_seq', greatest((SELECT count(*) FROM memories), 1), EXISTS (SELECT FROM memories))",
+        "CREATE INDEX memories_by_user_seq ON memories (user_id, seq)",
+        "DROP INDEX memories_by_user_time",
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
-"""The version a namespace has once every step has run."""
+"""The version a namespace has once every step has run. Kept equal to SQLite's `SCHEMA_VERSION`
+(tests/test_postgres.py checks): version N names the same records on both backends, and an export
+bundle of version N imports into either. A SQLite step gets its PostgreSQL counterpart, even when
+PostgreSQL has nothing to do for it."""
 
 PG_EXPECTED_TABLES: dict[str, set[str]] = {
-    **EXPECTED_TABLES,
+    "memories": {"id", "user_id", "kind", "memory_key", "value", "source_session", "revision",
+                 "created_at", "updated_at", "key_fold", "value_fold"},
+    "memory_events": {"id", "user_id", "kind", "memory_key", "action", "revision", "session_id",
+                      "old_value", "new_value", "confirmation", "at"},
+    "user_counts": {"user_id", "records"},
+    "total_count": {"only", "records"},
+    "transcript": {"user_id", "session_id", "turn", "role", "content", "at"},
     "memkit_meta": {"only", "schema_version"},
     "store_size": {"only", "bytes"},
 }
-"""SQLite's tables and columns, and the two that only PostgreSQL has; checked at open."""
+"""Tables and columns of step 1 (SQLite's, and the two only PostgreSQL has); `expected_columns`
+adds what later steps add. tests/test_postgres.py checks them against what the steps make."""
+
+_ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+
+
+def expected_columns(version: int = PG_SCHEMA_VERSION) -> dict[str, set[str]]:
+    """The columns each table has after the first `version` steps (step 1's, and every ADD COLUMN since)."""
+    columns = {table: set(names) for table, names in PG_EXPECTED_TABLES.items()}
+    for steps in PG_MIGRATIONS[:version]:
+        for statement in steps:
+            for table, column in _ADDS_COLUMN.findall(statement):
+                columns[table].add(column)
+    return columns
 
 LOCK_CLASS = 0x6D6D6B  # "mmk": the first key of memkit's advisory locks (the second: the namespace)
 
 _KIND_ORDER = ("table", "view", "sequence", "function", "type", "index", "trigger")  # what a reader recognizes first
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_CREATES = re.compile(r"CREATE (TABLE|INDEX|FUNCTION|TRIGGER) (\w+)")
+_DDL = re.compile(r"(CREATE|DROP) (TABLE|INDEX|FUNCTION|TRIGGER|SEQUENCE) (\w+)")
 
 _OBJECTS = """
     SELECT CASE c.relkind WHEN 'i' THEN 'index' WHEN 'S' THEN 'sequence' WHEN 'v' THEN 'view'
@@ -197,14 +235,17 @@ def check_schema_name(schema: object) -> str:
 
 @functools.cache
 def expected_objects(version: int = PG_SCHEMA_VERSION) -> frozenset[tuple[str, str]]:
-    """(kind, name) of every table, index, function and trigger the first `version` steps create.
+    """(kind, name) of every table, index, function, sequence and trigger the first `version` steps
+    leave behind.
 
-    Read from the steps' own `CREATE` statements, so the check at open cannot drift from them.
+    Read from the steps' own `CREATE` and `DROP` statements, so the check at open cannot drift from them.
     """
-    return frozenset(
-        (kind.lower(), name) for steps in PG_MIGRATIONS[:version] for statement in steps
-        for kind, name in _CREATES.findall(statement)
-    )
+    objects: set[tuple[str, str]] = set()
+    for steps in PG_MIGRATIONS[:version]:
+        for statement in steps:
+            for verb, kind, name in _DDL.findall(statement):
+                (objects.add if verb == "CREATE" else objects.discard)((kind.lower(), name))
+    return frozenset(objects)
 
 
 def _objects(conn: PgConnection, schema: str) -> set[tuple[str, str]]:
@@ -257,7 +298,7 @@ def check_schema(conn: PgConnection, where: str, schema: str) -> int:
     for table, column in conn.execute(
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = ?", (schema,)):
         columns.setdefault(table, set()).add(column)
-    for table, expected in PG_EXPECTED_TABLES.items():
+    for table, expected in expected_columns(version).items():
         if not expected <= columns.get(table, set()):
             absent = ", ".join(sorted(expected - columns.get(table, set())))
             raise StoreError(

@@ -5,7 +5,7 @@ Both databases compare the same text: `key_fold` and `value_fold` hold Python's 
 written by the store, and the query is folded the same way. The scan tests `strpos(fold, query) > 0`
 (a plain substring test, as SQLite's `instr`); the index path tests `fold LIKE '%query%'` with every
 `%`, `_` and `\\` escaped, which the GIN index can serve and PostgreSQL then rechecks exactly. The
-`"C"` collation makes both byte comparisons. Newest first, by `updated_at`, then `id`.
+`"C"` collation makes both byte comparisons. Newest first: by `seq`, commit order within a user.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .pg_connection import Row
 from .postgres import PostgresDatabase
 from .statements import RECORD_SQL, Record, to_record
 
-_NEWEST = "ORDER BY updated_at DESC, id DESC"
+_NEWEST = "ORDER BY seq DESC"
 _MATCH = "(strpos(key_fold, ?) > 0 OR strpos(value_fold, ?) > 0)"
 _LIKE = "(key_fold LIKE ? OR value_fold LIKE ?)"
 
@@ -36,7 +36,7 @@ def search(db: PostgresDatabase, user: str, query: str, limit: int, kind: str | 
 
     Without the index, with a query under 3 characters (no trigram to look up) or for a user with
     fewer than `fts_min_user_rows` records: a scan of the user's rows alone, newest first through
-    the (user_id, updated_at, id) index, stopping at the `limit`-th match. A larger user: the newest
+    the (user_id, seq) index, stopping at the `limit`-th match. A larger user: the newest
     rows first, then the index, as on SQLite.
     """
     folded = query.casefold()
@@ -81,7 +81,7 @@ def search_many(db: PostgresDatabase, user: str, queries: Sequence[str], limit: 
         return {(q, k): search(db, user, q, limit, k, fts_min_user_rows) for q in unique for k in kinds}
     flags = ", ".join(f"{_MATCH} AS m{n}" for n in range(len(unique)))
     rows = db.fetch(
-        f"SELECT * FROM (SELECT {RECORD_SQL}, id, {flags} FROM memories"
+        f"SELECT * FROM (SELECT {RECORD_SQL}, seq, {flags} FROM memories"
         f" WHERE user_id = ? AND kind IN ({', '.join('?' for _ in kinds)})) AS flagged"
         f" WHERE {' OR '.join(f'm{n}' for n in range(len(unique)))} {_NEWEST}",
         (*(fold for q in unique for fold in (q.casefold(), q.casefold())), user, *kinds),

@@ -18,8 +18,8 @@ from .db import SqliteDatabase
 from .memory import MemoryStore
 from .pg_connection import PgConnection
 from .pg_schema import read_version
-from .postgres import PostgresDatabase, db_bytes
-from .statements import Record
+from .postgres import PG_STATEMENTS, PostgresDatabase, db_bytes
+from .statements import Record, Statements
 
 
 class PostgresStore(MemoryStore):
@@ -79,6 +79,12 @@ class PostgresStore(MemoryStore):
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r}, schema={self.schema!r})"
+
+    @staticmethod
+    def statements() -> Statements:
+        """The SQL this store runs for its writes and record reads: SQLite's, but for
+        `take_sequence` (a PostgreSQL sequence). `?` placeholders, as everywhere in the store."""
+        return PG_STATEMENTS
 
     @property
     def connection(self) -> PgConnection:  # type: ignore[override]  # the PostgreSQL one

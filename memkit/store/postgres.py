@@ -28,6 +28,7 @@ No message or log line of memkit carries the password of the connection string.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import threading
 from typing import Any, Iterator, Sequence
@@ -40,10 +41,20 @@ from ..errors import LockedError, QuotaError, StoreError
 from ..limits import Limits
 from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, mask, password_of, scrub
 from .pg_schema import check_schema, check_schema_name, ensure_search_index, migrate
+from .statements import SQLITE_STATEMENTS, Statements
 
 PAGE_BYTES = 8192
 """The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
 pg_schema.py), rounded up to 8 KiB."""
+
+PG_STATEMENTS: Statements = dataclasses.replace(
+    SQLITE_STATEMENTS,
+    # The numbers come from a sequence (no row lock); with other sessions taking numbers at the
+    # same moment they need not be consecutive, but the last is the highest this session was given.
+    take_sequence="SELECT coalesce(max(nextval('memkit_seq')), (SELECT last_value FROM memkit_seq))"
+                  " FROM generate_series(1, ?)",
+)
+"""The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence`."""
 
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
@@ -362,6 +373,13 @@ class PostgresDatabase:
                 return int(row[0]) if row is not None else 0
             conn.execute("INSERT INTO user_counts VALUES (?, 0) ON CONFLICT (user_id) DO NOTHING", (user,))
         raise LockedError(f"the counter row of user {user!r} in {self.where} kept changing; try again")
+
+    def take_sequence(self, conn: PgConnection, count: int = 1) -> int:
+        """Take the next `count` numbers of the store's sequence (inside a transaction); return the last.
+
+        Taken holding the writer's user lock, so within a user they follow commit order.
+        """
+        return int(conn.value(PG_STATEMENTS.take_sequence, (count,)))
 
     def user_records(self, user: str) -> int:
         """The user's quota counter: how many records they hold."""

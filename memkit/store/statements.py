@@ -24,9 +24,12 @@ class Statements:
             revision, created_at, updated_at); `to_record` reads a row of them.
         select_current: (user, kind, key) -> the row's id, value, revision, or no row.
         last_revision: (user, kind, key) -> the highest revision the event history holds (or NULL).
+        take_sequence: (count) -> the last of the next `count` numbers of the store's sequence. Every
+            write transaction takes at least one (the store does it before COMMIT when nothing did).
         insert_memory: (user, kind, key, value, session, revision, created_at, updated_at,
-            key folded, value folded); the folds are Python's `str.casefold()` of key and value.
-        update_memory: (value, value folded, session, revision, updated_at, id).
+            key folded, value folded, seq); the folds are Python's `str.casefold()` of key and value,
+            `seq` a number taken from the sequence ("newest first" is by seq).
+        update_memory: (value, value folded, session, revision, updated_at, seq, id).
         delete_memory: (id).
         insert_event: (user, kind, key, action, revision, session, old_value, new_value,
             confirmation, at); `action` is create, update or delete.
@@ -35,6 +38,7 @@ class Statements:
     """
 
     record_columns: str
+    take_sequence: str
     select_current: str
     last_revision: str
     insert_memory: str
@@ -47,15 +51,16 @@ class Statements:
 
 SQLITE_STATEMENTS = Statements(
     record_columns="kind, memory_key, value, source_session, revision, created_at, updated_at",
+    take_sequence="UPDATE store_meta SET sequence = sequence + ? RETURNING sequence",
     select_current="SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
     last_revision="SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?",
     insert_memory=(
         "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
-        " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " created_at, updated_at, key_fold, value_fold, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ),
     update_memory=(
         "UPDATE memories SET value = ?, value_fold = ?, source_session = ?, revision = ?,"
-        " updated_at = ? WHERE id = ?"
+        " updated_at = ?, seq = ? WHERE id = ?"
     ),
     delete_memory="DELETE FROM memories WHERE id = ?",
     insert_event=(
