@@ -251,6 +251,10 @@ return moved
             closed = self.sweep(margin=margin)
             return {"closed": closed, "archived": self.archive_pending()}
 
+    def retire_all(self) -> dict[str, int]:
+        """Move every session's window of this prefix into the archive now (before the server stops)."""
+        return self.flush(margin=float("inf"))
+
     # -- the background worker --------------------------------------------------------------------
 
     def start(self) -> None:

@@ -53,10 +53,6 @@ class TakenNumbers:
         self.run_id = run_id
         self._taken.clear()
 
-    def sessions(self) -> list[tuple[str, str]]:
-        """The sessions this instance numbered on this server (most recently used last)."""
-        return list(self._taken)
-
     def forget_user(self, user: str) -> None:
         """Forget what is known about `user`'s sessions (they were removed)."""
         for key in [key for key in self._taken if key[0] == user]:

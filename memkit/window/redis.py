@@ -466,7 +466,7 @@ return {window, pending}
 
     def retire_all(self) -> dict[str, int]:
         """Move every session's window into the archive now (e.g. before the server stops)."""
-        return self.archiver.flush(margin=float("inf"))
+        return self.archiver.retire_all()
 
     def forget_user(self, user: str) -> dict[str, int]:
         """Remove every trace of `user`: the Redis windows and pending turns of all their sessions,
@@ -490,16 +490,19 @@ return {window, pending}
         """Stop the worker, archive what is pending, and close what the window opened.
 
         If the window started its own embedded server, every session is retired into the archive
-        first, because stopping that server drops whatever it holds; on an embedded server it was
-        given that keeps no data either, the sessions this window touched are. A window on a
-        shared server leaves live sessions in Redis for the other instances (their workers retire
-        them). Closing never raises for what it could not archive (the archive is full or locked,
-        Redis is gone, an `on_archived` callback failed): it logs a warning; the turns wait in
-        Redis, unless the server stops now. Safe to call twice.
+        first, because stopping that server drops whatever it holds. A window on a shared server
+        leaves live sessions in Redis for the other instances (their workers retire them); on an
+        embedded server it was given that keeps no data, the server retires this prefix's sessions
+        into this store when it stops (once per prefix and store, however many windows closed).
+        Closing never raises for what it could not archive (the archive is full or locked, Redis is
+        gone, an `on_archived` callback failed): it logs a warning; the turns wait in Redis, unless
+        the server stops now. Safe to call twice.
         """
         server, self._server = self._server, None
         if server is not None:
             server.remove_on_discard(self._archive_before_discard)
+            if self._handle is None and not server.keeps_data:  # the closed window's archiver, not the window
+                server.on_discard(self.archiver.retire_all, key=("retire", self.prefix, id(self.store)))
         self.archiver.stop()
         handle, self._handle = self._handle, None
         try:
@@ -507,8 +510,6 @@ return {window, pending}
                 self.retire_all()
             else:
                 with self.archiver.lock:
-                    if server is not None and not server.keeps_data:
-                        self.archiver.retire(self._numbers.sessions())
                     self.archiver.archive_pending()
         except Exception as exc:  # closing goes on (the worker is stopped, the handle closed); say what was not done
             log.warning("could not archive before closing (%s): %s",

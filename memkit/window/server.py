@@ -192,7 +192,7 @@ class RedisHandle:
         self._cleanup = cleanup
         self._keeps_data = keeps_data
         self._closed = False
-        self._discard_hooks: list[Callable[[], None]] = []
+        self._discard_hooks: dict[object, Callable[[], None]] = {}
         if server is not None:
             _EMBEDDED[id(client)] = self
             # (A process killed with SIGKILL runs no exit hook: its server then runs on until stopped by hand.)
@@ -209,15 +209,20 @@ class RedisHandle:
         (a temporary folder, or persistence "none"), and for a server memkit does not run."""
         return self.embedded and self._keeps_data
 
-    def on_discard(self, hook: Callable[[], None]) -> None:
+    def on_discard(self, hook: Callable[[], None], *, key: object = None) -> None:
         """Call `hook()` before this embedded server stops and drops what it holds (not when it keeps
-        its data). A failing hook is logged; the others still run and the server still stops."""
-        self._discard_hooks.append(hook)
+        its data). A failing hook is logged; the others still run and the server still stops.
+
+        Args:
+            key: one hook per key (default: the hook itself); a second hook with the same key
+                replaces the first.
+        """
+        self._discard_hooks[hook if key is None else key] = hook
 
     def remove_on_discard(self, hook: Callable[[], None]) -> None:
         """Forget a hook given to `on_discard` (a closed window); unknown hooks are ignored."""
-        with contextlib.suppress(ValueError):
-            self._discard_hooks.remove(hook)
+        for key in [key for key, known in self._discard_hooks.items() if known == hook]:
+            del self._discard_hooks[key]
 
     @property
     def pid(self) -> int | None:
@@ -239,7 +244,7 @@ class RedisHandle:
         if self._server is not None:
             atexit.unregister(self.close)
             if not self._keeps_data:
-                for hook in list(self._discard_hooks):
+                for hook in list(self._discard_hooks.values()):
                     try:
                         hook()
                     except Exception as exc:  # the server stops anyway: say what was not archived
