@@ -192,7 +192,7 @@ class RedisHandle:
         self._cleanup = cleanup
         self._keeps_data = keeps_data
         self._closed = False
-        self._discard_hooks: dict[object, Callable[[], None]] = {}
+        self._discard_hooks: dict[object, Callable[[], object]] = {}
         if server is not None:
             _EMBEDDED[id(client)] = self
             # (A process killed with SIGKILL runs no exit hook: its server then runs on until stopped by hand.)
@@ -209,7 +209,7 @@ class RedisHandle:
         (a temporary folder, or persistence "none"), and for a server memkit does not run."""
         return self.embedded and self._keeps_data
 
-    def on_discard(self, hook: Callable[[], None], *, key: object = None) -> None:
+    def on_discard(self, hook: Callable[[], object], *, key: object = None) -> None:
         """Call `hook()` before this embedded server stops and drops what it holds (not when it keeps
         its data). A failing hook is logged; the others still run and the server still stops.
 
@@ -219,7 +219,7 @@ class RedisHandle:
         """
         self._discard_hooks[hook if key is None else key] = hook
 
-    def remove_on_discard(self, hook: Callable[[], None]) -> None:
+    def remove_on_discard(self, hook: Callable[[], object]) -> None:
         """Forget a hook given to `on_discard` (a closed window); unknown hooks are ignored."""
         for key in [key for key, known in self._discard_hooks.items() if known == hook]:
             del self._discard_hooks[key]
