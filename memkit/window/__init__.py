@@ -15,9 +15,10 @@ Two implementations share one interface, `ShortTermWindow`:
 * `RedisWindow` (`redis`): the window in Redis, shared by every agent instance that serves the
   user, with a sliding TTL, archived into SQLite exactly once by its `archiver`.
 
-The modules, from the leaves up: `server` (the embedded redis-server or `REDIS_URL`), `keys` (the
+The modules, from the leaves up: `server` (the embedded redis-server or `REDIS_URL`), `workspace`
+(the redis-server a workspace keeps beside its SQLite file), `keys` (the
 Redis key layout), `base`, `numbering` (the turn numbers an instance knows are taken), `archiver`
-(window to SQLite, exactly once), `places` (where a session's turns are), `redis`.
+(window to SQLite, exactly once), `reads` (the read path, and where a session's turns are), `redis`.
 """
 
 from __future__ import annotations

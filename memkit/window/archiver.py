@@ -22,11 +22,11 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from .. import codec
 from ..store import MemoryStore
 from ..store.archive import ArchiveConflictError
 from ..transcript import Turn
 from .keys import KeyLayout, as_text
+from .reads import decode
 from .server import redis_errors
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,11 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 OnArchived = Callable[[str, str, list[Turn]], None]
-
-
-def decode(members: Any) -> list[Turn]:
-    """Turns stored in Redis (the members of a turns or pending set, bytes or str), as dicts."""
-    return [codec.loads(member) for member in members]
 
 
 class Archiver:
@@ -232,6 +227,22 @@ return moved
                     args=[f"{user}/{session}", "inf" if margin == float("inf") else round(margin * 1000)],
                 ))
             retired += moved >= 0
+        return retired
+
+    def retire_user(self, user: str) -> int:
+        """Retire every session of `user` into the archive now (all turns, whatever their TTL).
+
+        Returns:
+            How many sessions were retired.
+        """
+        pattern = self.layout.user_pattern(user)  # the id, checked
+        with self.lock:
+            with redis_errors(self.where, f"listing the sessions of {user}"):
+                members: Any = self.client.zrange(self.layout.index, 0, -1)
+            refs = [ref for ref in self.layout.refs(members) if ref[0] == user]
+            retired = self.retire(refs)
+            for ref in refs:
+                self.archive_session(*ref)
         return retired
 
     def archive_pending(self) -> int:

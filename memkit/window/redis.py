@@ -34,12 +34,12 @@ from .. import codec
 from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError, WindowError
 from ..store import MemoryStore
-from ..transcript import Turn, merge_turns
-from .archiver import Archiver, OnArchived, decode
+from ..transcript import Turn
+from .archiver import Archiver, OnArchived
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
-from .keys import KeyLayout, SessionKeys, as_text
+from .keys import KeyLayout, as_text
 from .numbering import TakenNumbers
-from .places import SessionPlaces
+from .reads import SessionReads
 from .server import (
     DEFAULT_TIMEOUT_S,
     Persistence,
@@ -62,7 +62,7 @@ _APPEND_ATTEMPTS = 5
 
 
 
-class RedisWindow(SessionPlaces, ShortTermWindow):
+class RedisWindow(SessionReads, ShortTermWindow):
     """The short-term window in Redis, shared by every instance that uses the same server.
 
     Each session keeps its last `size` turns in Redis with a sliding TTL; what falls out is
@@ -161,23 +161,6 @@ redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARG
 return {n, redis.call('ZCARD', KEYS[2])}
 """
 
-    READ = """
--- Read a session's window (and its pending turns) and slide the TTL: a read is activity too.
--- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
--- ARGV[1] "user/session"  ARGV[2] TTL in ms  ARGV[3] "1" to return pending turns as well
--- Returns {window members oldest first, pending members oldest first (or empty)}.
-local window = redis.call('ZRANGE', KEYS[1], 0, -1)
-if #window > 0 then
-  local ttl = tonumber(ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[3], ttl)
-  local now = redis.call('TIME')
-  redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARGV[1])
-end
-local pending = {}
-if ARGV[3] == '1' then pending = redis.call('ZRANGE', KEYS[2], 0, -1) end
-return {window, pending}
-"""
 
     def __init__(
         self,
@@ -281,14 +264,6 @@ return {window, pending}
         """The last error the background worker met (it logs it and tries again next pass)."""
         return self.archiver.last_error
 
-    def keys(self, user: str, session: str) -> SessionKeys:
-        """The Redis keys of one session of one user (see `memkit.window.keys.session_keys`)."""
-        return self.layout.session(user, session)
-
-    @property
-    def _ttl_ms(self) -> int:
-        return max(1, round(self.ttl * 1000))
-
     # -- the window -------------------------------------------------------------------------------
 
     def append(self, user: str, session: str, role: str, content: Any) -> Turn:
@@ -316,26 +291,53 @@ return {window, pending}
             WindowError: Redis is unavailable or refused, or the backlog stays full (other writers
                 fill it as fast as it is archived).
         """
+        self.keys(user, session)  # the ids, checked before anything else
+        return self._store_turns(user, session, [(role, self._content(role, content))])[0]
+
+    def append_exchange(self, user: str, session: str, question: str, answer: str) -> list[Turn]:
+        """Store the user's turn and the assistant's in one Redis transaction (MULTI/EXEC): both or neither.
+
+        Two instances answering in the same session cannot interleave their turns, and a process
+        killed while storing an exchange leaves none of it. Numbered, refused and archived first
+        exactly as `append` does, and raises what `append` raises, with nothing stored.
+        """
+        self.keys(user, session)
+        return self._store_turns(user, session, [("user", self._content("user", question)),
+                                                 ("assistant", self._content("assistant", answer))])
+
+    def _store_turns(self, user: str, session: str, turns: list[tuple[str, str]]) -> list[Turn]:
+        """Store checked (role, text) turns in one transaction of APPEND calls, all or none, and return them.
+
+        The calls share one floor and one answer: each script refuses (writing nothing) for the same
+        reasons, so a refusal of the first means none was stored. The first turns leave backlog room
+        for the later ones (an exchange may bring a backlog of 1 to 2).
+        """
         keys = self.keys(user, session)
-        text = self._content(role, content)
         at = iso(self._clock())
-        body = codec.dumps({"at": at, "content": text, "role": role})
+        bodies = [codec.dumps({"at": at, "content": text, "role": role}) for role, text in turns]
         ref = f"{user}/{session}"
         script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
+        backlog = max(self.max_backlog, len(bodies))
         read_archive = False
         for _ in range(_APPEND_ATTEMPTS):
             floor, fresh = self._numbers.floor(user, session, read_archive=read_archive)
-            args: list[Any] = [ref, self.size, self._ttl_ms, body, floor, self.max_backlog, int(fresh),
-                               self._numbers.run_id]
-            with redis_errors(self._where, f"appending a turn of {ref}"):
-                result = self._append_script(keys=script_keys, args=args)
-            number, pending = int(result[0]), int(result[1])
-            if number > 0:
+            calls: list[list[Any]] = [[ref, self.size, self._ttl_ms, body, floor, backlog - (len(bodies) - 1 - number), int(fresh),
+                      self._numbers.run_id] for number, body in enumerate(bodies)]
+            with redis_errors(self._where, f"appending to {ref}"):
+                if len(calls) == 1:  # one script call is atomic by itself
+                    results = [self._append_script(keys=script_keys, args=calls[0])]
+                else:
+                    pipe = self.client.pipeline(transaction=True)
+                    for args in calls:
+                        self._append_script(keys=script_keys, args=args, client=pipe)
+                    results = pipe.execute()
+            first = int(results[0][0])
+            if first > 0:
                 break
-            if number == -1:  # a new or retired session: continue after what is archived now
+            if first == -1:  # a new or retired session: continue after what is archived now
                 read_archive = True
-            elif number == -3:  # the server restarted, maybe from an older state: read the archive again
-                self._numbers.restarted(as_text(result[2]))
+            elif first == -3:  # the server restarted, maybe from an older state: read the archive again
+                self._numbers.restarted(as_text(results[0][2]))
                 read_archive = True
             else:  # the backlog is full: push back on the writer, before anything is stored
                 self.archiver.archive_session(user, session)
@@ -344,101 +346,18 @@ return {window, pending}
                 f"the pending turns of {ref} stay above max_backlog ({self.max_backlog}) although this append "
                 "archived them: other writers fill the backlog as fast; nothing was stored, try again"
             )
-        self._numbers.handed_out(user, session, number)
-        if pending:
-            self.archiver.wake()
-        return {"turn": number, "role": role, "content": text, "at": at}
-
-    def append_exchange(self, user: str, session: str, question: str, answer: str) -> list[Turn]:
-        """Store the user's turn and the assistant's in one Redis transaction (MULTI/EXEC): both or neither.
-
-        Two instances answering in the same session cannot interleave their turns, and a process
-        killed while storing an exchange leaves none of it. Numbered, refused and archived first
-        exactly as `append` does (the first turn leaves room in the backlog for the second), and
-        raises what `append` raises, with nothing stored.
-        """
-        keys = self.keys(user, session)
-        turns = [("user", self._content("user", question)), ("assistant", self._content("assistant", answer))]
-        at = iso(self._clock())
-        bodies = [codec.dumps({"at": at, "content": text, "role": role}) for role, text in turns]
-        ref = f"{user}/{session}"
-        script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
-        backlog = max(self.max_backlog, 2)  # an exchange needs room for two (max_backlog 1: up to 2)
-        read_archive = False
-        for _ in range(_APPEND_ATTEMPTS):
-            floor, fresh = self._numbers.floor(user, session, read_archive=read_archive)
-            with redis_errors(self._where, f"appending an exchange of {ref}"):
-                pipe = self.client.pipeline(transaction=True)
-                for body, limit in zip(bodies, (backlog - 1, backlog)):  # the first leaves room for the second
-                    self._append_script(keys=script_keys, client=pipe, args=[
-                        ref, self.size, self._ttl_ms, body, floor, limit, int(fresh), self._numbers.run_id])
-                results = pipe.execute()
-            first = int(results[0][0])
-            if first > 0:
-                break
-            if first == -1:  # a new or retired session: the scripts wrote nothing
-                read_archive = True
-            elif first == -3:  # the server restarted: the scripts wrote nothing; read the archive again
-                self._numbers.restarted(as_text(results[0][2]))
-                read_archive = True
-            else:  # the backlog is full: archive first, nothing was stored
-                self.archiver.archive_session(user, session)
-        else:
-            raise WindowError(
-                f"the pending turns of {ref} stay above max_backlog ({self.max_backlog}) although this exchange "
-                "archived them: other writers fill the backlog as fast; nothing was stored, try again"
-            )
-        if int(results[1][0]) <= 0:  # pragma: no cover - the first turn left room for the second
-            raise WindowError(f"the exchange of {ref} was half stored (turn {first}); this is a bug, please report it")
-        self._numbers.handed_out(user, session, int(results[1][0]))
+        numbers = [int(result[0]) for result in results]
+        if min(numbers) <= 0:  # pragma: no cover - the first turns left room for the later ones
+            raise WindowError(f"the turns {numbers} of {ref} were stored in part; this is a bug, please report it")
+        self._numbers.handed_out(user, session, numbers[-1])
         if int(results[-1][1]):
             self.archiver.wake()
-        return [{"turn": int(result[0]), "role": role, "content": text, "at": at}
-                for result, (role, text) in zip(results, turns)]
+        return [{"turn": number, "role": role, "content": text, "at": at}
+                for number, (role, text) in zip(numbers, turns)]
 
     def retire_user(self, user: str) -> int:
         """Retire every session of `user` into the archive now (all turns, whatever their TTL)."""
-        self.limits.check_id("user", user)
-        with self.archiver.lock:
-            with redis_errors(self._where, f"listing the sessions of {user}"):
-                members: Any = self.client.zrange(self.layout.index, 0, -1)
-            refs = [ref for ref in self.layout.refs(members) if ref[0] == user]
-            retired = self.archiver.retire(refs)
-            for ref in refs:
-                self.archiver.archive_session(*ref)
-        return retired
-
-    def user_turns(self, user: str) -> int:
-        """How many turns of `user` Redis holds, windows and pending, all sessions."""
-        self.limits.check_id("user", user)
-        with redis_errors(self._where, f"counting the turns of {user}"):
-            sorted_sets = [k for k in self.client.scan_iter(match=self.layout.user_pattern(user), count=500)
-                           if as_text(k).endswith((":turns", ":pending"))]
-            return sum(int(self.client.zcard(k)) for k in sorted_sets)
-
-    def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
-        """The window (and the pending turns) in one script, decoded: the window's one read path."""
-        keys = self.keys(user, session)
-        with redis_errors(self._where, f"reading the window of {user}/{session}"):
-            window, pending = self._read_script(
-                keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
-                args=[f"{user}/{session}", self._ttl_ms, "1" if with_pending else "0"],
-            )
-        return decode(window), decode(pending)
-
-    def recent(self, user: str, session: str) -> list[Turn]:
-        """The session's window, oldest first; reading it restarts the TTL."""
-        return self._read(user, session, False)[0]
-
-    def load_session(self, user: str, session: str) -> list[Turn]:
-        """The whole conversation: archive + pending + window, each turn once, in turn order.
-
-        Redis is read first (window and pending in one script, so a turn moving between them is
-        seen once), then SQLite: a turn archived in between is then in both reads and counted once.
-        Reading the other way round could miss a turn that moved in between.
-        """
-        window, pending = self._read(user, session, True)
-        return merge_turns(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
+        return self.archiver.retire_user(user)
 
     # -- archiving (see memkit.window.archiver) ----------------------------------------------------
 

@@ -1,7 +1,9 @@
-"""Where a session's turns are right now: in the Redis window, waiting in pending, or archived.
+"""Reading the Redis window: its one read path (the READ script and the decode of turns), and where a
+session's turns are right now (in the window, waiting in pending, or archived).
 
-Read without touching the TTL (asking is not activity), for teaching, tests and operators. Mixed
-into `RedisWindow`, whose client, store and key layout it reads through.
+`recent` and `load_session` read through READ, which slides the TTL (a read is activity too); the
+others read without touching it, for teaching, tests and operators. Mixed into `RedisWindow`, whose
+client, store and key layout it reads through.
 """
 
 from __future__ import annotations
@@ -10,23 +12,81 @@ import collections
 import time
 from typing import TYPE_CHECKING, Any
 
+from .. import codec
 from ..store import MemoryStore
-from ..transcript import Turn
-from .archiver import decode
-from .keys import KeyLayout
+from ..transcript import Turn, merge_turns
+from .keys import KeyLayout, SessionKeys, as_text
 from .server import redis_errors
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
 
 
-class SessionPlaces:
-    """The reads of `RedisWindow` that show where turns are, without sliding the TTL."""
+def decode(members: Any) -> list[Turn]:
+    """Turns stored in Redis (the members of a turns or pending set, bytes or str), as dicts."""
+    return [codec.loads(member) for member in members]
+
+
+class SessionReads:
+    """The reads of `RedisWindow`."""
+
+    READ = """
+-- Read a session's window (and its pending turns) and slide the TTL: a read is activity too.
+-- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
+-- ARGV[1] "user/session"  ARGV[2] TTL in ms  ARGV[3] "1" to return pending turns as well
+-- Returns {window members oldest first, pending members oldest first (or empty)}.
+local window = redis.call('ZRANGE', KEYS[1], 0, -1)
+if #window > 0 then
+  local ttl = tonumber(ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+  local now = redis.call('TIME')
+  redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARGV[1])
+end
+local pending = {}
+if ARGV[3] == '1' then pending = redis.call('ZRANGE', KEYS[2], 0, -1) end
+return {window, pending}
+"""
 
     client: "redis.Redis"
     store: MemoryStore
     layout: KeyLayout
+    ttl: float
     _where: str
+    _read_script: Any
+
+    def keys(self, user: str, session: str) -> SessionKeys:
+        """The Redis keys of one session of one user (see `memkit.window.keys.session_keys`)."""
+        return self.layout.session(user, session)
+
+    @property
+    def _ttl_ms(self) -> int:
+        return max(1, round(self.ttl * 1000))
+
+    def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
+        """The window (and the pending turns) in one script, decoded: the window's one read path."""
+        keys = self.keys(user, session)
+        with redis_errors(self._where, f"reading the window of {user}/{session}"):
+            window, pending = self._read_script(
+                keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
+                args=[f"{user}/{session}", self._ttl_ms, "1" if with_pending else "0"],
+            )
+        return decode(window), decode(pending)
+
+    def recent(self, user: str, session: str) -> list[Turn]:
+        """The session's window, oldest first; reading it restarts the TTL."""
+        return self._read(user, session, False)[0]
+
+    def load_session(self, user: str, session: str) -> list[Turn]:
+        """The whole conversation: archive + pending + window, each turn once, in turn order.
+
+        Redis is read first (window and pending in one script, so a turn moving between them is
+        seen once), then SQLite: a turn archived in between is then in both reads and counted once.
+        Reading the other way round could miss a turn that moved in between.
+        """
+        window, pending = self._read(user, session, True)
+        return merge_turns(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
+
 
     def pending(self, user: str, session: str) -> list[Turn]:
         """Turns that left the window and wait for the archiver (without touching the TTL)."""
@@ -96,3 +156,10 @@ class SessionPlaces:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.02)
+
+    def user_turns(self, user: str) -> int:
+        """How many turns of `user` Redis holds, windows and pending, all sessions."""
+        with redis_errors(self._where, f"counting the turns of {user}"):
+            sorted_sets = [k for k in self.client.scan_iter(match=self.layout.user_pattern(user), count=500)
+                           if as_text(k).endswith((":turns", ":pending"))]
+            return sum(int(self.client.zcard(k)) for k in sorted_sets)
