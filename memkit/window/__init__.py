@@ -16,9 +16,9 @@ Two implementations share one interface, `ShortTermWindow`:
   user, with a sliding TTL, archived into SQLite exactly once by its `archiver`.
 
 The modules, from the leaves up: `server` (the embedded redis-server or `REDIS_URL`), `workspace`
-(the redis-server a workspace keeps beside its SQLite file), `keys` (the
-Redis key layout), `base`, `numbering` (the turn numbers an instance knows are taken), `archiver`
-(window to SQLite, exactly once), `reads` (the read path, and where a session's turns are), `redis`.
+(the redis-server a workspace keeps beside its SQLite file), `keys` (the Redis key layout),
+`base`, `numbering` (the turn numbers an instance knows are taken), `reads` (the read path, and
+where a session's turns are), `archiver` (window to SQLite, exactly once), `redis`.
 """
 
 from __future__ import annotations
