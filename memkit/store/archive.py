@@ -72,14 +72,22 @@ def archive_rows(db: SqliteDatabase, rows: list[tuple[Any, ...]]) -> int:
             rows,
         )
         added = conn.total_changes - before
-        if added < len(rows):  # some were already there (a retry), or conflict: compare them
-            conflicts = sorted({row[2] for row in rows if tuple(conn.execute(
-                "SELECT role, content, at FROM transcript WHERE user_id = ? AND session_id = ? AND turn = ?",
-                row[:3]).fetchone()) != row[3:]})
-            if conflicts:
-                raise ArchiveConflictError(rows[0][0], rows[0][1], conflicts)
+        refuse_conflicts(conn, rows, added)
         db.check_size(conn)
     return added
+
+
+def refuse_conflicts(conn: Any, rows: list[tuple[Any, ...]], added: int) -> None:
+    """Inside the archiving transaction, after an insert that skipped turns already kept: raise an
+    `ArchiveConflictError` if a skipped turn is kept with other role, content or time (the caller's
+    transaction then rolls back). Any backend's connection whose `execute` takes `?` placeholders."""
+    if added == len(rows):  # nothing was skipped: no turn was there before
+        return
+    conflicts = sorted({row[2] for row in rows if tuple(conn.execute(
+        "SELECT role, content, at FROM transcript WHERE user_id = ? AND session_id = ? AND turn = ?",
+        row[:3]).fetchone()) != tuple(row[3:])})
+    if conflicts:
+        raise ArchiveConflictError(rows[0][0], rows[0][1], conflicts)
 
 
 def archived_turns(db: SqliteDatabase, user: str, session: str) -> list[Turn]:
