@@ -285,6 +285,7 @@ INTRODUCED = {
     "memkit.notebook.history_table": "03", "memkit.notebook.messages_table": "03",
     "memkit.notebook.tool_results_table": "03",
     "retrieve": "04", "memkit.retrieval.task_terms": "04", "memkit.request.History": "04", "BudgetedModel": "04",
+    "InProcessWindow": "04",
     "BudgetError": "04", "memkit.tokens.chars_per_token": "04", "memkit.notebook.records_table": "04",
     "memkit.notebook.conversation_rows": "04", "memkit.notebook.measurement_rows": "04",
     "memkit.notebook.budget_chart": "04", "memkit.notebook.budget_summary": "04",
