@@ -30,7 +30,7 @@ from .errors import MemkitError
 from .limits import DEFAULT_LIMITS, KINDS, check_text
 from .models import FixtureModel, OpenAIModel
 from .request import History
-from .store import MemoryStore
+from .store import MemoryStore, is_database_url, open_store
 from .window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
 from .window.workspace import WorkspaceRedis, window_folder
 
@@ -69,7 +69,22 @@ def _db_path(args: argparse.Namespace) -> tuple[Path, bool]:
     return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / "memory.sqlite3", True
 
 
+def _database_url(args: argparse.Namespace) -> str | None:
+    """`--db postgresql://...`, else $DATABASE_URL when neither --db, --workspace nor $MEMKIT_DB names a file."""
+    if args.db and is_database_url(args.db):
+        return str(args.db)
+    if args.db or args.workspace is not None or os.environ.get("MEMKIT_DB"):
+        return None
+    url = os.environ.get("DATABASE_URL") or None
+    if url is not None and not is_database_url(url):
+        raise CliError("DATABASE_URL is set but is not a postgresql:// URL; unset it, or give --db or --workspace")
+    return url
+
+
 def _open_store(args: argparse.Namespace) -> MemoryStore:
+    url = _database_url(args)
+    if url is not None:  # PostgreSQL; a read-only command never creates the store's tables
+        return open_store(url, create=args.command in WRITE_COMMANDS)
     path, is_workspace = _db_path(args)
     if not path.exists() and not path.is_symlink():
         if args.command not in WRITE_COMMANDS:
@@ -208,7 +223,10 @@ def cmd_history(args: argparse.Namespace) -> None:
 
 
 def _store_files(store: MemoryStore) -> list[Path]:
-    return [store.path, *(store.path.with_name(store.path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+    path = getattr(store, "path", None)  # a PostgreSQL store has no file
+    if path is None:
+        return []
+    return [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
 
 
 def _check_export_target(out: Path, store: MemoryStore, force: bool) -> None:
@@ -267,7 +285,7 @@ def cmd_forget_user(args: argparse.Namespace) -> None:
     _require_confirm(args, "forget-user")
     with _open_store(args) as store:
         url = os.environ.get("REDIS_URL")
-        if url or window_folder(store.path).exists():
+        if url or (getattr(store, "path", None) is not None and window_folder(store.path).exists()):
             with _open_window(args, store) as window:
                 report = forget_everywhere(store, args.user, window)
         else:  # no window was ever kept for this database: nothing to start a server for
@@ -395,7 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler)
         where = sub.add_mutually_exclusive_group()
-        where.add_argument("--db", metavar="PATH", help="the SQLite file (default: $MEMKIT_DB or ./memkit-workspace)")
+        where.add_argument("--db", metavar="PATH|URL", help="the SQLite file, or a postgresql:// URL "
+                           "(default: $MEMKIT_DB, $DATABASE_URL, or ./memkit-workspace)")
         where.add_argument("--workspace", metavar="DIR", help="use DIR/state/memory.sqlite3")
         return sub
 

@@ -22,7 +22,7 @@ def open_store(target: str | os.PathLike[str], **options: Any) -> MemoryStore:
         target: a path (SQLite: a `MemoryStore`) or a `postgresql://` URL (a `PostgresStore`,
             which needs the `postgres` extra).
         options: passed on: `limits`, `synchronous` and `clock` for both; `check_integrity` for
-            SQLite; `schema` and `pool_size` for PostgreSQL.
+            SQLite; `schema`, `pool_size` and `create` for PostgreSQL.
 
     Raises:
         StoreError: the store cannot be opened (see `MemoryStore` and `PostgresStore`).

@@ -41,6 +41,8 @@ class PostgresStore(MemoryStore):
         schema: the PostgreSQL schema (namespace) for the store's tables, made if missing: several
             stores can share a database. A schema holding another program's objects is refused.
         pool_size: the most connections this store opens at once.
+        create: make the store's tables where the schema has none (default); False refuses instead
+            (a read-only command must not create anything).
 
     Raises:
         StoreError: the URL is malformed, the server cannot be reached, or the schema holds another
@@ -61,6 +63,7 @@ class PostgresStore(MemoryStore):
         clock: Clock = utc_now,
         schema: str = "public",
         pool_size: int = 4,
+        create: bool = True,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValidationError(f"synchronous is {synchronous!r}; use 'FULL' or 'NORMAL'")
@@ -69,7 +72,7 @@ class PostgresStore(MemoryStore):
         self.limits = limits
         self.synchronous = synchronous
         self._clock = clock
-        self._pg = PostgresDatabase(url, limits, synchronous, schema, pool_size)
+        self._pg = PostgresDatabase(url, limits, synchronous, schema, pool_size, create)
         self.url = self._pg.where
         """The database's URL, its password masked."""
         self.schema = self._pg.schema

@@ -80,6 +80,7 @@ class PostgresDatabase:
             the database stays consistent).
         schema: the PostgreSQL schema (namespace) that holds the store's tables; made if missing.
         pool_size: the most connections the pool opens (threads beyond it wait for one).
+        create: make the store's tables where there are none yet; False refuses instead.
 
     Raises:
         StoreError: the URL is malformed, the server cannot be reached, or the schema holds another
@@ -89,7 +90,8 @@ class PostgresDatabase:
     search_index: bool = False
     """Whether searches may use the trigram index (the server has `pg_trgm`); set at open."""
 
-    def __init__(self, conninfo: str, limits: Limits, synchronous: str, schema: str, pool_size: int) -> None:
+    def __init__(self, conninfo: str, limits: Limits, synchronous: str, schema: str, pool_size: int,
+                 create: bool = True) -> None:
         self.limits = limits
         self.schema = check_schema_name(schema)
         self.pool_size = pool_size
@@ -102,7 +104,7 @@ class PostgresDatabase:
         self._counting = threading.Lock()
         self._borrowed = 0  # connections this store has out of its pool (or of its own) right now
         self._pool: ConnectionPool[psycopg.Connection[Row]] | None = None
-        self._inspector: psycopg.Connection[Row] | None = self._open_first()
+        self._inspector: psycopg.Connection[Row] | None = self._open_first(create)
         self._pool = self._open_pool()
 
     # -- opening -----------------------------------------------------------------------------------
@@ -121,7 +123,7 @@ class PostgresDatabase:
             extra["connect_timeout"] = max(2, math.ceil(self._wait_s))
         return psycopg.conninfo.make_conninfo(conninfo, **extra)
 
-    def _open_first(self) -> psycopg.Connection[Row]:
+    def _open_first(self, create: bool) -> psycopg.Connection[Row]:
         """Connect once, check the schema, migrate it, make the search index: the pool comes after."""
         try:
             raw = connect(self._conninfo)
@@ -131,7 +133,8 @@ class PostgresDatabase:
             ) from None
         conn = PgConnection(raw)
         try:
-            check_schema(conn, self.where, self.schema)
+            if check_schema(conn, self.where, self.schema) == 0 and not create:
+                raise StoreError(f"schema {self.schema!r} of {self.where} holds no memkit store; nothing was created")
             migrate(conn, self.schema)
             self.search_index = ensure_search_index(conn, self.schema)
         except psycopg.Error as exc:
