@@ -268,9 +268,7 @@ class PostgresDatabase:
         if current is not None:
             yield from self._savepoint(current)
             return
-        conn = self._begun("BEGIN")
-        self._local.conn = conn
-        try:
+        with self._held("BEGIN") as conn:
             try:
                 yield conn
             except BaseException as exc:
@@ -294,6 +292,14 @@ class PostgresDatabase:
                 self._rollback(conn)
                 error = LockedError if isinstance(exc, _LOCK_ERRORS) else StoreError
                 raise error(f"commit to {self.where} failed and was rolled back: {self._text(exc)}") from exc
+
+    @contextlib.contextmanager
+    def _held(self, begin: str) -> Iterator[PgConnection]:
+        """A pooled connection that ran `begin`: this thread's until the block ends, then given back."""
+        conn = self._begun(begin)
+        self._local.conn = conn
+        try:
+            yield conn
         finally:
             self._local.conn = None
             self._putconn(conn)
@@ -346,23 +352,15 @@ class PostgresDatabase:
         if current is not None:
             yield current
             return
-        conn = self._begun("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        self._local.conn = conn
-        try:
+        with self._held("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") as conn:
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException as exc:
                 self._rollback(conn)
                 if isinstance(exc, psycopg.Error):
                     raise self._error(exc, "read from") from exc
                 raise
-            try:
-                conn.execute("COMMIT")
-            except psycopg.Error as exc:
-                raise self._error(exc, "read from") from exc
-        finally:
-            self._local.conn = None
-            self._putconn(conn)
 
     # -- locks and checks inside write transactions -------------------------------------------------
 
