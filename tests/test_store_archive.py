@@ -13,6 +13,9 @@ from _store_helpers import clocked, snapshot
 from memkit.errors import ValidationError
 
 
+pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
+
+
 # -- archive of turns -----------------------------------------------------------------------------
 
 
