@@ -1,5 +1,5 @@
-"""Helpers shared by the store tests: stores with a stepping clock, a worker process, sample data,
-and what "the database is unchanged" means, measured."""
+"""Helpers shared by the store tests: stores with a stepping clock on the backend under test, a
+worker process, sample data, and what "the database is unchanged" means, measured."""
 
 from __future__ import annotations
 
@@ -15,10 +15,48 @@ from memkit.clock import FakeClock
 from memkit.store import MemoryStore
 
 
+DEBIAN_POSTGRES = Path("/usr/lib/postgresql/15/bin")
+"""Debian's PostgreSQL 15 (package postgresql-15, with contrib: pg_trgm), run by `pg_trgm_url`."""
+
+TEST_SERVER_SETTINGS = {"fsync": "off", "max_connections": "200"}
+"""Throw-away servers: fsync off spares the disk (no test cuts the power; commits still wait for
+`synchronous_commit`, and a killed server recovers from the WAL in the page cache)."""
+
+
+class Backend:
+    """Where the store tests open their stores: SQLite files, or schemas of a PostgreSQL server.
+
+    On PostgreSQL each path stands for a schema of its own (named after the path), so a test that
+    opens one path twice reopens the same store, and every test gets fresh ones.
+    """
+
+    def __init__(self, name: str, url: str | None = None) -> None:
+        self.name, self.url = name, url
+        self.schemas: set[str] = set()
+
+    def open(self, path: Path, **options: Any) -> MemoryStore:
+        if self.url is None:
+            return MemoryStore(path, **options)
+        from memkit.store import PostgresStore
+
+        schema = "t_" + hashlib.sha256(str(path).encode()).hexdigest()[:20]
+        self.schemas.add(schema)
+        return PostgresStore(self.url, schema=schema, **options)
+
+    def __repr__(self) -> str:
+        return f"Backend({self.name!r})"
+
+
+SQLITE = Backend("sqlite")
+ACTIVE: list[Backend] = [SQLITE]
+"""The backend of the running test: the `backend` fixture (tests/conftest.py) pushes and pops it."""
+
+
 def open_store(path: Path, **options: Any) -> MemoryStore:
-    """A store whose clock moves one second per reading: distinct, ordered timestamps."""
+    """A store on the backend under test whose clock moves one second per reading: distinct,
+    ordered timestamps."""
     options.setdefault("clock", FakeClock(step_seconds=1))
-    return MemoryStore(path, **options)
+    return ACTIVE[-1].open(path, **options)
 
 
 @pytest.fixture

@@ -1,16 +1,76 @@
-"""Shared fixtures: every test gets its own real SQLite file under pytest's tmp_path."""
+"""Shared fixtures: every test gets its own real SQLite file under pytest's tmp_path, or (in the
+store's conformance suite) its own schema on a real PostgreSQL server."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from memkit.store import MemoryStore
+from _store_helpers import ACTIVE, DEBIAN_POSTGRES, SQLITE, TEST_SERVER_SETTINGS, Backend
+
+BACKENDS = ["sqlite", "pg", "pg-trgm"]
+"""The conformance suite's backends: a SQLite file; PostgreSQL 16 of the pgserver wheel (no
+pg_trgm: searches scan), or the server at MEMKIT_PG_URL; Debian's PostgreSQL 15 with pg_trgm."""
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """A PostgreSQL server for the session: $MEMKIT_PG_URL, else an embedded one (pgserver)."""
+    given = os.environ.get("MEMKIT_PG_URL")
+    if given:
+        yield given
+        return
+    from memkit.store import start_embedded_postgres
+
+    with start_embedded_postgres(settings=TEST_SERVER_SETTINGS) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="session")
+def pg_trgm_url():
+    """Debian's PostgreSQL 15 with contrib, started in a temporary folder, pg_trgm installed."""
+    if not (DEBIAN_POSTGRES / "initdb").exists():
+        pytest.skip(f"NOT TESTED: the pg_trgm search path needs Debian's PostgreSQL 15 in {DEBIAN_POSTGRES} "
+                    "(apt-get install postgresql-15 postgresql-contrib); CI installs it")
+    import psycopg
+
+    from memkit.store import start_embedded_postgres
+
+    with start_embedded_postgres(bin_dir=DEBIAN_POSTGRES, settings=TEST_SERVER_SETTINGS) as server:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION pg_trgm")  # where a DBA puts it: public
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def backend(request):
+    """The backend the store's conformance suite runs on: modules opt in with
+    `pytestmark = pytest.mark.usefixtures("backend")`, and `pytest_generate_tests` runs each of
+    their tests once per backend."""
+    name = getattr(request, "param", "sqlite")
+    if name == "sqlite":
+        chosen = SQLITE
+    else:
+        chosen = Backend(name, request.getfixturevalue("pg_url" if name == "pg" else "pg_trgm_url"))
+    ACTIVE.append(chosen)
+    yield chosen
+    ACTIVE.pop()
+
+
+def pytest_generate_tests(metafunc):
+    """Every test that uses `backend` runs on each of BACKENDS; one marked `sqlite_only` (it checks
+    a SQLite file mechanism) on SQLite alone."""
+    if "backend" in metafunc.fixturenames:
+        names = ["sqlite"] if metafunc.definition.get_closest_marker("sqlite_only") else BACKENDS
+        metafunc.parametrize("backend", names, indirect=True, scope="module")
 
 
 @pytest.fixture
 def store(tmp_path):
-    """A fresh store with the teaching limits, closed after the test."""
-    with MemoryStore(tmp_path / "memory.sqlite3") as opened:
+    """A fresh store with the teaching limits, on the backend under test (SQLite outside the
+    conformance suite), closed after the test."""
+    with ACTIVE[-1].open(tmp_path / "memory.sqlite3") as opened:
         yield opened
 
 

@@ -14,6 +14,9 @@ from memkit.errors import ValidationError
 from memkit.store.archive import ArchiveConflictError
 
 
+pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
+
+
 # -- archive of turns -----------------------------------------------------------------------------
 
 

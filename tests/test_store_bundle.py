@@ -18,6 +18,10 @@ from memkit.limits import Limits
 from memkit.store import SCHEMA_VERSION, seal_bundle
 
 
+pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
+
+
+@pytest.mark.sqlite_only  # reads the FTS5 index (tests/test_postgres.py: on PostgreSQL)
 def test_forget_user_removes_records_events_and_transcript(clocked):
     fill(clocked, "alice")
     fill(clocked, "bob")

@@ -21,6 +21,8 @@ from memkit.errors import LockedError, StoreError
 from memkit.limits import Limits
 from memkit.store import SCHEMA_VERSION, MemoryStore, is_busy
 
+pytestmark = pytest.mark.sqlite_only  # the SQLite file itself: refusals, WAL, locks, byte-identical files
+
 
 # -- opening: refuse what is not ours, and leave it exactly as it was ----------------------------
 

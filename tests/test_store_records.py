@@ -20,6 +20,9 @@ from memkit.limits import Limits
 from memkit.store import MemoryStore
 
 
+pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
+
+
 # -- one row per key, revisions, history ---------------------------------------------------------
 
 
@@ -100,6 +103,7 @@ def test_a_failed_put_inside_a_transaction_undoes_only_itself(tmp_path):
         assert store.health()["counters_consistent"]
 
 
+@pytest.mark.sqlite_only  # opens a MemoryStore (tests/test_postgres.py: PostgresStore)
 def test_closed_store_refuses_calls_and_closes_twice(tmp_path):
     store = MemoryStore(tmp_path / "m.sqlite3")
     with store:
@@ -197,6 +201,7 @@ def test_a_tiny_size_cap_refuses_every_write(tmp_path):
         assert store.health()["max_db_bytes"] == 4096
 
 
+@pytest.mark.sqlite_only  # workers on a file (tests/test_postgres_races.py: on PostgreSQL)
 def test_racing_processes_never_pass_the_quotas(tmp_path):
     path = tmp_path / "m.sqlite3"
     MemoryStore(path).close()
@@ -246,6 +251,7 @@ def test_threads_sharing_one_store_all_succeed_with_consecutive_revisions(clocke
     assert clocked.health()["counters_consistent"]
 
 
+@pytest.mark.sqlite_only  # sqlite3's error (tests/test_postgres.py: the PostgreSQL trigger)
 def test_the_event_history_is_append_only_in_the_database_itself(store):
     store.put("alice", "s1", "preference", "drink", "tea")
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):
@@ -254,6 +260,7 @@ def test_the_event_history_is_append_only_in_the_database_itself(store):
     assert store.forget_user("alice")["events"] == 1  # deleting a user's history stays possible
 
 
+@pytest.mark.sqlite_only  # SQLite's statements (tests/test_postgres.py: PostgresStore.statements())
 def test_the_published_statements_write_what_the_store_reads(clocked):
     sql = MemoryStore.statements()
     with clocked.transaction() as conn:
@@ -275,7 +282,7 @@ def test_the_published_statements_write_what_the_store_reads(clocked):
 
 def test_a_clock_that_steps_back_changes_neither_newest_first_nor_created_before_updated(tmp_path):
     clock = FakeClock()
-    with MemoryStore(tmp_path / "m.sqlite3", clock=clock) as store:
+    with open_store(tmp_path / "m.sqlite3", clock=clock) as store:
         store.put("alice", "s1", "preference", "drink", "tea")
         clock.advance(seconds=-3600)  # NTP steps the clock back an hour
         store.put("alice", "s1", "preference", "food", "rice")

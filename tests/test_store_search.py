@@ -17,6 +17,9 @@ from memkit.limits import Limits
 from memkit.store import MemoryStore
 
 
+pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
+
+
 # -- search ---------------------------------------------------------------------------------------
 
 LITERALS = {
@@ -88,6 +91,7 @@ def test_empty_query_returns_the_most_recent_first_within_the_limit(clocked):
     assert clocked.search("nobody") == []
 
 
+@pytest.mark.sqlite_only  # FTS5 trace (tests/test_postgres.py: the pg_trgm plan)
 def test_large_users_are_searched_through_the_trigram_index(clocked):
     statements: list[str] = []
     clocked.connection.set_trace_callback(statements.append)
@@ -111,7 +115,7 @@ USER_NUMBERS = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def search_store(tmp_path_factory):
+def search_store(tmp_path_factory, backend):
     limits = Limits().replace(max_records_total=1_000_000)
     with open_store(tmp_path_factory.mktemp("search") / "m.sqlite3", limits=limits, synchronous="NORMAL") as store:
         yield store
@@ -155,9 +159,9 @@ WORDS = st.sampled_from(["tea", "green tea", "TEA time", "coffee", "Straße", "s
 
 
 @pytest.fixture(scope="module")
-def many_store(tmp_path_factory):
+def many_store(tmp_path_factory, backend):
     limits = Limits().replace(max_records_per_user=10_000, max_records_total=1_000_000)
-    with MemoryStore(tmp_path_factory.mktemp("many") / "m.sqlite3", limits=limits, synchronous="NORMAL") as store:
+    with backend.open(tmp_path_factory.mktemp("many") / "m.sqlite3", limits=limits, synchronous="NORMAL") as store:
         yield store
 
 

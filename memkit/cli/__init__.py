@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler)
         where = sub.add_mutually_exclusive_group()
-        where.add_argument("--db", metavar="PATH", help="the SQLite file (default: $MEMKIT_DB or ./memkit-workspace)")
+        where.add_argument("--db", metavar="PATH|URL", help="the SQLite file, or a postgresql:// URL "
+                           "(default: $MEMKIT_DB, $DATABASE_URL, or ./memkit-workspace)")
         where.add_argument("--workspace", metavar="DIR", help="use DIR/state/memory.sqlite3")
         return sub
 

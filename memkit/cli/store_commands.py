@@ -18,31 +18,31 @@ from typing import Any
 from ..store import MemoryStore
 from ..window import ShortTermWindow
 from ..window.workspace import window_folder
-from .options import CliError, cli_approvals, open_store, open_window, require_confirm
+from .options import CliError, cli_approvals, require_confirm, store_for, window_for
 from .output import emit
 
 
 def cmd_put(args: argparse.Namespace) -> None:
     require_confirm(args, "put")
-    with open_store(args) as store:
+    with store_for(args) as store:
         confirmation = cli_approvals(store).confirm_put(args.kind, args.key, args.value)
         record = store.put(args.user, args.session, args.kind, args.key, args.value, confirmation=confirmation.id)
         emit(record, committed=f"{args.user}'s {args.kind} {args.key!r} saved at revision {record['revision']}")
 
 
 def cmd_get(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         emit(store.get(args.user, args.kind, args.key))
 
 
 def cmd_search(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         emit(store.search(args.user, args.query, limit=args.limit, kind=args.kind_filter))
 
 
 def cmd_delete(args: argparse.Namespace) -> None:
     require_confirm(args, "delete")
-    with open_store(args) as store:
+    with store_for(args) as store:
         confirmation = cli_approvals(store).confirm_delete(args.kind, args.key)
         deleted = store.delete(args.user, args.kind, args.key, session=args.session, confirmation=confirmation.id)
         emit({"deleted": deleted},
@@ -50,12 +50,15 @@ def cmd_delete(args: argparse.Namespace) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         emit(store.history(args.user, args.kind, args.key))
 
 
 def _store_files(store: MemoryStore) -> list[Path]:
-    return [store.path, *(store.path.with_name(store.path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+    path = getattr(store, "path", None)  # a PostgreSQL store has no file
+    if path is None:
+        return []
+    return [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
 
 
 def _check_export_target(out: Path, store: MemoryStore, force: bool) -> None:
@@ -88,7 +91,7 @@ def _write_atomically(out: Path, text: str) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         if args.out is not None:
             out = Path(args.out)
             _check_export_target(out, store, args.force)
@@ -105,17 +108,17 @@ def cmd_import(args: argparse.Namespace) -> None:
     bundle = Path(args.file)
     if not bundle.is_file():
         raise CliError(f"there is no bundle file at {bundle}")
-    with open_store(args) as store:
+    with store_for(args) as store:
         result = store.import_records(bundle, user=args.as_user)
         emit(result, committed=f"a bundle imported: {json.dumps(result)}")
 
 
 def cmd_forget_user(args: argparse.Namespace) -> None:
     require_confirm(args, "forget-user")
-    with open_store(args) as store:
+    with store_for(args) as store:
         url = os.environ.get("REDIS_URL")
-        if url or window_folder(store.path).exists():
-            with open_window(args, store) as window:
+        if url or (getattr(store, "path", None) is not None and window_folder(store.path).exists()):
+            with window_for(args, store) as window:
                 report = forget_everywhere(store, args.user, window)
         else:  # no window was ever kept for this database: nothing to start a server for
             report = forget_everywhere(store, args.user, None)
@@ -139,5 +142,5 @@ def forget_everywhere(store: MemoryStore, user: str, window: ShortTermWindow | N
 
 
 def cmd_health(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         emit(store.health())

@@ -1,6 +1,7 @@
-"""The long-term store: user-scoped memories in one SQLite file.
+"""The long-term store: user-scoped memories in one SQLite file, or in a PostgreSQL database.
 
-`MemoryStore` is the façade; each concept lives in one module:
+`MemoryStore` is the façade (SQLite); `PostgresStore` the same façade on PostgreSQL; `open_store`
+opens either from a path or a `postgresql://` URL. Each concept lives in one module:
 
 - `db`: the SQLite database behind one connection: its lock, `transaction()`, reads, the quota and size checks.
 - `files`: the files on disk: checks before SQLite is pointed at them (a leftover or foreign `-wal`
@@ -13,17 +14,29 @@
 - `archive`: the transcript archive of turns that left the short-term window.
 - `health`: `health()`, the one counter check, `inspect_file`, `fingerprint`.
 
-All SQL and every SQLite-specific rule live here (db, files, wal, schema, statements, search); a schema
-change touches only this package. A second backend sits beside them with its own modules.
+PostgreSQL, where it differs (psycopg and psycopg_pool are imported only when a URL is opened):
+
+- `pg_connection`: a psycopg connection that runs the store's `?` SQL; passwords masked in messages.
+- `postgres`: the database behind a pool: transactions, the per-user lock, the quota and size checks.
+- `pg_schema`: `PG_MIGRATIONS`, the runner, the check at open, the optional `pg_trgm` index.
+- `pg_search`: the same search rule, by scan or the trigram index.
+- `pg_store`: `PostgresStore`, and its `health`.
+- `embedded`: `start_embedded_postgres()`, a server of its own in a temporary folder.
+- `opening`: `open_store`.
+
+All SQL and every backend-specific rule live here (SQLite: db, files, wal, schema, statements,
+search); a schema change touches only this package.
 """
 
 from __future__ import annotations
 
 from .bundle import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, LINE_SCHEMAS, seal_bundle
 from .db import SqliteDatabase, is_busy
+from .embedded import EmbeddedPostgres, start_embedded_postgres
 from .files import SQLITE_MAGIC, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
 from .memory import MemoryStore
+from .opening import is_database_url, open_store
 from .schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, expected_objects
 from .statements import SQLITE_STATEMENTS, Record, Statements
 
@@ -32,4 +45,14 @@ __all__ = [
     "SCHEMA_VERSION", "MIGRATIONS", "expected_columns", "expected_objects",
     "EXPORT_FORMAT", "EXPORT_FORMAT_VERSION", "LINE_SCHEMAS", "seal_bundle",
     "SQLITE_MAGIC", "sqlite_uri", "counters_consistent", "fingerprint", "inspect_file",
+    "open_store", "is_database_url", "PostgresStore", "start_embedded_postgres", "EmbeddedPostgres",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`PostgresStore` on first use: importing it imports psycopg (the `postgres` extra)."""
+    if name == "PostgresStore":
+        from .pg_store import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

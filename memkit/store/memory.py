@@ -172,6 +172,7 @@ class MemoryStore:
         if confirmation is not None:
             self.limits.check_confirmation(confirmation)
         with self.transaction() as conn:
+            self._lock_user(conn, user, creating=True)
             now = iso(self._clock())
             row = conn.execute(
                 f"SELECT id, {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
@@ -229,6 +230,7 @@ class MemoryStore:
         if confirmation is not None:
             self.limits.check_confirmation(confirmation)
         with self.transaction() as conn:
+            self._lock_user(conn, user, creating=False)
             now = iso(self._clock())
             row = conn.execute(SQL.select_current, (user, kind, key)).fetchone()
             if row is None:
@@ -263,7 +265,7 @@ class MemoryStore:
         self.limits.check_limit(limit)
         if kind is not None:
             self.limits.check_kind(kind)
-        return search.search(self._db, user, query, limit, kind, self.fts_min_user_rows)
+        return self._search(user, query, limit, kind)
 
     def search_many(self, user: str, queries: Sequence[str], limit: int = 5,
                     kinds: Sequence[str] = KINDS) -> dict[tuple[str, str], list[Record]]:
@@ -286,7 +288,7 @@ class MemoryStore:
         self.limits.check_limit(limit)
         for kind in kinds:
             self.limits.check_kind(kind)
-        return search.search_many(self._db, user, queries, limit, kinds, self.fts_min_user_rows)
+        return self._search_many(user, queries, limit, kinds)
 
     def records(self, user: str, kind: str | None = None) -> list[Record]:
         """Every record of `user` (bounded by the per-user quota), by kind then key."""
@@ -327,6 +329,7 @@ class MemoryStore:
         """
         self.limits.check_id("user", user)
         with self.transaction() as conn:
+            self._lock_user(conn, user, creating=False)
             counts = {
                 "records": conn.execute("DELETE FROM memories WHERE user_id = ?", (user,)).rowcount,
                 "events": conn.execute("DELETE FROM memory_events WHERE user_id = ?", (user,)).rowcount,
@@ -408,7 +411,7 @@ class MemoryStore:
         """
         self.limits.check_id("user", user)
         self.limits.check_id("session", session)
-        return archive.archive_rows(self._db, archive.turn_rows(user, session, turns))
+        return self._archive_rows(archive.turn_rows(user, session, turns))
 
     def archived_turns(self, user: str, session: str) -> list[Turn]:
         """The archived turns of one session of `user`, in turn order."""
@@ -433,3 +436,21 @@ class MemoryStore:
             quota counters (the total and every user's) agree with the rows.
         """
         return health.health(self._db)
+
+    # -- where the backends differ (PostgresStore, in pg_store.py, overrides these) -------------------
+
+    def _lock_user(self, conn: Any, user: str, creating: bool) -> None:
+        """Hold `user`'s write lock until the transaction ends, before reading their rows.
+
+        Nothing to do on SQLite: `BEGIN IMMEDIATE` already holds the one write lock of the file.
+        """
+
+    def _search(self, user: str, query: str, limit: int, kind: str | None) -> list[Record]:
+        return search.search(self._db, user, query, limit, kind, self.fts_min_user_rows)
+
+    def _search_many(self, user: str, queries: Sequence[str], limit: int,
+                     kinds: Sequence[str]) -> dict[tuple[str, str], list[Record]]:
+        return search.search_many(self._db, user, queries, limit, kinds, self.fts_min_user_rows)
+
+    def _archive_rows(self, rows: list[tuple[Any, ...]]) -> int:
+        return archive.archive_rows(self._db, rows)

@@ -1,0 +1,195 @@
+"""A PostgreSQL server of the kit's own in a temporary folder: the default when no URL is given.
+
+`start_embedded_postgres()` runs `initdb` into a new temporary folder and starts `postgres` on a
+Unix socket inside it: no TCP port, so nothing else on the machine reaches it or clashes with it.
+The binaries are the `pgserver` wheel's (PostgreSQL 16, no contrib: no `pg_trgm`) unless `bin_dir`
+names an installed PostgreSQL (Debian's are in /usr/lib/postgresql/15/bin). `close()` stops the
+server and removes the folder; so does the interpreter's exit, if `close()` was forgotten.
+
+PostgreSQL refuses to run as root. As root, the server runs as the `postgres` user where there is
+one, else as `nobody`, and that user owns the folder.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any, Literal, Mapping
+
+from ..errors import StoreError
+
+_STOP_SIGNALS = {"fast": signal.SIGINT, "immediate": signal.SIGQUIT}
+_SOCKET_NAME = ".s.PGSQL.5432"
+
+
+def pgserver_bin_dir() -> Path:
+    """The bin folder of the `pgserver` wheel's PostgreSQL (found without importing pgserver).
+
+    Raises:
+        ImportError: pgserver is not installed (it is in the `postgres` extra).
+    """
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the embedded PostgreSQL needs pgserver: pip install 'memkit[postgres]'")
+    return Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
+
+
+def _server_user() -> pwd.struct_passwd | None:
+    """Who runs the server: the current user, or (as root, whom PostgreSQL refuses) postgres or nobody."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            continue
+    raise StoreError("running as root, and there is neither a 'postgres' nor a 'nobody' user to run PostgreSQL as")
+
+
+class EmbeddedPostgres:
+    """A running PostgreSQL server in a temporary folder, reached at `url` (a Unix socket).
+
+    Use `start_embedded_postgres()` to make one. `stop()` and `start()` stop and restart the same
+    server with its data (to show what clients see while it is down); `close()` ends it for good.
+
+    Attributes:
+        url: `postgresql://postgres@/postgres?host=FOLDER`: the superuser, trust authentication on
+            a socket only this machine's processes of the folder's owner (and root) can open.
+        folder: the temporary folder (data, socket, server.log).
+        bin_dir: the PostgreSQL binaries it runs.
+    """
+
+    def __init__(self, bin_dir: Path, settings: Mapping[str, str], startup_timeout: float) -> None:
+        self.bin_dir = bin_dir
+        self.settings = dict(settings)
+        self.startup_timeout = startup_timeout
+        self._user = _server_user()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.folder = Path(tempfile.mkdtemp(prefix="memkit-pg-"))
+        atexit.register(self.close)
+        try:
+            if len(str(self.folder / _SOCKET_NAME)) > 100:
+                raise StoreError(f"the temporary folder {self.folder} is too long a path for a Unix socket; set TMPDIR shorter")
+            if self._user is not None:
+                os.chown(self.folder, self._user.pw_uid, self._user.pw_gid)
+            self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
+                      "--no-locale", "--no-sync", "--no-instructions")
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        self.url = f"postgresql://postgres@/postgres?host={self.folder}"
+
+    @property
+    def data(self) -> Path:
+        """The data directory (PGDATA)."""
+        return self.folder / "data"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def _as_server_user(self) -> dict[str, Any]:
+        if self._user is None:
+            return {"cwd": self.folder}
+        return {"cwd": self.folder, "user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": []}
+
+    def _run(self, program: str, *args: str) -> None:
+        done = subprocess.run([str(self.bin_dir / program), *args], capture_output=True, text=True,
+                              timeout=self.startup_timeout, **self._as_server_user())
+        if done.returncode != 0:
+            raise StoreError(f"{program} failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-800:]}")
+
+    def start(self) -> None:
+        """Start the server (again, after `stop()`) and wait until it accepts connections."""
+        if self.running:
+            return
+        options = {"listen_addresses": "", "unix_socket_directories": str(self.folder), **self.settings}
+        command = [str(self.bin_dir / "postgres"), "-D", str(self.data)]
+        for name, value in options.items():
+            command += ["-c", f"{name}={value}"]
+        self._log = open(self.folder / "server.log", "ab")
+        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+                                         start_new_session=True, **self._as_server_user())
+        deadline = time.monotonic() + self.startup_timeout
+        while not self._accepts_connections():
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.stop("immediate")
+                tail = (self.folder / "server.log").read_text(errors="replace")[-800:]
+                raise StoreError(f"PostgreSQL ({self.bin_dir}) did not start: {tail.strip()}")
+            time.sleep(0.05)
+
+    def _accepts_connections(self) -> bool:
+        if not (self.folder / _SOCKET_NAME).exists():
+            return False
+        done = subprocess.run([str(self.bin_dir / "pg_isready"), "-q", "-h", str(self.folder), "-U", "postgres"],
+                              capture_output=True, timeout=10)
+        return done.returncode == 0
+
+    def stop(self, mode: Literal["fast", "immediate"] = "fast") -> None:
+        """Stop the server, keeping its data: `fast` rolls back open transactions and shuts down
+        cleanly; `immediate` stops at once, as a crash would (the next start recovers from the WAL)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(_STOP_SIGNALS[mode])
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def close(self) -> None:
+        """Stop the server and remove its folder. Safe to call twice."""
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        atexit.unregister(self.close)
+
+    def __enter__(self) -> "EmbeddedPostgres":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedPostgres({self.url!r}, running={self.running})"
+
+
+def start_embedded_postgres(*, bin_dir: str | os.PathLike[str] | None = None,
+                            settings: Mapping[str, str] | None = None,
+                            startup_timeout: float = 60.0) -> EmbeddedPostgres:
+    """Start a PostgreSQL server of its own in a new temporary folder; `close()` stops and removes it.
+
+    Args:
+        bin_dir: the PostgreSQL binaries to run (a folder with initdb, postgres, pg_isready);
+            default: the `pgserver` wheel's PostgreSQL 16.
+        settings: server settings (`{"fsync": "off"}` for a throw-away test server, for example).
+        startup_timeout: how long initdb and the start may take, in seconds.
+
+    Returns:
+        The running server; pass its `url` to `open_store`.
+
+    Raises:
+        ImportError: no `bin_dir` and pgserver is not installed. StoreError: the server did not start.
+
+    Example:
+        >>> with start_embedded_postgres() as server, open_store(server.url) as store:   # doctest: +SKIP
+        ...     store.put("alice", "s1", "preference", "drink", "tea")["revision"]
+        1
+    """
+    folder = Path(bin_dir) if bin_dir is not None else pgserver_bin_dir()
+    if not (folder / "postgres").exists():
+        raise StoreError(f"{folder} holds no PostgreSQL server (no 'postgres' program there)")
+    return EmbeddedPostgres(folder, settings or {}, startup_timeout)

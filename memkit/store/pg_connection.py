@@ -1,0 +1,203 @@
+"""A psycopg connection that speaks the store's SQL, and what must never leak from a connection string.
+
+The store's SQL is written once, with `?` placeholders (sqlite3's paramstyle) and rows read by name
+or position (`sqlite3.Row`). `PgConnection` runs the same text on PostgreSQL: `pyformat` rewrites it
+for psycopg once per statement (cached), and `Row` reads like `sqlite3.Row`. Parameters are bound on
+the client (`psycopg.ClientCursor`), so `? IS NULL` works as in SQLite and one statement is one
+round trip.
+
+`mask` and `scrub` keep passwords out of every message and log line memkit writes.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+try:
+    import psycopg
+    from psycopg.pq import TransactionStatus
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "the PostgreSQL store needs psycopg: pip install 'memkit[postgres]'"
+    ) from exc
+
+_NUMBERED = re.compile(r"\?\d")
+_INSERT_VALUES = re.compile(r"(?P<head>\s*INSERT\s+INTO\s.+?\sVALUES\s*)(?P<row>\(\s*\?(?:\s*,\s*\?)*\s*\))(?P<tail>[^?]*)",
+                            re.IGNORECASE | re.DOTALL)
+BATCH_ROWS = 500
+"""Rows per multi-row INSERT that `PgConnection.executemany` sends."""
+
+
+@functools.lru_cache(maxsize=1024)
+def pyformat(sql: str) -> str:
+    """`sql` with `?` placeholders as psycopg's `%s`, and every literal `%` doubled.
+
+    A `?` inside a quoted literal or identifier is text and stays as it is. Numbered placeholders
+    (`?1`) have no psycopg equivalent and are refused.
+
+    Raises:
+        ValueError: the statement uses numbered placeholders.
+    """
+    if _NUMBERED.search(sql):
+        raise ValueError(f"numbered placeholders are not supported on PostgreSQL: {sql[:80]!r}")
+    out: list[str] = []
+    quote: str | None = None
+    for char in sql:
+        if char == "%":
+            out.append("%%")  # psycopg reads % everywhere, inside literals too
+        elif quote is not None:
+            out.append(char)
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+            out.append(char)
+        else:
+            out.append("%s" if char == "?" else char)
+    return "".join(out)
+
+
+class Row(Sequence[Any]):
+    """One result row, read by position (`row[0]`) or by column name (`row["value"]`), like `sqlite3.Row`."""
+
+    __slots__ = ("_values", "_index")
+
+    def __init__(self, values: Sequence[Any], index: dict[str, int]) -> None:
+        self._values = values
+        self._index = index
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return self._values[self._index[key]]
+        return self._values[key]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def keys(self) -> list[str]:
+        """The column names, in order."""
+        return list(self._index)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Row):
+            return tuple(self._values) == tuple(other._values)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values))
+
+    def __repr__(self) -> str:
+        return f"Row({tuple(self._values)!r})"
+
+
+def row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
+    """psycopg's row factory for `Row`: the column names are read once per result."""
+    index = {column.name: number for number, column in enumerate(cursor.description or ())}
+    return lambda values: Row(values, index)
+
+
+CONNECTION_OPTIONS: dict[str, Any] = {
+    "autocommit": True, "row_factory": row_factory, "cursor_factory": psycopg.ClientCursor,
+}
+"""How every store connection is made (the pool's too): autocommit, so transactions are explicit
+`BEGIN`s; parameters bound on the client; `Row`s."""
+
+
+def connect(conninfo: str, **options: Any) -> psycopg.Connection[Row]:
+    """A new connection made with `CONNECTION_OPTIONS`."""
+    return psycopg.Connection.connect(conninfo, **CONNECTION_OPTIONS, **options)
+
+
+class PgConnection:
+    """A psycopg connection that runs the store's `?` SQL and returns `Row`s.
+
+    Statements without arguments go to psycopg as they are (so DDL with `$$` bodies and `%` stays
+    untouched); with arguments, the text goes through `pyformat` first.
+
+    Attributes:
+        raw: the psycopg connection underneath (autocommit; transactions are explicit `BEGIN`s).
+        pooled: whether it goes back to a pool when done (else it is closed).
+    """
+
+    def __init__(self, raw: psycopg.Connection[Row], *, pooled: bool = True) -> None:
+        self.raw = raw
+        self.pooled = pooled
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Row]:
+        """Run one statement; its cursor has `fetchone`, `fetchall`, `rowcount` and iteration."""
+        if args:
+            return self.raw.execute(pyformat(sql), tuple(args))
+        return self.raw.execute(sql)
+
+    def value(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        """The first column of the first row of one statement's result (None if it has no row)."""
+        row = self.execute(sql, args).fetchone()
+        return None if row is None else row[0]
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
+        """Run `sql` for every row of arguments; return how many rows it changed in all.
+
+        An `INSERT ... VALUES (?, ...)` is sent as multi-row inserts of up to `BATCH_ROWS` rows
+        each: one round trip, and one firing of the statement-level counter triggers, per batch.
+        """
+        rows = [tuple(row) for row in rows]
+        cursor = self.raw.cursor()
+        match = _INSERT_VALUES.fullmatch(sql)
+        if match is None:
+            cursor.executemany(pyformat(sql), rows)
+            return max(cursor.rowcount, 0)
+        changed = 0
+        for start in range(0, len(rows), BATCH_ROWS):
+            batch = rows[start:start + BATCH_ROWS]
+            cursor.execute(pyformat(match["head"] + ", ".join([match["row"]] * len(batch)) + match["tail"]),
+                           [value for row in batch for value in row])
+            changed += max(cursor.rowcount, 0)
+        return changed
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (or failed and not yet rolled back) on this connection."""
+        return self.raw.info.transaction_status not in (TransactionStatus.IDLE, TransactionStatus.UNKNOWN)
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection to the server is lost (a restart, a network cut)."""
+        return self.raw.broken or self.raw.closed
+
+
+# -- connection strings and the secrets inside them -----------------------------------------------
+
+_URL_PASSWORD = re.compile(r"(?P<head>postgres(?:ql)?://[^:/?#@\s]*:)(?P<secret>[^@/?#\s]*)(?P<at>@)")
+_KEYWORD_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|[^\s&]*)", re.IGNORECASE)
+
+
+def mask(text: str) -> str:
+    """`text` with every password of a connection URL or key=value string shown as `***`.
+
+    Example:
+        >>> mask("postgresql://ann:s3cret@db.example/memkit?sslmode=require")
+        'postgresql://ann:***@db.example/memkit?sslmode=require'
+    """
+    text = _URL_PASSWORD.sub(lambda m: m["head"] + ("***" if m["secret"] else "") + m["at"], text)
+    return _KEYWORD_PASSWORD.sub(lambda m: m["head"] + "***", text)
+
+
+def password_of(conninfo: str) -> str | None:
+    """The password a connection string carries (None if it has none or cannot be parsed)."""
+    try:
+        password = psycopg.conninfo.conninfo_to_dict(conninfo).get("password")
+        return str(password) if password else None
+    except psycopg.Error:
+        match = _URL_PASSWORD.search(conninfo)
+        return match["secret"] if match and match["secret"] else None
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """`text` masked (see `mask`), and with any copy of `secret` (a password) replaced by `***`."""
+    text = mask(text)
+    return text.replace(secret, "***") if secret else text

@@ -1,0 +1,171 @@
+"""PostgresStore: the same long-term memory, its tables in a PostgreSQL database.
+
+The façade is `MemoryStore`'s: every argument check, the write logic and the SQL of records,
+history, export, import and the archive's reads are shared (the SQL runs through `PgConnection`).
+This class overrides only what differs: opening, the per-user lock, search, the archive's insert
+and `health`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Sequence, cast
+
+from ..clock import Clock, utc_now
+from ..errors import ValidationError
+from ..limits import DEFAULT_LIMITS, Limits
+from . import archive, pg_search
+from .db import SqliteDatabase
+from .memory import MemoryStore
+from .pg_connection import PgConnection
+from .pg_schema import read_version
+from .postgres import PG_STATEMENTS, PostgresDatabase, db_bytes
+from .statements import Record, Statements
+
+
+class PostgresStore(MemoryStore):
+    """A user-scoped long-term memory in a PostgreSQL database, with `MemoryStore`'s promises.
+
+    One row per (user, kind, key); revisions and the append-only event history; quotas and the size
+    cap checked inside each write's transaction, exact however many connections and processes
+    race (see `memkit.store.postgres` for the locks); the same search rule, export bundles, archive
+    and `forget_user`. Threads may share one store: each borrows a connection from its pool.
+
+    Args:
+        url: a `postgresql://user:password@host:port/dbname` URL (the password never appears in a
+            message; `repr` and `health` show it as `***`).
+        limits: the bounds to enforce (see `Limits`); `busy_timeout_ms` is also how long a write
+            waits for another's lock, and a call for a connection, before it fails.
+        synchronous: `"FULL"` (default): `synchronous_commit = on`, each commit durable on return.
+            `"NORMAL"`: `off`; the last commits before a server crash may be lost, never half-made.
+        clock: where timestamps come from (tests pass a `FakeClock`).
+        schema: the PostgreSQL schema (namespace) for the store's tables, made if missing: several
+            stores can share a database. A schema holding another program's objects is refused.
+        pool_size: the most connections this store opens at once.
+        create: make the store's tables where the schema has none (default); False refuses instead
+            (a read-only command must not create anything).
+
+    Raises:
+        StoreError: the URL is malformed, the server cannot be reached, or the schema holds another
+            program's objects or a newer memkit schema (left unchanged).
+
+    Example:
+        >>> with PostgresStore("postgresql://memkit@db.internal/memkit") as store:   # doctest: +SKIP
+        ...     store.put("alice", "s1", "preference", "drink", "tea")["revision"]
+        1
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        clock: Clock = utc_now,
+        schema: str = "public",
+        pool_size: int = 4,
+        create: bool = True,
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValidationError(f"synchronous is {synchronous!r}; use 'FULL' or 'NORMAL'")
+        if not isinstance(pool_size, int) or isinstance(pool_size, bool) or not 1 <= pool_size <= 100:
+            raise ValidationError(f"pool_size is {pool_size!r}; use 1 to 100 connections")
+        self.limits = limits
+        self.synchronous = synchronous
+        self._clock = clock
+        self._pg = PostgresDatabase(url, limits, synchronous, schema, pool_size, create)
+        self.url = self._pg.where
+        """The database's URL, its password masked."""
+        self.schema = self._pg.schema
+        # The shared façade code uses only what both databases offer (transaction, fetch, reading,
+        # the quota and size checks); the shared modules are annotated with the SQLite class.
+        self._db = cast(SqliteDatabase, self._pg)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r}, schema={self.schema!r})"
+
+    @staticmethod
+    def statements() -> Statements:
+        """The SQL this store runs for its writes and record reads: SQLite's, but for
+        `take_sequence` (a PostgreSQL sequence). `?` placeholders, as everywhere in the store."""
+        return PG_STATEMENTS
+
+    @property
+    def connection(self) -> PgConnection:  # type: ignore[override]  # the PostgreSQL one
+        """A connection for read-only inspection (inside `transaction()`: that transaction's)."""
+        return self._pg.connection
+
+    # -- what differs from SQLite --------------------------------------------------------------------
+
+    def _lock_user(self, conn: Any, user: str, creating: bool) -> None:
+        self._pg.lock_user(conn, user, creating)
+
+    def _search(self, user: str, query: str, limit: int, kind: str | None) -> list[Record]:
+        return pg_search.search(self._pg, user, query, limit, kind, self.fts_min_user_rows)
+
+    def _search_many(self, user: str, queries: Sequence[str], limit: int,
+                     kinds: Sequence[str]) -> dict[tuple[str, str], list[Record]]:
+        return pg_search.search_many(self._pg, user, queries, limit, kinds, self.fts_min_user_rows)
+
+    def _archive_rows(self, rows: list[tuple[Any, ...]]) -> int:
+        with self._pg.transaction() as conn:
+            added = conn.executemany(
+                "INSERT INTO transcript (user_id, session_id, turn, role, content, at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                rows,
+            )
+            archive.refuse_conflicts(conn, rows, added)
+            self._pg.check_size(conn)
+        return added
+
+    def health(self) -> dict[str, Any]:
+        """What an operator asks first, in one call (one snapshot).
+
+        Returns:
+            The keys of `MemoryStore.health` with PostgreSQL's values: `journal_mode` is `"wal"`
+            (PostgreSQL always writes ahead), `synchronous` is `"FULL"` or `"NORMAL"` as
+            `synchronous_commit` is on or off, `busy_timeout_ms` is the session's `lock_timeout`,
+            `db_bytes` counts the stored rows in whole 8 KiB pages; plus `url` (masked), `schema`,
+            `server_version`, `synchronous_commit`, `search_index` (`"pg_trgm"` or `"scan"`) and
+            `pool_size`.
+        """
+        limits = self.limits
+        with self._pg.reading() as conn:
+            setting = {name: value for name, value in conn.execute(
+                "SELECT name, setting FROM pg_settings WHERE name IN"
+                " ('lock_timeout', 'synchronous_commit', 'server_version')")}
+            per_user = {row[0]: row[1] for row in conn.execute(
+                "SELECT user_id, records FROM user_counts ORDER BY records DESC, user_id LIMIT 50")}
+            return {
+                "url": self.url,
+                "schema": self.schema,
+                "server_version": setting["server_version"],
+                "schema_version": read_version(conn, self.schema),
+                "journal_mode": "wal",
+                "synchronous": "FULL" if setting["synchronous_commit"] == "on" else "NORMAL",
+                "synchronous_commit": setting["synchronous_commit"],
+                "busy_timeout_ms": int(setting["lock_timeout"]),
+                "search_index": "pg_trgm" if self._pg.search_index else "scan",
+                "pool_size": self._pg.pool_size,
+                "db_bytes": db_bytes(conn),
+                "max_db_bytes": limits.max_db_bytes,
+                "records_total": conn.value("SELECT records FROM total_count"),
+                "max_records_total": limits.max_records_total,
+                "users": conn.value("SELECT count(*) FROM user_counts"),
+                "records_per_user": per_user,
+                "max_records_per_user": limits.max_records_per_user,
+                "counters_consistent": counters_consistent(conn),
+            }
+
+
+def counters_consistent(conn: PgConnection) -> bool:
+    """Whether the quota counters (the total and every user's) agree with the rows, both ways
+    (PostgreSQL's spelling of `memkit.store.health.counters_consistent`)."""
+    total = conn.value("SELECT records FROM total_count")
+    counted = conn.value("SELECT count(*) FROM memories")
+    drifted = conn.value(
+        "SELECT (SELECT count(*) FROM (SELECT user_id, count(*) FROM memories GROUP BY user_id"
+        "                              EXCEPT SELECT user_id, records FROM user_counts) AS missing)"
+        "     + (SELECT count(*) FROM (SELECT user_id, records FROM user_counts"
+        "                              EXCEPT SELECT user_id, count(*) FROM memories GROUP BY user_id) AS extra)"
+    )
+    return bool(total == counted and not drifted)

@@ -1,0 +1,420 @@
+"""One PostgreSQL database of a store: its connection pool, transactions and reads, the per-user
+lock, and the quota and size checks made inside each write.
+
+Concurrency. Writers run READ COMMITTED transactions and take row locks in one order:
+
+1. their user's row of `user_counts` (`lock_user`), before they read anything of that user;
+2. the `total_count` row, only when they add records (at the quota check);
+3. the `store_size` row, through the size trigger, when they change a row.
+
+So a quota or size check reads counters that no other uncommitted writer can change, two writers
+of one user run one at a time (revisions never skip or repeat, no update is lost), writers of
+different users overlap until their first counter update, and no two writers wait in a cycle.
+
+Why row locks and not SERIALIZABLE with a bounded retry: every write changes counter rows that
+racing writers change too, so under SERIALIZABLE they conflict there and all but one are rolled
+back and retried, where with locks they simply queue. Measured (`python -m bench.pg_bench
+--isolation`: 4 writer processes, 1000 puts for one user at the per-user quota's edge, the store's
+statements on raw connections, two runs on a shared 2-core machine): row locks 128 and 77 puts/s,
+no retry, no write refused; SERIALIZABLE with up to 10 retries 89 and 60 puts/s, 1.4 and 1.6
+retries per put, and 48 and 51 writes (5%) still refused after the tenth. Both kept the quota and
+every revision. A retry would also have to replay the caller's whole `transaction()` block, which
+memkit cannot do for a caller; a lock wait replays nothing.
+
+Connections: a `psycopg_pool` pool, one connection per thread for the length of a transaction or a
+read (a thread inside `transaction()` keeps its connection, so nested calls see its writes). A
+connection the server dropped (a restart) is replaced before a transaction begins, so service
+resumes by itself; while the server is down, calls fail with a StoreError after the busy timeout.
+No message or log line of memkit carries the password of the connection string.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import threading
+from typing import Any, Iterator, Sequence
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from ..errors import LockedError, QuotaError, StoreError
+from ..limits import Limits
+from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, mask, password_of, scrub
+from .pg_schema import check_schema, check_schema_name, ensure_search_index, migrate
+from .statements import SQLITE_STATEMENTS, Statements
+
+PAGE_BYTES = 8192
+"""The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
+pg_schema.py), rounded up to 8 KiB."""
+
+PG_STATEMENTS: Statements = dataclasses.replace(
+    SQLITE_STATEMENTS,
+    # The numbers come from a sequence (no row lock); with other sessions taking numbers at the
+    # same moment they need not be consecutive, but the last is the highest this session was given.
+    take_sequence="SELECT coalesce(max(nextval('memkit_seq')), (SELECT last_value FROM memkit_seq))"
+                  " FROM generate_series(1, ?)",
+)
+"""The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence`."""
+
+_LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+
+
+def db_bytes(conn: PgConnection) -> int:
+    """The store's size as the cap counts it: its rows' bytes, in whole 8 KiB pages."""
+    stored = conn.value("SELECT bytes FROM store_size")
+    return math.ceil(stored / PAGE_BYTES) * PAGE_BYTES
+
+
+class PostgresDatabase:
+    """The store's tables in one PostgreSQL schema, reached through a connection pool.
+
+    Args:
+        conninfo: a `postgresql://` URL (or a libpq key=value string).
+        limits: the store's limits; `busy_timeout_ms` is also how long a write waits for another's
+            lock (`lock_timeout`) and a call for a connection.
+        synchronous: `"FULL"` sets `synchronous_commit = on` (a commit waits for its WAL to reach
+            the disk); `"NORMAL"` sets it `off` (the last commits before a server crash may be lost,
+            the database stays consistent).
+        schema: the PostgreSQL schema (namespace) that holds the store's tables; made if missing.
+        pool_size: the most connections the pool opens (threads beyond it wait for one).
+        create: make the store's tables where there are none yet; False refuses instead.
+
+    Raises:
+        StoreError: the URL is malformed, the server cannot be reached, or the schema holds another
+            program's objects or a newer or malformed memkit schema (left unchanged).
+    """
+
+    search_index: bool = False
+    """Whether searches may use the trigram index (the server has `pg_trgm`); set at open."""
+
+    def __init__(self, conninfo: str, limits: Limits, synchronous: str, schema: str, pool_size: int,
+                 create: bool = True) -> None:
+        self.limits = limits
+        self.schema = check_schema_name(schema)
+        self.pool_size = pool_size
+        self._secret = password_of(conninfo)
+        self.where = scrub(conninfo, self._secret)
+        """The connection string with its password masked: what every message shows."""
+        self._wait_s = max(limits.busy_timeout_ms / 1000, 0.1)
+        self._conninfo = self._configured(conninfo, synchronous)
+        self._local = threading.local()
+        self._counting = threading.Lock()
+        self._borrowed = 0  # connections this store has out of its pool (or of its own) right now
+        self._pool: ConnectionPool[psycopg.Connection[Row]] | None = None
+        self._inspector: psycopg.Connection[Row] | None = self._open_first(create)
+        self._pool = self._open_pool()
+
+    # -- opening -----------------------------------------------------------------------------------
+
+    def _configured(self, conninfo: str, synchronous: str) -> str:
+        """The connection string with the store's session settings added to its `options`."""
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where} is not a valid PostgreSQL URL: {self._text(exc)}") from None
+        settings = (f"-c search_path={self.schema} -c lock_timeout={int(self.limits.busy_timeout_ms)}"
+                    f" -c synchronous_commit={'on' if synchronous == 'FULL' else 'off'}")
+        extra: dict[str, Any] = {"options": f"{given.get('options', '')} {settings}".strip()}
+        extra.setdefault("application_name", given.get("application_name", "memkit"))
+        if "connect_timeout" not in given:
+            extra["connect_timeout"] = max(2, math.ceil(self._wait_s))
+        return psycopg.conninfo.make_conninfo(conninfo, **extra)
+
+    def _open_first(self, create: bool) -> psycopg.Connection[Row]:
+        """Connect once, check the schema, migrate it, make the search index: the pool comes after."""
+        try:
+            raw = connect(self._conninfo)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to {self.where}: {self._text(exc)}. Check the URL and that the server is running"
+            ) from None
+        conn = PgConnection(raw)
+        try:
+            if check_schema(conn, self.where, self.schema) == 0 and not create:
+                raise StoreError(f"schema {self.schema!r} of {self.where} holds no memkit store; nothing was created")
+            migrate(conn, self.schema)
+            self.search_index = ensure_search_index(conn, self.schema)
+        except psycopg.Error as exc:
+            raw.close()
+            raise StoreError(f"cannot use schema {self.schema!r} of {self.where}: {self._text(exc)}") from None
+        except BaseException:
+            raw.close()
+            raise
+        return raw
+
+    def _open_pool(self) -> ConnectionPool[psycopg.Connection[Row]]:
+        pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
+            self._conninfo, kwargs=CONNECTION_OPTIONS, min_size=1, max_size=self.pool_size, open=False,
+            timeout=self._wait_s, reconnect_timeout=self._wait_s, name=f"memkit-{self.schema}",
+        )
+        try:
+            pool.open(wait=True, timeout=max(self._wait_s, 10.0))
+        except PoolTimeout:
+            pool.close()
+            self.close()
+            raise StoreError(f"cannot open a connection pool to {self.where}; the server stopped answering") from None
+        return pool
+
+    # -- connection life ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the pool and the inspection connection. Safe to call twice."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+        inspector, self._inspector = self._inspector, None
+        if inspector is not None:
+            inspector.close()
+
+    @property
+    def connection(self) -> PgConnection:
+        """This thread's transaction connection inside `transaction()`; else a connection for inspection."""
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            return current
+        if self._inspector is None:
+            raise self._closed()
+        if self._inspector.broken:
+            try:
+                self._inspector = connect(self._conninfo)
+            except psycopg.Error as exc:
+                raise self._unreachable(exc) from None
+        return PgConnection(self._inspector)
+
+    def _closed(self) -> StoreError:
+        return StoreError(f"the store for {self.where} is closed")
+
+    def _text(self, exc: BaseException) -> str:
+        return scrub(" ".join(str(exc).split()), self._secret)
+
+    def _unreachable(self, exc: BaseException) -> StoreError:
+        return StoreError(f"cannot reach the PostgreSQL server at {self.where} ({self._text(exc)}); nothing was done")
+
+    def _getconn(self) -> PgConnection:
+        pool = self._pool
+        if pool is None:
+            raise self._closed()
+        try:
+            conn = PgConnection(pool.getconn())
+        except PoolTimeout:
+            conn = self._own_connection()
+        except PoolClosed:
+            raise self._closed() from None
+        with self._counting:
+            self._borrowed += 1
+        return conn
+
+    def _own_connection(self) -> PgConnection:
+        """After the pool gave no connection within the busy timeout: busy (every connection of the
+        pool is in this store's use), or the pool is still re-connecting after the server went away.
+        Then a connection of its own serves this one call, so service resumes as soon as the server
+        answers; if it does not answer, the reason is in the error."""
+        with self._counting:
+            busy = self._borrowed >= self.pool_size
+        if busy:
+            raise LockedError(
+                f"all {self.pool_size} connections to {self.where} stayed busy past the busy timeout "
+                f"({self.limits.busy_timeout_ms} ms); nothing was done. Try again later"
+            )
+        try:
+            return PgConnection(connect(self._conninfo), pooled=False)
+        except psycopg.Error as exc:
+            raise self._unreachable(exc) from None
+
+    def _putconn(self, conn: PgConnection) -> None:
+        with self._counting:
+            self._borrowed -= 1
+        pool = self._pool
+        if pool is not None and conn.pooled:
+            pool.putconn(conn.raw)
+        else:
+            conn.raw.close()
+
+    def _error(self, exc: psycopg.Error, doing: str) -> StoreError:
+        if isinstance(exc, _LOCK_ERRORS):
+            return LockedError(
+                f"{self.where} is locked by another writer and stayed locked past the busy timeout "
+                f"({self.limits.busy_timeout_ms} ms); nothing was written. Try again later"
+            )
+        return StoreError(f"{doing} {self.where} failed: {self._text(exc)}")
+
+    # -- transactions and reads ----------------------------------------------------------------------
+
+    def _begun(self, statement: str) -> PgConnection:
+        """A pooled connection on which `statement` (a BEGIN) ran. A connection the server dropped
+        (it restarted) fails at once and is replaced: nothing was sent on it yet."""
+        for attempt in range(self.pool_size + 1):
+            conn = self._getconn()
+            try:
+                conn.execute(statement)
+                return conn
+            except psycopg.Error as exc:
+                self._putconn(conn)
+                if not conn.broken or attempt == self.pool_size:
+                    raise self._error(exc, "beginning a transaction on") from None
+        raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[PgConnection]:
+        """`BEGIN`, commit on success, roll back on any exception and re-raise it.
+
+        Nested (this thread is already inside one): a savepoint, so a failure undoes only its own
+        writes and the error reaches the outer block.
+        """
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield from self._savepoint(current)
+            return
+        with self._held("BEGIN") as conn:
+            try:
+                yield conn
+            except BaseException as exc:
+                self._rollback(conn)
+                if isinstance(exc, psycopg.Error) and conn.broken:  # COMMIT was never sent: the server rolls back
+                    raise StoreError(
+                        f"lost the connection to {self.where} in the middle of a write ({self._text(exc)}); "
+                        "it was not committed: nothing was written"
+                    ) from exc
+                if isinstance(exc, psycopg.Error):
+                    raise self._error(exc, "write to") from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                if conn.broken:  # the COMMIT may have reached the server: say so, never "nothing written"
+                    raise StoreError(
+                        f"the connection to {self.where} was lost while committing ({self._text(exc)}); "
+                        "the write may or may not have been made: read it back before retrying"
+                    ) from exc
+                self._rollback(conn)
+                error = LockedError if isinstance(exc, _LOCK_ERRORS) else StoreError
+                raise error(f"commit to {self.where} failed and was rolled back: {self._text(exc)}") from exc
+
+    @contextlib.contextmanager
+    def _held(self, begin: str) -> Iterator[PgConnection]:
+        """A pooled connection that ran `begin`: this thread's until the block ends, then given back."""
+        conn = self._begun(begin)
+        self._local.conn = conn
+        try:
+            yield conn
+        finally:
+            self._local.conn = None
+            self._putconn(conn)
+
+    def _savepoint(self, conn: PgConnection) -> Iterator[PgConnection]:
+        conn.execute("SAVEPOINT memkit_nested")
+        try:
+            yield conn
+        except BaseException as exc:
+            if not conn.broken:
+                conn.execute("ROLLBACK TO SAVEPOINT memkit_nested")
+                conn.execute("RELEASE SAVEPOINT memkit_nested")
+            if isinstance(exc, psycopg.Error):
+                raise self._error(exc, "write to") from exc
+            raise
+        conn.execute("RELEASE SAVEPOINT memkit_nested")
+
+    def _rollback(self, conn: PgConnection) -> None:
+        if not conn.broken:
+            conn.execute("ROLLBACK")
+
+    def fetch(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        """Run one read statement and return its rows (inside this thread's `transaction()`, through it).
+
+        Outside a transaction it runs alone in autocommit mode (one statement is a consistent
+        snapshot of its own); a connection the server dropped is replaced and the read run again.
+        """
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            try:
+                return current.execute(sql, args).fetchall()
+            except psycopg.Error as exc:
+                raise self._error(exc, "read from") from exc
+        for attempt in range(self.pool_size + 1):
+            conn = self._getconn()
+            try:
+                return conn.execute(sql, args).fetchall()
+            except psycopg.Error as exc:
+                if not conn.broken or attempt == self.pool_size:
+                    raise self._error(exc, "read from") from exc
+            finally:
+                self._putconn(conn)
+        raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[PgConnection]:
+        """A consistent read snapshot (REPEATABLE READ, READ ONLY) for reads of several statements
+        that must agree (export, health); inside this thread's `transaction()`, that transaction."""
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        with self._held("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") as conn:
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                self._rollback(conn)
+                if isinstance(exc, psycopg.Error):
+                    raise self._error(exc, "read from") from exc
+                raise
+
+    # -- locks and checks inside write transactions -------------------------------------------------
+
+    def lock_user(self, conn: PgConnection, user: str, creating: bool) -> int:
+        """Lock `user`'s counter row until the transaction ends; return their record count.
+
+        Every write of a user takes this lock before it reads that user's rows, so the rows it reads
+        stay as read until it commits. A user without records has no row: `creating` makes one (at 0;
+        the insert trigger counts the record), otherwise there is nothing of theirs to lock.
+        """
+        for _ in range(3):  # the row may vanish under us once: its last record deleted by the holder
+            row = conn.execute("SELECT records FROM user_counts WHERE user_id = ? FOR UPDATE", (user,)).fetchone()
+            if row is not None or not creating:
+                return int(row[0]) if row is not None else 0
+            conn.execute("INSERT INTO user_counts VALUES (?, 0) ON CONFLICT (user_id) DO NOTHING", (user,))
+        raise LockedError(f"the counter row of user {user!r} in {self.where} kept changing; try again")
+
+    def take_sequence(self, conn: PgConnection, count: int = 1) -> int:
+        """Take the next `count` numbers of the store's sequence (inside a transaction); return the last.
+
+        Taken holding the writer's user lock, so within a user they follow commit order.
+        """
+        return int(conn.value(PG_STATEMENTS.take_sequence, (count,)))
+
+    def user_records(self, user: str) -> int:
+        """The user's quota counter: how many records they hold."""
+        rows = self.fetch("SELECT records FROM user_counts WHERE user_id = ?", (user,))
+        return int(rows[0][0]) if rows else 0
+
+    def check_quotas(self, conn: PgConnection, user: str, adding: int = 1) -> None:
+        """Refuse (QuotaError) `adding` new records of `user` past the per-user or the global quota.
+
+        Holds the user's counter row and then the total's until commit, so no racing writer can pass
+        the same check with the same room.
+        """
+        mine = self.lock_user(conn, user, creating=True)
+        if mine + adding > self.limits.max_records_per_user:
+            raise QuotaError(
+                f"user {user!r} has {mine} records; the per-user quota is {self.limits.max_records_per_user}. "
+                "Update an existing key or delete one first"
+            )
+        total = conn.value("SELECT records FROM total_count FOR UPDATE")
+        if total + adding > self.limits.max_records_total:
+            raise QuotaError(
+                f"the store holds {total} records; the global quota is {self.limits.max_records_total}"
+            )
+
+    def check_size(self, conn: PgConnection) -> None:
+        """Measure after the write, inside the transaction: an over-cap write is rolled back whole.
+
+        The size counter row was locked by this transaction's own writes, so the figure is exact.
+        """
+        size = db_bytes(conn)
+        if size > self.limits.max_db_bytes:
+            raise QuotaError(
+                f"the write would grow the database to {size} bytes; the cap is {self.limits.max_db_bytes} bytes"
+            )

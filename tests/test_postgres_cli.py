@@ -1,0 +1,82 @@
+"""The real `memkit` entry point on PostgreSQL: `--db postgresql://...` and $DATABASE_URL, the whole
+walk (put, get, search, update, delete, history, export, import, forget-user, health), and a
+read-only command that finds no store: refused, nothing created, no password shown."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import psycopg
+import pytest
+
+from test_cli import memkit
+
+pytestmark = pytest.mark.postgres
+
+SECRET = "hunter2-Pw"
+
+
+@pytest.fixture
+def database(pg_url):
+    """A fresh database of the session's server, its URL carrying a password (ignored by trust auth)."""
+    name = f"cli_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return pg_url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@", 1).replace(
+        "/postgres?", f"/{name}?", 1)
+
+
+def env_with(**changes: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMKIT_DB", "DATABASE_URL", "REDIS_URL")}
+    env.update({k: v for k, v in changes.items() if v is not None})
+    return env
+
+
+def run(*argv: str, env: dict[str, str], ok: bool = True):
+    done = memkit(*argv, env=env)
+    assert (done.returncode == 0) is ok, done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    return json.loads(done.stdout) if ok and done.stdout.strip().startswith(("{", "[", "null")) else done
+
+
+def test_the_cli_walk_on_postgresql_with_db_and_with_database_url(database, tmp_path):
+    flag, env = ["--db", database], env_with()
+    assert run("put", *flag, "--user", "alice", "--key", "drink", "--value", "tea", "--confirm", env=env)["revision"] == 1
+    # The same database through $DATABASE_URL, no flag at all.
+    by_env = env_with(DATABASE_URL=database)
+    assert run("get", "--user", "alice", "--key", "drink", env=by_env)["value"] == "tea"
+    assert run("put", "--user", "alice", "--key", "drink", "--value", "green tea", "--confirm", env=by_env)["revision"] == 2
+    assert [r["value"] for r in run("search", *flag, "--user", "alice", "--query", "GREEN", env=env)] == ["green tea"]
+    history = run("history", *flag, "--user", "alice", "--key", "drink", env=env)
+    assert [(e["action"], e["revision"]) for e in history] == [("create", 1), ("update", 2)]
+    out = tmp_path / "alice.jsonl"
+    assert run("export", *flag, "--user", "alice", "--out", str(out), env=env)["records"] == 1
+    assert memkit("export", *flag, "--user", "alice", env=env).stdout == out.read_text(encoding="utf-8")
+    assert run("import", *flag, "--file", str(out), "--as-user", "bob", "--confirm", env=env) == {"records": 1, "events": 2}
+    assert run("delete", *flag, "--user", "alice", "--key", "drink", "--confirm", env=env) == {"deleted": True}
+    forgotten = run("forget-user", *flag, "--user", "bob", "--confirm", env=env)
+    assert forgotten["removed"] == {"records": 1, "events": 2, "transcript": 0}
+    assert forgotten["left"] == {"records": 0, "events": 0, "transcript": 0}
+    health = run("health", *flag, env=env)
+    assert health["records_total"] == 0 and health["counters_consistent"] and ":***@" in health["url"]
+
+
+def test_a_read_only_command_on_a_database_without_a_store_creates_nothing(database):
+    done = run("get", "--db", database, "--user", "alice", "--key", "drink", env=env_with(), ok=False)
+    assert done.returncode == 2 and "holds no memkit store; nothing was created" in done.stderr
+    with psycopg.connect(database.replace(f":{SECRET}", ""), autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()[0] == 0
+
+
+def test_a_database_url_that_is_not_postgresql_or_cannot_be_reached_is_refused_clearly(tmp_path):
+    done = run("get", "--user", "alice", "--key", "drink", env=env_with(DATABASE_URL="mysql://x@y/z"), ok=False)
+    assert done.returncode == 2 and "DATABASE_URL is set but is not a postgresql:// URL" in done.stderr
+    unreachable = f"postgresql://ann:{SECRET}@/db?host={tmp_path}"
+    done = run("get", "--db", unreachable, "--user", "alice", "--key", "drink", env=env_with(), ok=False)
+    assert done.returncode == 2 and "cannot connect to postgresql://ann:***@" in done.stderr
+    # --db and --workspace choose a file even when DATABASE_URL is set.
+    done = run("put", "--workspace", str(tmp_path / "ws"), "--user", "alice", "--key", "drink", "--value", "tea",
+               "--confirm", env=env_with(DATABASE_URL=unreachable))
+    assert done["revision"] == 1 and (tmp_path / "ws" / "state" / "memory.sqlite3").exists()
