@@ -62,7 +62,12 @@ class MemoryStore:
     The index covers every user's rows, so its cost grows with how common the term is in the whole
     store; a term that a user's newest rows rarely contain is, by the same token, rare enough to
     ask it for. `bench/RESULTS.md` has the measurements; 0 means "always the index", a huge
-    number "never"."""
+    number "never".
+
+    The index is kept up to date only where it can be used: at open, the store keeps it if its
+    `max_records_per_user` reaches this threshold (or a user already holds that many records) and
+    stops keeping it otherwise (`search.fit_index`). Lowering the threshold on an open store builds
+    the index at the first search that needs it."""
 
     def __init__(
         self,
@@ -80,6 +85,11 @@ class MemoryStore:
         self.synchronous = synchronous
         self._clock = clock
         self._db = SqliteDatabase(self.path, limits, synchronous, check_integrity)
+        try:
+            search.fit_index(self._db, limits, self.fts_min_user_rows)
+        except BaseException:
+            self._db.close()
+            raise
 
     @staticmethod
     def statements() -> Statements:
@@ -170,15 +180,12 @@ class MemoryStore:
             # The time is read holding the write lock, so updated_at follows commit order even
             # across threads and processes, and "newest first" means what it says.
             now = iso(self._clock())
-            row = conn.execute(
-                f"SELECT id, {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-                (user, kind, key),
-            ).fetchone()
-            if row is not None and row["value"] == value:
+            row = conn.execute(SQL.select_for_put, (user, kind, key)).fetchone()
+            if row["id"] is not None and row["value"] == value:
                 return to_record(row)
-            if row is None:
-                self._db.check_quotas(conn, user)
-                last = conn.execute(SQL.last_revision, (user, kind, key)).fetchone()[0]
+            if row["id"] is None:
+                self._db.check_quotas(conn, user, counts=(row["user_records"], row["total_records"]))
+                last = row["last_revision"]
                 revision, created, action, old_value = (last or 0) + 1, now, "create", None
                 conn.execute(
                     SQL.insert_memory,

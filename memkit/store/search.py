@@ -9,11 +9,48 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..limits import Limits
 from .db import SqliteDatabase
+from .schema import build_search_index, drop_search_index, has_search_index
 from .statements import RECORD_SQL, Record, to_record
 
 _NEWEST = "ORDER BY updated_at DESC, id DESC"
 _MATCH = "(instr(key_fold, ?) > 0 OR instr(value_fold, ?) > 0)"
+
+
+def index_needed(db: SqliteDatabase, limits: Limits, fts_min_user_rows: int) -> bool:
+    """Whether any user can reach, or holds, the size at which `search` asks the trigram index."""
+    if limits.max_records_per_user >= fts_min_user_rows:
+        return True
+    biggest = db.fetch("SELECT max(records) FROM user_counts")[0][0]  # users the quota has since shrunk under
+    return biggest is not None and biggest >= fts_min_user_rows
+
+
+def fit_index(db: SqliteDatabase, limits: Limits, fts_min_user_rows: int) -> None:
+    """Build the trigram index where `index_needed`, drop it elsewhere (at open; one write if it changes).
+
+    The index is kept by triggers on every write, at about half the pages a put writes, so a store
+    whose users can never reach `fts_min_user_rows` records does not keep it. Search results do not
+    depend on it: every path gives the rule's answer (tests/test_store_search.py checks them all).
+    """
+    wanted = index_needed(db, limits, fts_min_user_rows)
+    with db.lock:
+        if has_search_index(db.connection) == wanted:
+            return  # the common case: no write lock taken at open
+        with db.transaction() as conn:
+            present = has_search_index(conn)  # again under the write lock: another process may have done it
+            if wanted and not present:
+                build_search_index(conn)
+            elif present and not wanted:
+                drop_search_index(conn)
+
+
+def _ensure_index(db: SqliteDatabase) -> None:
+    """Build the index now if this store's threshold was lowered after open (or another store dropped it)."""
+    if not has_search_index(db.connection):
+        with db.transaction() as conn:
+            if not has_search_index(conn):
+                build_search_index(conn)
 
 
 def search(db: SqliteDatabase, user: str, query: str, limit: int, kind: str | None,
@@ -49,6 +86,7 @@ def search(db: SqliteDatabase, user: str, query: str, limit: int, kind: str | No
             )
             if len(rows) == limit:
                 return [to_record(row) for row in rows]
+        _ensure_index(db)
         # CROSS JOIN fixes the order: the index query runs once, then rows are fetched by id and
         # filtered by user. With a plain JOIN SQLite walked the user's rows and ran the MATCH
         # again for each of them, which was slower than a scan by two orders of magnitude.

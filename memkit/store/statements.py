@@ -23,6 +23,9 @@ class Statements:
         record_columns: the columns of a record, in `Record` order (kind, key, value, source_session,
             revision, created_at, updated_at); `to_record` reads a row of them.
         select_current: (user, kind, key) -> the row's id, value, revision, or no row.
+        select_for_put: (user, kind, key) -> one row: the current record's id and `record_columns`
+            (all NULL when there is none), the user's and the store's quota counters, and the
+            highest revision in the key's event history: everything a put reads, in one statement.
         last_revision: (user, kind, key) -> the highest revision the event history holds (or NULL).
         insert_memory: (user, kind, key, value, session, revision, created_at, updated_at,
             key folded, value folded); the folds are Python's `str.casefold()` of key and value.
@@ -36,6 +39,7 @@ class Statements:
 
     record_columns: str
     select_current: str
+    select_for_put: str
     last_revision: str
     insert_memory: str
     update_memory: str
@@ -48,6 +52,14 @@ class Statements:
 SQLITE_STATEMENTS = Statements(
     record_columns="kind, memory_key, value, source_session, revision, created_at, updated_at",
     select_current="SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+    select_for_put=(
+        "SELECT m.id, m.kind, m.memory_key, m.value, m.source_session, m.revision, m.created_at, m.updated_at,"
+        " (SELECT records FROM user_counts WHERE user_id = ?1) AS user_records,"
+        " (SELECT records FROM total_count) AS total_records,"
+        " (SELECT max(revision) FROM memory_events WHERE user_id = ?1 AND kind = ?2 AND memory_key = ?3)"
+        " AS last_revision"
+        " FROM (SELECT 1) LEFT JOIN memories m ON m.user_id = ?1 AND m.kind = ?2 AND m.memory_key = ?3"
+    ),
     last_revision="SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?",
     insert_memory=(
         "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
