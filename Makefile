@@ -35,7 +35,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 reliability: $(STAMP)
-	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability.py -s
+	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability_*.py -s
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -4,19 +4,15 @@ and what "the database is unchanged" means, measured."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from memkit import lab
 from memkit.clock import FakeClock
 from memkit.store import MemoryStore
-
-WORKER = Path(__file__).with_name("_store_worker.py")
 
 
 def open_store(path: Path, **options: Any) -> MemoryStore:
@@ -31,12 +27,10 @@ def clocked(tmp_path: Path) -> Iterator[MemoryStore]:
         yield opened
 
 
-def worker(*args: object, timeout: float = 60) -> object:
-    """Run tests/_store_worker.py with `args` in a process of its own; return what it printed (JSON)."""
-    done = subprocess.run([sys.executable, str(WORKER), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+def worker(mode: str, path: Path, user: str, key: str, value: str | None = None) -> object:
+    """One put or get of a preference in a process of its own (the lab's `put`/`get` workers)."""
+    payload = {"path": str(path), "user": user, "key": key, **({"value": value} if value is not None else {})}
+    return lab.run_worker(mode, payload)
 
 
 def fill(store: MemoryStore, user: str) -> None:

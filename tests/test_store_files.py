@@ -2,24 +2,21 @@
 processes, crashes, migrations.
 
 Every test uses a real file under tmp_path; crashes, restarts, locks and races use real processes
-(`tests/_store_worker.py`, started with `sys.executable`).
+(the lab's workers, `memkit.lab`, started with `sys.executable`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from _store_helpers import WORKER, folder_state, memkit_file, snapshot, worker
-from memkit import experiments
+from _store_helpers import folder_state, memkit_file, snapshot, worker
+from memkit import lab
 from memkit.errors import LockedError, StoreError
 from memkit.limits import Limits
 from memkit.store import SCHEMA_VERSION, MemoryStore, is_busy
@@ -152,20 +149,16 @@ def test_a_sound_file_opens_again_unchanged_in_content(tmp_path):
 
 
 def test_processes_creating_the_same_new_store_at_once_all_succeed(tmp_path):
-    path, go = tmp_path / "new.sqlite3", tmp_path / "go"
-    processes = [
-        subprocess.Popen([sys.executable, str(WORKER), "race", str(path), f"user{n}", "k", "3", "64", "1024",
-                          str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for n in range(4)
-    ]
-    go.touch()  # the workers open the store first, then wait: their first opens race each other
-    for process in processes:
-        out, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err
-        assert json.loads(out) == ["ok"] * 3
+    path = tmp_path / "new.sqlite3"
+    # The writers open (and so create) the store first, then wait: their first opens race each other.
+    results = lab.run_racers(path, [[(f"user{n}", "preference", f"k{i}", f"value {i}") for i in range(3)]
+                                    for n in range(4)],
+                             limits={"max_records_per_user": 64, "max_records_total": 1024, "busy_timeout_ms": 30_000})
+    for result in results:
+        assert [o["outcome"] for o in result] == ["ok"] * 3
     with MemoryStore(path) as store:
         assert store.users() == {f"user{n}": 3 for n in range(4)}
-    assert sorted(os.listdir(tmp_path)) == ["go", "new.sqlite3"]
+    assert sorted(os.listdir(tmp_path)) == ["new.sqlite3"]
 
 
 # -- locks, restarts, threads ----------------------------------------------------------------------
@@ -177,7 +170,7 @@ def test_a_held_write_lock_makes_put_fail_after_the_busy_timeout_while_reads_go_
         store.put("alice", "s1", "preference", "drink", "tea")
         # Another process holds BEGIN IMMEDIATE with a row it never commits; leaving the block
         # kills it with SIGKILL.
-        with experiments.holding_write_lock(path, seconds=30):
+        with lab.holding_write_lock(path, seconds=30):
             before = snapshot(store)
             started = time.monotonic()
             with pytest.raises(StoreError, match=r"locked by another writer.*\(200 ms\); nothing was written"):
@@ -211,11 +204,10 @@ def test_a_value_written_in_one_process_is_read_by_a_fresh_one(tmp_path):
 
 def test_a_committed_value_survives_the_writer_being_killed(tmp_path):
     path = tmp_path / "memory.sqlite3"
-    hanging = subprocess.Popen([sys.executable, str(WORKER), "put-and-hang", path, "alice", "drink", "tea"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    hanging = lab.start_worker("put", {"path": str(path), "user": "alice", "key": "drink", "value": "tea", "hang": True})
     try:
-        written = json.loads(hanging.stdout.readline() or "null")
-        assert written is not None, hanging.stderr.read()
+        written = lab.read_answer(hanging)
+        assert written is not None
     finally:
         hanging.kill()  # SIGKILL: no close, no checkpoint
         hanging.communicate()

@@ -2,21 +2,18 @@
 transactions, quotas, the size cap, racing writers.
 
 Every test uses a real file under tmp_path; crashes, restarts, locks and races use real processes
-(`tests/_store_worker.py`, started with `sys.executable`).
+(the lab's workers, `memkit.lab`, started with `sys.executable`).
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import subprocess
-import sys
 import threading
-import time
 
 import pytest
 
-from _store_helpers import WORKER, clocked, open_store, snapshot
+from _store_helpers import clocked, open_store, snapshot
+from memkit import lab
 from memkit.errors import QuotaError, StoreError
 from memkit.limits import Limits
 from memkit.store import MemoryStore
@@ -200,23 +197,16 @@ def test_a_tiny_size_cap_refuses_every_write(tmp_path):
 
 
 def test_racing_processes_never_pass_the_quotas(tmp_path):
-    path, go = tmp_path / "m.sqlite3", tmp_path / "go"
+    path = tmp_path / "m.sqlite3"
     MemoryStore(path).close()
     per_user, total = 10, 25
     # alice has two racers over one per-user quota; the three users together exceed the global one.
     racers = [("alice", "a"), ("alice", "b"), ("bob", "a"), ("carol", "a")]
-    processes = [
-        subprocess.Popen([sys.executable, str(WORKER), "race", str(path), user, prefix, "12", str(per_user),
-                          str(total), str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for user, prefix in racers
-    ]
-    time.sleep(0.3)  # let the interpreters start, so the writes overlap
-    go.touch()
-    outcomes = []
-    for process in processes:
-        out, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err  # any error but QuotaError would end the worker
-        outcomes.append(json.loads(out))
+    plans = [[(user, "preference", f"{prefix}{n}", f"value {n}") for n in range(12)] for user, prefix in racers]
+    # Every writer opens the store and says ready; then all are told to go at once.
+    results = lab.run_racers(path, plans, limits={"max_records_per_user": per_user, "max_records_total": total,
+                                                  "busy_timeout_ms": 30_000})
+    outcomes = [[o["outcome"] for o in result] for result in results]
     assert all(set(result) <= {"ok", "quota"} for result in outcomes)
     with MemoryStore(path) as store:
         counts = dict(store.connection.execute("SELECT user_id, count(*) FROM memories GROUP BY user_id"))

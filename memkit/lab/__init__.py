@@ -1,0 +1,42 @@
+"""The lab: experiments with real processes (restarts, racing writers, a held write lock, SIGKILL
+mid-stream, agent instances sharing a Redis session), used by the notebooks and by tests/.
+
+Every experiment that involves "another process" starts a real one through the one worker
+protocol of `memkit.lab.workers` (`python -m memkit.lab MODE`, a JSON payload on stdin). Public
+functions return plain dicts and lists, easy to put in a pandas DataFrame or to assert on:
+
+- `sessions`: `run_session` / `run_goldfish_session`, one session step of an agent in a fresh
+  process, with a persistent `MemoryStore` or with memory in a dict of that process (the goldfish).
+- `races`: `race_writers`, the kit's writer against a naive check-then-insert one at the quota's
+  edge; `run_racers`, the harness under it.
+- `locks`: `holding_write_lock`, another process holding the database's write lock.
+- `crashes`: `kill_writer` / `check_writes` / `crash_experiment`, a writer that acknowledges each
+  committed write is killed with SIGKILL; the checker proves every acknowledged write survived.
+- `instances`: `spawn_instance` / `kill_experiment`, agent instances sharing one Redis session,
+  killed between the SQLite commit and the Redis trim.
+- `refusals` and `display`: `attempt_puts`, `try_open`, `sha256_file`, `scrub`, `compare_prediction`
+  for tables of refusals and exercise checks.
+
+Error messages handed back for display have the workspace folder removed (only file names remain),
+so notebook outputs carry no machine paths.
+"""
+
+from __future__ import annotations
+
+from .crashes import check_writes, crash_experiment, crash_value, kill_writer, stream_writes
+from .display import compare_prediction, scrub
+from .instances import kill_experiment, spawn_instance
+from .locks import holding_write_lock
+from .races import race_writers, run_racers
+from .refusals import attempt_puts, sha256_file, try_open
+from .sessions import GoldfishAgent, run_goldfish_session, run_session
+from .workers import ROOMY_LIMITS, limits_from, read_answer, run_worker, start_worker
+
+__all__ = [
+    "run_session", "run_goldfish_session", "GoldfishAgent",
+    "race_writers", "run_racers", "holding_write_lock",
+    "kill_writer", "check_writes", "crash_experiment", "crash_value", "stream_writes",
+    "spawn_instance", "kill_experiment",
+    "attempt_puts", "try_open", "sha256_file", "scrub", "compare_prediction",
+    "start_worker", "read_answer", "run_worker", "limits_from", "ROOMY_LIMITS",
+]

@@ -1,0 +1,181 @@
+"""Sessions in fresh processes: what an agent remembers once the process that talked to it is gone.
+
+Each function starts a real interpreter (`workers.start_worker`) that opens the store, does its
+part and exits; only what reached the SQLite file is left for the next one. The "goldfish" keeps
+its memory in a dict of its own process instead, and forgets at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..models import REMEMBER_RULE
+from ..store import MemoryStore
+from .display import scrub
+from .workers import PathLike, answer, limits_from, run_worker, worker
+
+
+def _skip_iri_grammar() -> None:
+    """Spare a worker process the seconds jsonschema spends compiling a grammar it never uses.
+
+    jsonschema loads the optional rfc3987_syntax package only to check the "iri" format, which the
+    memory tools' schemas never use and Draft 2020-12 does not assert by default. A process started
+    per session would pay that every time, so a worker process (only it) declares the package
+    absent; validation behaves exactly the same.
+    """
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+
+class GoldfishAgent:
+    """An agent whose memory is a dict inside its own process: fine until the process ends.
+
+    It follows the same phrases as `FixtureModel` ("remember my KEY is VALUE", a question naming
+    a key), so the only difference from the kit's agent is where the memory lives.
+
+    Example:
+        >>> fish = GoldfishAgent()
+        >>> fish.ask("Remember my drink is green tea")
+        'Noted: drink = green tea.'
+        >>> fish.ask("What is my drink?")
+        'From memory: drink = green tea.'
+    """
+
+    def __init__(self) -> None:
+        self.memory: dict[str, str] = {}
+
+    def ask(self, task: str) -> str:
+        """Save a "remember my ..." fact in the dict, or answer from the dict."""
+        if match := REMEMBER_RULE.search(task.strip()):
+            key = match.group(1).strip().lower().replace(" ", "_")
+            self.memory[key] = match.group(2).strip()
+            return f"Noted: {key} = {self.memory[key]}."
+        words = set(re.findall(r"[a-z0-9_]+", task.lower()))
+        facts = [f"{key} = {value}" for key, value in sorted(self.memory.items()) if key in words]
+        return f"From memory: {'; '.join(facts)}." if facts else "I have nothing in memory about that yet."
+
+
+def run_goldfish_session(tasks: Sequence[str]) -> dict[str, Any]:
+    """Ask a `GoldfishAgent` the tasks in a fresh process, which then exits (and forgets).
+
+    Returns:
+        `pid` of the process and `replies`: one dict per task with `task` and `text`.
+    """
+    return run_worker("goldfish", {"tasks": list(tasks)})
+
+
+def run_session(path: PathLike, user: str, session: str, tasks: Sequence[str], *,
+                confirm_puts: Iterable[Sequence[str]] = (), confirm_deletes: Iterable[Sequence[str]] = (),
+                limits: dict[str, int] | None = None) -> dict[str, Any]:
+    """Run one session of `MemoryAgent` + `FixtureModel` over the store at `path` in a fresh process.
+
+    The process opens the store, records the confirmations a person gave for this session, asks
+    each task in turn, closes the store and exits: everything it knew in memory is gone, and only
+    what reached the SQLite file is left for the next session.
+
+    Args:
+        path: the database file (created if missing).
+        user: the user the session is bound to.
+        session: the session id (kept as `source_session` of what it saves).
+        tasks: what the user says, in order.
+        confirm_puts: (kind, key, value) triples the person confirmed, each allowing one save.
+        confirm_deletes: (kind, key) pairs the person confirmed, each allowing one delete.
+        limits: `Limits` fields to change for this store.
+
+    Returns:
+        `pid`, `session` and `replies`: per task its `text`, `stop_reason` and `tools` (one row per
+        tool call: `tool`, `ok`, and `error` or `result`).
+    """
+    payload = {"path": str(Path(path).absolute()), "user": user, "session": session, "tasks": list(tasks),
+               "confirm_puts": [list(c) for c in confirm_puts],
+               "confirm_deletes": [list(c) for c in confirm_deletes], "limits": limits}
+    result = run_worker("session", payload)
+    for reply in result["replies"]:
+        for tool in reply["tools"]:
+            if "error" in tool:
+                tool["error"] = scrub(tool["error"], path)
+    return result
+
+
+@worker("session")
+def _session_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    _skip_iri_grammar()
+    from ..agent import MemoryAgent
+    from ..approvals import Approvals
+    from ..models import FixtureModel
+
+    approvals = Approvals(f"{payload['session']}-confirm")
+    for kind, key, value in payload["confirm_puts"]:
+        approvals.confirm_put(kind, key, value)
+    for kind, key in payload["confirm_deletes"]:
+        approvals.confirm_delete(kind, key)
+    replies = []
+    with MemoryStore(payload["path"], limits=limits_from(payload["limits"])) as store:
+        agent = MemoryAgent(store, payload["user"], payload["session"], FixtureModel(), approvals=approvals)
+        for task in payload["tasks"]:
+            reply = asyncio.run(agent.ask(task))
+            tools = []
+            for row in reply.tool_results:
+                outcome = row["outcome"]
+                tools.append({"tool": row["name"], "ok": outcome["ok"],
+                              **({"result": outcome["result"]} if outcome["ok"] else {"error": outcome["error"]})})
+            replies.append({"task": task, "text": reply.text, "stop_reason": reply.stop_reason, "tools": tools})
+    return {"pid": os.getpid(), "session": payload["session"], "replies": replies}
+
+
+@worker("goldfish")
+def _goldfish_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    fish = GoldfishAgent()
+    return {"pid": os.getpid(), "replies": [{"task": t, "text": fish.ask(t)} for t in payload["tasks"]]}
+
+
+# -- one read or write in a fresh process --------------------------------------------------------------
+
+
+@worker("put")
+def _put_worker(payload: dict[str, Any]) -> None:
+    """Put one value and answer with the record; with `hang`, then sleep until killed (the store is
+    never closed, so the write is only in the -wal file, not checkpointed)."""
+    store = MemoryStore(payload["path"], limits=limits_from(payload.get("limits")))
+    answer(store.put(payload["user"], payload.get("session", "first-process"), payload.get("kind", "preference"),
+                     payload["key"], payload["value"]))
+    if payload.get("hang"):
+        time.sleep(payload.get("seconds", 60.0))
+    store.close()
+
+
+@worker("get")
+def _get_worker(payload: dict[str, Any]) -> None:
+    """Answer with one record (or null)."""
+    with MemoryStore(payload["path"]) as store:
+        answer(store.get(payload["user"], payload.get("kind", "preference"), payload["key"]))
+
+
+@worker("dump")
+def _dump_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """Open the store as a restarted session would and answer with everything `user` can reach:
+    records, searches (`queries`), histories (`keys`: [kind, key] pairs), the export bundle, and
+    every model request of a `MemoryAgent` asked `tasks` (the fixture model records them)."""
+    import asyncio
+
+    _skip_iri_grammar()
+    from ..agent import MemoryAgent
+    from ..models import FixtureModel
+
+    user = payload["user"]
+    with MemoryStore(payload["path"]) as store:
+        records = store.records(user)
+        searches = {query: store.search(user, query, limit=50) for query in payload["queries"]}
+        histories = [store.history(user, kind, key) for kind, key in payload["keys"]]
+        model = FixtureModel()
+        agent = MemoryAgent(store, user, "restarted", model)
+        for task in payload["tasks"]:
+            asyncio.run(agent.ask(task))
+        return {"records": records, "searches": searches, "histories": histories,
+                "export": store.export_user(user), "requests": model.requests}

@@ -1,0 +1,174 @@
+"""The lab's one worker protocol: another process, started fresh, told what to do in one JSON line.
+
+`start_worker(MODE, payload)` runs `python -m memkit.lab MODE` with `sys.executable` and this very
+memkit first on its path, and writes the payload as one JSON line on its stdin. The worker answers
+with lines on stdout: JSON lines (`answer`) for handshakes ("ready", "locked") and results, and
+plain progress lines where a stream is read as it happens (`ack N REVISION`, `turn N ...`). A
+parent may send further lines on stdin ("go"). Nothing is simulated inside the calling process.
+
+Each concept module of the lab registers its workers with `@worker("mode")`; `main` dispatches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Any, Callable, Sequence
+
+from ..limits import Limits
+
+PathLike = str | os.PathLike[str]
+
+WORKER_TIMEOUT_S = 120.0
+"""How long a parent waits for a worker that should finish by itself."""
+
+ROOMY_LIMITS: dict[str, int] = {"max_records_per_user": 1_000_000, "max_records_total": 1_000_000,
+                                "max_db_bytes": 1 << 30}
+"""Limits out of an experiment's way (a crash or lock experiment is not about quotas)."""
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+
+Worker = Callable[[dict[str, Any]], Any]
+WORKERS: dict[str, Worker] = {}
+"""Mode -> the function a worker process runs with its payload (its return value is its last answer)."""
+
+
+def worker(mode: str) -> Callable[[Worker], Worker]:
+    """Register a function as the worker of `mode`."""
+    def register(function: Worker) -> Worker:
+        WORKERS[mode] = function
+        return function
+    return register
+
+
+def limits_from(changes: dict[str, int] | None) -> Limits:
+    """`Limits()` with some fields replaced; `changes` is a plain dict so it can cross a process boundary."""
+    return Limits().replace(**(changes or {}))
+
+
+# -- the parent's side ---------------------------------------------------------------------------------
+
+
+def _worker_env() -> dict[str, str]:
+    # The worker must import this very memkit, installed or not: put the package's folder first.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start_worker(mode: str, payload: dict[str, Any], *, capture_stderr: bool = True) -> subprocess.Popen[str]:
+    """Start `python -m memkit.lab MODE` and send it its payload (one JSON line).
+
+    Args:
+        mode: a registered worker (see `WORKERS`).
+        payload: what the worker needs; plain JSON values only.
+        capture_stderr: pipe the worker's stderr (read it with `read_answer`'s error or
+            `communicate`); False lets it through to this process's stderr (a long-running worker
+            whose stderr nobody reads must not fill a pipe).
+
+    Returns:
+        The running process, with text pipes for stdin and stdout.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memkit.lab", mode],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE if capture_stderr else None,
+        text=True, encoding="utf-8", env=_worker_env(),
+    )
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(payload) + "\n")
+    process.stdin.flush()
+    return process
+
+
+def send(process: subprocess.Popen[str], line: str) -> None:
+    """Send a worker one more line on its stdin (a start signal)."""
+    assert process.stdin is not None
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+
+
+def read_answer(process: subprocess.Popen[str]) -> Any:
+    """The worker's next line, as JSON.
+
+    Raises:
+        RuntimeError: the worker exited without answering (with the last line of its stderr).
+    """
+    stream: IO[str] | None = process.stdout
+    assert stream is not None
+    line = stream.readline()
+    if not line:
+        process.wait(timeout=WORKER_TIMEOUT_S)
+        raise RuntimeError(f"worker exited with code {process.returncode} before answering: {_stderr_tail(process)}")
+    return json.loads(line)
+
+
+def expect(process: subprocess.Popen[str], word: str) -> None:
+    """Wait for a worker's handshake line (`"ready"`, `"locked"`); fail clearly if it says anything else."""
+    answer_ = read_answer(process)
+    if answer_ != word:
+        raise RuntimeError(f"worker said {answer_!r} where {word!r} was expected")
+
+
+def finish(process: subprocess.Popen[str], what: str) -> Any:
+    """Wait for a worker to end by itself and return its last JSON line.
+
+    Raises:
+        RuntimeError: it failed, or did not end within `WORKER_TIMEOUT_S`.
+    """
+    try:
+        out, err = process.communicate(timeout=WORKER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise RuntimeError(f"the {what} worker did not finish within {WORKER_TIMEOUT_S} s") from None
+    if process.returncode != 0:
+        tail = [line for line in (err or "").strip().splitlines() if line.strip()]
+        raise RuntimeError(f"the {what} worker failed (exit {process.returncode}): {tail[-1] if tail else ''}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_worker(mode: str, payload: dict[str, Any]) -> Any:
+    """Run a worker to completion and return its one (last) JSON answer."""
+    return finish(start_worker(mode, payload), mode)
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    """Kill a worker that is still running (after a failure in the parent) and reap it."""
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+def _stderr_tail(process: subprocess.Popen[str]) -> str:
+    text = process.stderr.read() if process.stderr else ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "(no error output)"
+
+
+# -- the worker's side ---------------------------------------------------------------------------------
+
+
+def answer(value: Any) -> None:
+    """Write one JSON line to the parent, at once."""
+    sys.stdout.write(json.dumps(value) + "\n")
+    sys.stdout.flush()
+
+
+def wait_for_go() -> None:
+    """Block until the parent sends "go" (so that several workers start together)."""
+    if sys.stdin.readline().strip() != "go":
+        raise SystemExit("no start signal")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Worker entry point: `python -m memkit.lab MODE`, one JSON payload line on stdin."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0] not in WORKERS:
+        raise SystemExit(f"usage: python -m memkit.lab {{{','.join(sorted(WORKERS))}}} < payload.json")
+    result = WORKERS[args[0]](json.loads(sys.stdin.readline()))
+    if result is not None:
+        answer(result)

@@ -1,0 +1,35 @@
+"""Short-term windows: the recent turns of a live session, and how they reach the archive.
+
+A conversation has two tiers. The *window* holds the last `size` turns of a session, where the
+agent reads them on every reply; the *archive* (the `transcript` table of the SQLite store) keeps
+every turn that left the window. `load_session` joins the two back into the whole conversation.
+
+    append ──► window (last N) ──► pending ──► archive (SQLite)
+                 │  falls out       │  worker     ▲
+                 └── idle near TTL ─┘  (or flush) │   load_session = archive + pending + window
+
+Two implementations share one interface, `ShortTermWindow`:
+
+* `InProcessWindow` (`base`): a bounded deque per session in this process. Fast, private to the
+  process, gone when it exits; the default of the early notebooks.
+* `RedisWindow` (`redis`): the window in Redis, shared by every agent instance that serves the
+  user, with a sliding TTL, archived into SQLite exactly once by its `archiver`.
+
+The modules, from the leaves up: `server` (the embedded redis-server or `REDIS_URL`), `keys` (the
+Redis key layout), `base`, `archiver`, `redis`.
+"""
+
+from __future__ import annotations
+
+from .archiver import Archiver
+from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, InProcessWindow, ShortTermWindow
+from .keys import KeyLayout, SessionKeys, session_keys
+from .redis import DEFAULT_TTL_SECONDS, RedisWindow
+from .server import Persistence, RedisHandle, connect_redis, display_url, start_embedded_redis
+
+__all__ = [
+    "ShortTermWindow", "InProcessWindow", "RedisWindow", "Archiver",
+    "RedisHandle", "connect_redis", "start_embedded_redis", "display_url", "Persistence",
+    "SessionKeys", "KeyLayout", "session_keys",
+    "DEFAULT_SIZE", "DEFAULT_TTL_SECONDS", "DEFAULT_MAX_CONTENT_CHARS",
+]

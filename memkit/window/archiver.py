@@ -1,0 +1,198 @@
+"""The archiver of the Redis window: turns that left the window go into SQLite, exactly once.
+
+Archiving is *copy, then trim*. The copy (`MemoryStore.archive_turns`) is keyed by (user,
+session, turn), so a process killed between the SQLite commit and the Redis trim leaves the turn
+in both places for a moment; the next pass (any instance) copies it again (ignored) and trims it.
+
+The sweeper retires the window of each session that is within `sweep_margin` of its expiry into
+`pending`, atomically and only if nobody touched it meanwhile, and the archiver copies it to
+SQLite. The Redis TTL then frees the memory of an idle session without dropping a turn, as long
+as some instance runs a pass at least once per margin. Pending turns have no TTL, so a backlog
+waits for an archiver instead of expiring.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Callable, cast
+
+from .. import codec
+from ..store import MemoryStore
+from ..transcript import Turn
+from .keys import KeyLayout
+from .server import redis_errors
+
+if TYPE_CHECKING:  # pragma: no cover
+    import redis
+
+log = logging.getLogger(__name__)
+
+OnArchived = Callable[[str, str, list[Turn]], None]
+
+
+def decode(members: Any) -> list[Turn]:
+    """Turns stored in Redis (the members of a turns or pending set, bytes or str), as dicts."""
+    return [codec.loads(member) for member in members]
+
+
+class Archiver:
+    """Sweeper and archiver passes over every session of one key prefix, in a thread or on demand.
+
+    Args:
+        client: the redis-py client. store: the archive. layout: the prefix's keys.
+        where: the server, for error messages.
+        sweep_margin: retire a session this many seconds before its TTL runs out.
+        interval: seconds between two passes of the background worker.
+        on_archived: called as `on_archived(user, session, turns)` after turns are committed to
+            SQLite and before they are removed from Redis.
+    """
+
+    RETIRE = """
+-- Retire an idle session: move its whole window into pending before the TTL can drop it.
+-- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index  KEYS[5] the archive queue
+-- ARGV[1] "user/session"  ARGV[2] margin in ms: retire only if the session expires within it
+--   ("inf" retires it whatever its expiry, e.g. before stopping the server)
+-- Returns the number of turns moved, or -1 if the session was touched meanwhile (still live).
+local expiry = redis.call('ZSCORE', KEYS[4], ARGV[1])
+if not expiry then return -1 end
+if ARGV[2] ~= 'inf' then
+  local now = redis.call('TIME')
+  if tonumber(expiry) > now[1] * 1000 + math.floor(now[2] / 1000) + tonumber(ARGV[2]) then return -1 end
+end
+local old = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #old, 2 do redis.call('ZADD', KEYS[2], old[i + 1], old[i]) end
+redis.call('DEL', KEYS[1], KEYS[3])
+redis.call('ZREM', KEYS[4], ARGV[1])
+if #old > 0 then redis.call('SADD', KEYS[5], ARGV[1]) end
+return #old / 2
+"""
+
+    TRIM = """
+-- After the archive committed turns up to ARGV[2], remove them from pending.
+-- KEYS[1] pending  KEYS[2] the archive queue
+-- ARGV[1] "user/session"  ARGV[2] the highest turn number now safe in SQLite
+-- Returns how many pending turns are left (the queue entry goes when none are).
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+local left = redis.call('ZCARD', KEYS[1])
+if left == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
+return left
+"""
+
+    def __init__(self, client: "redis.Redis", store: MemoryStore, layout: KeyLayout, *, where: str,
+                 sweep_margin: float, interval: float, on_archived: OnArchived | None = None) -> None:
+        self.client = client
+        self.store = store
+        self.layout = layout
+        self.where = where
+        self.sweep_margin = sweep_margin
+        self.interval = interval
+        self.on_archived = on_archived
+        self.lock = threading.Lock()
+        """Held by every pass (and by `RedisWindow.forget_user`): one pass at a time in this process."""
+        self.last_error: BaseException | None = None
+        """The last error the background worker met (it logs it and tries again next pass)."""
+        self._retire = client.register_script(self.RETIRE)
+        self._trim = client.register_script(self.TRIM)
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._worker: threading.Thread | None = None
+
+    # -- passes -----------------------------------------------------------------------------------
+
+    def archive_session(self, user: str, session: str, batch: int = 500) -> int:
+        """Copy the session's pending turns into SQLite, then trim them from Redis. Idempotent.
+
+        Returns:
+            How many turns were new in SQLite.
+        """
+        keys = self.layout.session(user, session)
+        ref = f"{user}/{session}"
+        added = 0
+        while True:
+            with redis_errors(self.where, f"reading the pending turns of {ref}"):
+                members = self.client.zrange(keys.pending, 0, batch - 1)
+            turns = decode(members)
+            if turns:
+                added += self.store.archive_turns(user, session, cast(list[dict[str, Any]], turns))  # INSERT OR IGNORE by turn number
+                if self.on_archived is not None:
+                    self.on_archived(user, session, turns)
+            highest = turns[-1]["turn"] if turns else 0
+            with redis_errors(self.where, f"trimming the archived turns of {ref}"):
+                left = int(self._trim(keys=[keys.pending, self.layout.queue], args=[ref, highest]))
+            if not left or not turns:
+                return added
+
+    def sweep(self, *, margin: float | None = None) -> int:
+        """Retire every session that expires within `margin` seconds (default `sweep_margin`).
+
+        Returns:
+            How many sessions were retired.
+        """
+        margin = self.sweep_margin if margin is None else margin
+        with redis_errors(self.where, "listing sessions near expiry"):
+            if margin == float("inf"):
+                members: Any = self.client.zrange(self.layout.index, 0, -1)
+            else:
+                seconds, micros = self.client.time()
+                now_ms = seconds * 1000 + micros // 1000
+                members = self.client.zrangebyscore(self.layout.index, "-inf", now_ms + round(margin * 1000))
+        retired = 0
+        for user, session in self.layout.refs(members):
+            keys = self.layout.session(user, session)
+            with redis_errors(self.where, f"retiring {user}/{session}"):
+                moved = int(self._retire(
+                    keys=[keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue],
+                    args=[f"{user}/{session}", "inf" if margin == float("inf") else round(margin * 1000)],
+                ))
+            retired += moved >= 0
+        return retired
+
+    def archive_pending(self) -> int:
+        """Archive the pending turns of every session of this prefix. Returns how many were new."""
+        with redis_errors(self.where, "listing sessions with pending turns"):
+            members = self.client.smembers(self.layout.queue)
+        return sum(self.archive_session(user, session) for user, session in self.layout.refs(members))
+
+    def flush(self, *, margin: float | None = None) -> dict[str, int]:
+        """One pass now, in the caller's thread: retire sessions within `margin` of expiry (default
+        `sweep_margin`; `inf` retires every session), then archive all pending turns.
+
+        Returns:
+            {"closed": sessions retired, "archived": turns newly written to SQLite}
+        """
+        with self.lock:
+            closed = self.sweep(margin=margin)
+            return {"closed": closed, "archived": self.archive_pending()}
+
+    # -- the background worker --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run a pass every `interval` seconds (sooner after `wake()`) in a daemon thread."""
+        self._worker = threading.Thread(target=self._work, name=f"memkit-archiver-{self.layout.prefix}", daemon=True)
+        self._worker.start()
+
+    def wake(self) -> None:
+        """Ask the worker for a pass now (new pending turns)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop the worker (if running) and wait for its pass to end."""
+        if self._worker is not None:
+            self._stop.set()
+            self._wake.set()
+            self._worker.join()
+            self._worker = None
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.flush()
+                self.last_error = None
+            except Exception as exc:  # keep going: Redis may come back; the backlog waits in Redis
+                self.last_error = exc
+                log.warning("archiver pass failed, will retry: %s", exc)
