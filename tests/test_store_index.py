@@ -165,3 +165,30 @@ def test_a_file_holding_part_of_the_index_is_refused(tmp_path):
     conn.close()
     with pytest.raises(StoreError, match="lacks trigger 'memories_fts_update'"):
         MemoryStore(path, limits=INDEXED)
+
+
+def test_opening_and_searching_while_another_process_holds_the_write_lock_never_wait_for_the_index(tmp_path):
+    from memkit import lab
+
+    path = tmp_path / "m.sqlite3"
+    with open_store(path, limits=INDEXED) as store:
+        _fill(store)
+        before = _answers(store)
+    with lab.holding_write_lock(path, seconds=30):
+        # Default limits would stop keeping the index, but that needs the write lock: the open
+        # neither waits nor fails, and leaves the index as it is.
+        with open_store(path, limits=Limits().replace(busy_timeout_ms=5000)) as store:
+            assert has_search_index(store.connection)
+            assert _answers(store) == before
+    with open_store(path) as store:  # the lock is free again: now the index goes
+        assert not has_search_index(store.connection)
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            # Asked for the index path, search cannot build the index under another's lock: it
+            # answers by the scan, without waiting, and the same as before.
+            assert _answers(store) == before
+            assert not has_search_index(store.connection)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
