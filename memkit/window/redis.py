@@ -236,11 +236,12 @@ return {window, pending}
                 floor = self._archived_max(user, session)
                 result = self._append_script(keys=script_keys, args=[ref, self.size, self._ttl_ms, body, floor])
         number, pending = int(result[0]), int(result[1])
-        if pending:
-            if pending > self.max_backlog:
-                self.archiver.archive_session(user, session)  # the worker is behind: push back on the writer
-            else:
-                self.archiver.wake()
+        if pending > self.max_backlog:
+            self.archiver.archive_session(user, session)  # the worker is behind: push back on the writer
+        elif pending >= self.size:
+            # A window's worth is waiting: archive it now. Fewer wait for the worker's next pass
+            # (every `interval`): one SQLite commit per turn cost more than the append itself.
+            self.archiver.wake()
         return {"turn": number, "role": role, "content": text, "at": at}
 
     def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
