@@ -148,6 +148,11 @@ def window_section(window: dict[str, Any]) -> list[str]:
             times = [wmed[(sync, history, op, c)] for c in WINDOW_CONTENDERS]
             out.append(f"| {sync} | {history:,} | {op} | {' | '.join(_fmt(t) for t in times)} "
                        f"| {' | '.join(f'{t / times[0]:.2f}' for t in times[1:])} |")
+    server = window.get("server_us") or {}
+    if server:
+        out += ["", "What each call costs the Redis server itself (`INFO commandstats`, µs per call, the archiver's "
+                "passes included for memkit's appends): " + "; ".join(
+                    f"{name}: read {v['read last 10']:.1f}, append {v['append']:.1f}" for name, v in server.items()) + "."]
     flushes = [r for r in window["rows"] if r["history"] is None and r["median_s"] is not None]
     if flushes:
         out += ["", "memkit's archiving, not in the append column (the background worker's flush after each batch, "
@@ -197,6 +202,31 @@ def plot(axes: list[Any], results: dict[str, Any]) -> None:
         ax.axis("off")
 
 
+def profile_section(profile: dict[str, Any]) -> list[str]:
+    """WAL pages per write (by B-tree for a new key) and memkit's put by part."""
+    pages = profile["pages"]
+    names = list(pages)
+    ops = list(next(iter(pages.values())))
+    out = [f"WAL pages a write adds, measured at {profile['size']:,} records ({profile['writes']} writes of each kind, "
+           "the automatic checkpoint off; each page is 4 KiB written at commit and copied again by the next "
+           "checkpoint):", "",
+           f"| contender | {' | '.join(ops)} |", "|---|" + "---:|" * len(ops)]
+    for name in names:
+        totals = [pages[name][op]["total"] for op in ops]
+        out.append(f"| {name} | {' | '.join(f'{t:.1f}' for t in totals)} |")
+    trees = sorted({t for name in names for t in pages[name][ops[0]] if t != "total"},
+                   key=lambda t: -max(pages[n][ops[0]].get(t, 0) for n in names))
+    out += ["", "A new key's pages by B-tree ('new page': one the file did not have, where a table grows):", "",
+            f"| B-tree | {' | '.join(names)} |", "|---|" + "---:|" * len(names)]
+    out += [f"| {t} | {' | '.join(f'{pages[n][ops[0]].get(t, 0):.2f}' for n in names)} |" for t in trees]
+    parts = profile["parts_s"]
+    out += ["", f"memkit's `put` of a new key at NORMAL, by part (median of {profile['puts']} puts, checkpoint off; "
+            "each part runs from its statement's start to the next one's, Python between included):", "",
+            "| part | µs |", "|---|---:|"]
+    out += [f"| {name} | {seconds * 1e6:.1f} |" for name, seconds in parts.items()]
+    return out
+
+
 def markdown(results: dict[str, Any]) -> list[str]:
     """The '## Peers' section, or a line saying why it was not measured."""
     out = ["## Peers: langgraph and openai-agents", ""]
@@ -205,6 +235,8 @@ def markdown(results: dict[str, Any]) -> list[str]:
         return out + [f"Not measured in this run: {status}.", ""]
     if results.get("peers"):
         out += ["### Long-term store", ""] + store_section(results["peers"]) + [""]
+    if results.get("write_profile"):
+        out += ["### Where a write's cost goes", ""] + profile_section(results["write_profile"]) + [""]
     if results.get("writers"):
         out += ["### Four writer processes on one file", ""] + writers_section(results["writers"]) + [""]
     if results.get("window_peers"):

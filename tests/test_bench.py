@@ -122,6 +122,12 @@ def test_peers_are_timed_at_the_stated_durability_and_agree(quick_run):
     # Both memkit stores and both peers answer each question; retrieval only the two memkit stores.
     assert {c["operation"]: c["contenders"] for c in peers["checks"]}["retrieval context"] == 2
     assert all(c["contenders"] == 4 for c in peers["checks"] if c["operation"] != "retrieval context")
+    pages = results["write_profile"]["pages"]
+    assert set(pages) == {MEMKIT, MEMKIT_INDEXED, "SqliteStore (WAL)"}
+    # The store that cannot use the trigram index writes none of its pages; the one that keeps it does.
+    assert not any(tree.startswith("memories_fts") for op in pages[MEMKIT].values() for tree in op)
+    assert any(tree.startswith("memories_fts") for tree in pages[MEMKIT_INDEXED]["put (new key)"])
+    assert results["write_profile"]["parts_s"]["whole put"] > 0
     writers = results["writers"]
     assert writers["all_found"] and all(n > 0 for n in writers["written"].values())
     window = results["window_peers"]
@@ -129,6 +135,7 @@ def test_peers_are_timed_at_the_stated_durability_and_agree(quick_run):
     assert {s["synchronous"] for s in window["settings"] if s["contender"] == "SQLiteSession"} == {"FULL", "NORMAL"}
     text = (out / "RESULTS.md").read_text(encoding="utf-8")
     for heading in ("## Peers: langgraph and openai-agents", "### Four writer processes on one file",
+                    "### Where a write's cost goes",
                     "SqliteStore (WAL) ÷ memkit", "RedisSession ÷ memkit", "memkit in fsyncs"):
         assert heading in text
 
