@@ -20,8 +20,16 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(BIN)/jupyter lab $(ROOT_FLAG) notebooks/
 
+# The browser test (tests/test_browser.py) drives Debian's chromium; without one pytest skips it, and
+# make says so before and after the run (-rfEs lists every failure, error and skip with its reason).
+CHROMIUM := $(firstword $(wildcard /usr/bin/chromium) $(shell command -v chromium chromium-browser 2>/dev/null))
+NO_BROWSER := *** make test: NO CHROMIUM FOUND, the browser test tests/test_browser.py IS SKIPPED (apt-get install chromium) ***
+
 test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
+	$(BIN)/python -m mypy memkit
+	@echo "$(if $(CHROMIUM),make test: the browser test runs with $(CHROMIUM),$(NO_BROWSER))"
+	$(BIN)/python -m pytest -rfEs tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg; \
+	status=$$?; $(if $(CHROMIUM),,echo "$(NO_BROWSER)";) exit $$status
 
 demo: $(STAMP)
 	$(BIN)/memkit demo

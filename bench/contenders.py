@@ -136,15 +136,16 @@ class RawLimit:
         conn = self.conn
         now = iso(utc_now())
         conn.execute("BEGIN IMMEDIATE")
-        # id, the record's columns, the two quota counters, the key's last revision: one row always.
+        # id, the record's columns, its seq, the two quota counters, the key's last revision: one row always.
         row = conn.execute(_SQL.select_for_put, (user, kind, key)).fetchone()
+        seq = conn.execute(_SQL.take_sequence, (1,)).fetchone()[0]
         if row[0] is None:
-            revision, action, old = (row[10] or 0) + 1, "create", None
+            revision, action, old = (row[11] or 0) + 1, "create", None
             conn.execute(_SQL.insert_memory, (user, kind, key, value, SESSION, revision, now, now, key.casefold(),
-                                              value.casefold()))
+                                              value.casefold(), seq))
         else:
             revision, action, old = row[5] + 1, "update", row[3]
-            conn.execute(_SQL.update_memory, (value, value.casefold(), SESSION, revision, now, row[0]))
+            conn.execute(_SQL.update_memory, (value, value.casefold(), SESSION, revision, now, seq, row[0]))
         conn.execute(_SQL.insert_event, (user, kind, key, action, revision, SESSION, old, value, None, now))
         conn.execute("PRAGMA page_count").fetchone()  # the size cap check
         conn.execute("COMMIT")
@@ -167,6 +168,7 @@ class RawLimit:
             return False
         conn.execute(_SQL.delete_memory, (row[0],))
         conn.execute(_SQL.insert_event, (user, kind, key, "delete", row[2], SESSION, row[1], None, None, now))
+        conn.execute(_SQL.take_sequence, (1,)).fetchone()  # every commit takes a number
         conn.execute("COMMIT")
         return True
 
@@ -174,7 +176,7 @@ class RawLimit:
         conn = self.conn
         folded = query.casefold()
         kind_sql, kind_args = ("AND kind = ?", (kind,)) if kind else ("", ())
-        newest = "ORDER BY updated_at DESC, id DESC"
+        newest = "ORDER BY seq DESC"
         if not folded:
             return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? {kind_sql} {newest} LIMIT ?",
                                 (user, *kind_args, limit)).fetchall()
@@ -193,7 +195,7 @@ class RawLimit:
         return conn.execute(
             f"SELECT {_COLUMNS} FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql.replace('kind', 'm.kind')}"
-            " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
+            " ORDER BY m.seq DESC LIMIT ?",
             ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit)).fetchall()
 
     def _user_records(self, user: str) -> int:
@@ -213,7 +215,7 @@ class RawLimit:
         rows = self.conn.execute(
             f"SELECT {_COLUMNS}, {', '.join(match)} FROM memories"
             f" WHERE user_id = ?1 AND kind IN ({kind_params}) AND ({' OR '.join(match)})"
-            " ORDER BY updated_at DESC, id DESC",
+            " ORDER BY seq DESC",
             (user, *(q.casefold() for q in unique), *kinds),
         ).fetchall()
         found: dict[tuple[str, str], list[tuple[Any, ...]]] = {(q, k): [] for q in unique for k in kinds}

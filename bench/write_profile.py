@@ -36,6 +36,7 @@ _SQL = MemoryStore.statements()
 PARTS = [  # (how the statement starts, its part), in the order a put runs them
     ("BEGIN IMMEDIATE", "BEGIN IMMEDIATE (the write lock), the clock"),
     (_SQL.select_for_put.split("?")[0], "read: current row, both quota counters, last revision"),
+    (_SQL.take_sequence.split("?")[0], "take the next number of the sequence (store_meta)"),
     (_SQL.insert_memory.split("?")[0], "insert the memory (its 2 indexes, the counter triggers)"),
     (_SQL.insert_event.split("?")[0], "insert the event (history, 1 index)"),
     ("PRAGMA page_count", "size cap check"),

@@ -1,7 +1,13 @@
 """The agent: retrieve memory for a task, ask the model through the budget wrapper, run its tool calls.
 
+Two memories feed every request. Long-term memory is the `MemoryStore` (retrieved for the task).
+Short-term memory is a `ShortTermWindow`: the agent reads the session's recent turns from it on
+every `ask` and appends the exchange (the user's message and the final reply) when the ask is
+answered. With a `RedisWindow` that conversation outlives the process: a new process for the same
+user and session continues it.
+
 The loop is async and bounded (turns, tool calls, wall time) and can be cancelled cleanly: the
-short-term history changes only when a turn completes, and nothing is extracted or saved at exit.
+window changes only when an ask completes, and nothing is extracted or saved at exit.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ from .approvals import Approvals
 from .budget import BudgetedModel, Measurement
 from .jsonutil import canonical_json
 from .request import ChatModel, History, Request
-from .errors import ModelError
+from .errors import ValidationError
 from .limits import check_text
 from .retrieval import RetrievedContext, retrieve
 from .store import MemoryStore
 from .tools import MemoryTools
+from .window import InProcessWindow, ShortTermWindow
 
 SYSTEM_PROMPT = (
     "You are an assistant with a long-term memory of this user. The user message is JSON: `task` is "
@@ -57,7 +64,11 @@ class MemoryAgent:
         session: this session's id.
         model: any chat model (`ScriptedModel`, `FixtureModel`, `OpenAIModel`).
         approvals: confirmations made outside the model (a new, empty set by default).
-        history: the short-term history (bounded by the store's limits by default).
+        window: the short-term memory the agent reads and appends to. By default an
+            `InProcessWindow` of `history.turns_needed` turns, private to this agent and gone with
+            the process; pass a `RedisWindow` to keep the conversation across processes and hosts.
+        history: the bounded view a request takes of the window (the store's limits by default:
+            at most 8 exchanges and 4000 characters, long texts shortened with a marker).
         budget_chars: the request budget (default `Limits.request_budget_chars`).
         max_turns: model calls per `ask`.
         max_tool_calls: tool calls per `ask`; further calls are answered with an error.
@@ -70,13 +81,16 @@ class MemoryAgent:
     """
 
     def __init__(self, store: MemoryStore, user: str, session: str, model: ChatModel, *,
-                 approvals: Approvals | None = None, history: History | None = None,
+                 approvals: Approvals | None = None, window: ShortTermWindow | None = None,
+                 history: History | None = None,
                  budget_chars: int | None = None, max_turns: int = 4, max_tool_calls: int = 8,
                  timeout_s: float = 60.0, system_prompt: str = SYSTEM_PROMPT) -> None:
         self.store = store
         self.approvals = approvals if approvals is not None else Approvals(limits=store.limits)
         self.history = history if history is not None else History(limits=store.limits)
-        self.tools = MemoryTools(store, user, session, self.approvals, self.history)
+        self.window = window if window is not None else InProcessWindow(self.history.turns_needed,
+                                                                         limits=store.limits)
+        self.tools = MemoryTools(store, user, session, self.approvals, on_delete=self._forget_recent)
         self.user, self.session = self.tools.user, self.tools.session
         self.model = BudgetedModel(model, budget_chars, store.limits)
         self.max_turns, self.max_tool_calls, self.timeout_s = max_turns, max_tool_calls, timeout_s
@@ -87,21 +101,28 @@ class MemoryAgent:
 
         Raises:
             BudgetError: the newest exchange cannot fit the budget (the model was not called).
-            ModelError: the task is empty, or the model failed. TimeoutError: `timeout_s` passed.
-            ValidationError: the task holds a NUL or a lone surrogate (from bytes that were not UTF-8),
-                which no model request can carry faithfully; nothing was asked.
-            asyncio.CancelledError: the caller cancelled; history is left as it was.
+            ModelError: the model failed. TimeoutError: `timeout_s` passed.
+            ValidationError: the task is empty, or holds a NUL or a lone surrogate (from bytes that
+                were not UTF-8), which no model request can carry faithfully; nothing was asked.
+            WindowError: the window could not be read or written (Redis down); an exchange that
+                could not be stored is not answered.
+            asyncio.CancelledError: the caller cancelled; the window is left as it was.
+
+        The exchange is appended to the window only once the model has answered, and `ask`
+        returns only after the window has stored it: a reply the caller sees is in short-term
+        memory (in Redis: acknowledged by the server, in its AOF when persistence is on).
         """
         if not isinstance(task, str) or not task.strip():
-            raise ModelError("the task is empty; ask something")
+            raise ValidationError("the task is empty; ask something")
         check_text("task", task)
         async with asyncio.timeout(self.timeout_s):
             return await self._run(task)
 
     async def _run(self, task: str) -> AgentReply:
         retrieved = retrieve(self.store, self.user, task)
+        recent = self.history.view(self.window.recent(self.user, self.session))
         request = Request(system=self.system_prompt, task=task, tools=self.tools.schemas,
-                          memory=list(retrieved.memory), history=self.history.exchanges,
+                          memory=list(retrieved.memory), history=recent,
                           packing=list(retrieved.packing))
         first = len(self.model.measurements)
         tool_results: list[dict[str, Any]] = []
@@ -114,7 +135,7 @@ class MemoryAgent:
             results = []
             for tool_call in reply.tool_calls:
                 if len(tool_results) >= self.max_tool_calls:
-                    outcome = {"ok": False, "error": f"tool call limit ({self.max_tool_calls}) reached for this task"}
+                    outcome: dict[str, Any] = {"ok": False, "error": f"tool call limit ({self.max_tool_calls}) reached for this task"}
                     stop_reason = "max_tool_calls"
                 else:
                     outcome = self.tools.call(tool_call.name, tool_call.arguments)
@@ -125,14 +146,27 @@ class MemoryAgent:
             request.tool_rounds.append([reply.as_message(), *results])
             if stop_reason == "max_tool_calls":
                 break
-        self.history.add(task, text)
+        # Tool calls and their results are not kept in the window: what they wrote is in the store
+        # (with its history), a result may carry a value that a later delete must keep out of
+        # requests, and they are the first thing trimmed from a request anyway.
+        self.window.append_exchange(self.user, self.session, task, text)
         return AgentReply(text, stop_reason, tool_results, self.model.measurements[first:], retrieved)
+
+
+    def _forget_recent(self, kind: str, key: str) -> None:
+        """After a confirmed delete: retire the user's recent turns from the window, every session.
+
+        The old value may sit in any recent exchange; retired turns go to the archive (or are
+        dropped by a window without one), so no later request, in this process or after a
+        restart, carries them as history.
+        """
+        self.window.retire_user(self.user)
 
 
 def _forget_in_request(request: Request, deleted: dict[str, Any]) -> None:
     """After a confirmed delete, later requests of this ask carry neither the record nor old history.
 
-    The tool already cleared the session's History; the request holds copies made before the call.
+    The window was already retired; the request holds copies made before the call.
     """
     request.history.clear()
     gone = (deleted["kind"], deleted["key"])

@@ -1,37 +1,57 @@
 """The `memkit` command: the store and the agent from a shell, JSON on stdout.
 
 Every command that changes memory (put, delete, import, forget-user) does nothing without
-`--confirm`: the flag is the person's confirmation, made outside any model. Bad input prints
-`error: ...` on stderr, exits with 2 and changes nothing.
+`--confirm`: the flag is the person's confirmation, made outside any model.
+
+Exit codes (scripts can tell them apart):
+  0  done, and the report was written;
+  2  refused: bad input or a database that cannot be used, `error: ...` on stderr, nothing changed;
+  3  the change WAS committed, but its report could not be written (stdout closed or full):
+     `error: committed: ...` on stderr says what was changed. Do not simply retry a put or delete.
+  130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from .agent import MemoryAgent
 from .approvals import Approvals
-from .errors import MemkitError
 from .clock import iso, utc_now
+from .errors import MemkitError
 from .limits import DEFAULT_LIMITS, KINDS, check_text
 from .models import FixtureModel, OpenAIModel
+from .request import History
 from .store import MemoryStore
+from .window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
+from .window.workspace import WorkspaceRedis, window_folder
 
 DEFAULT_WORKSPACE = "memkit-workspace"
 WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat"}
 
 
+EXIT_REFUSED = 2
+EXIT_COMMITTED_UNREPORTED = 3
+
+
 class CliError(MemkitError):
     """A command line that cannot be carried out as given."""
+
+
+class ReportFailed(Exception):
+    """A change was committed but writing its report failed; `committed` says what was changed."""
+
+    def __init__(self, committed: str, cause: BaseException) -> None:
+        super().__init__(committed)
+        self.committed, self.cause = committed, cause
 
 
 def _db_path(args: argparse.Namespace) -> tuple[Path, bool]:
@@ -39,6 +59,9 @@ def _db_path(args: argparse.Namespace) -> tuple[Path, bool]:
 
     Returns the path and whether its folder is the kit's to create (a workspace, never a --db folder).
     """
+    for flag, value in (("--db", args.db), ("--workspace", args.workspace)):
+        if value is not None and not value.strip():
+            raise CliError(f"{flag} is empty (an unset shell variable?); give a path")
     if args.db:
         return Path(args.db), False
     if args.workspace is None and os.environ.get("MEMKIT_DB"):
@@ -84,6 +107,8 @@ def _check_args(args: argparse.Namespace) -> None:
             limits.check_kind(kind)
             limits.check_key(key)
         for message in args.message or []:
+            if not message.strip():
+                raise CliError("--message is empty; ask something")
             check_text("message", message)
         if args.budget is not None and args.budget < 1:
             raise CliError(f"--budget is {args.budget}; it must be a positive number of characters")
@@ -103,8 +128,48 @@ def _require_confirm(args: argparse.Namespace, what: str) -> None:
         raise CliError(f"nothing changed: {what} needs --confirm (a person confirming this exact change)")
 
 
-def _emit(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False, indent=2))
+def _emit(value: Any, *, committed: str | None = None) -> None:
+    """Print `value` as JSON. With `committed` (what the command changed), a failure to write the
+    report is a `ReportFailed`, never a plain error: the change stands and the caller must know."""
+    try:
+        if sys.stdout is None:  # started with stdout closed (`>&-`)
+            raise OSError("standard output is closed")
+        print(json.dumps(value, ensure_ascii=False, indent=2), flush=True)
+    except OSError as exc:
+        if committed is None:
+            raise
+        raise ReportFailed(committed, exc) from None
+
+
+def _emit_line(value: Any, *, committed: str) -> None:
+    """One JSON line, flushed at once (a person or a script sees each reply when it is stored)."""
+    try:
+        sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    except OSError as exc:
+        raise ReportFailed(committed, exc) from None
+
+
+@contextlib.contextmanager
+def _open_window(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTermWindow]:
+    """The short-term window of `chat`: Redis at `REDIS_URL`, else the workspace's own redis-server.
+
+    The embedded server keeps its data (AOF, fsynced every second) in a folder beside the SQLite
+    file and is shared by every memkit process using that database, so a conversation continues
+    in the next process with nothing but the workspace.
+    """
+    if getattr(args, "window", "workspace") == "process":
+        with InProcessWindow(History(limits=store.limits).turns_needed, limits=store.limits) as goldfish:
+            yield goldfish
+        return
+    url = os.environ.get("REDIS_URL")
+    handle = connect_redis(url) if url else WorkspaceRedis(window_folder(store.path))
+    try:
+        window = RedisWindow(store, handle.client, size=History(limits=store.limits).turns_needed)
+        with window:
+            yield window
+    finally:
+        handle.close()
 
 
 # -- commands ---------------------------------------------------------------------------------------
@@ -114,7 +179,8 @@ def cmd_put(args: argparse.Namespace) -> None:
     _require_confirm(args, "put")
     with _open_store(args) as store:
         confirmation = _cli_approvals(store).confirm_put(args.kind, args.key, args.value)
-        _emit(store.put(args.user, args.session, args.kind, args.key, args.value, confirmation=confirmation.id))
+        record = store.put(args.user, args.session, args.kind, args.key, args.value, confirmation=confirmation.id)
+        _emit(record, committed=f"{args.user}'s {args.kind} {args.key!r} saved at revision {record['revision']}")
 
 
 def cmd_get(args: argparse.Namespace) -> None:
@@ -132,7 +198,8 @@ def cmd_delete(args: argparse.Namespace) -> None:
     with _open_store(args) as store:
         confirmation = _cli_approvals(store).confirm_delete(args.kind, args.key)
         deleted = store.delete(args.user, args.kind, args.key, session=args.session, confirmation=confirmation.id)
-        _emit({"deleted": deleted})
+        _emit({"deleted": deleted},
+              committed=f"{args.user}'s {args.kind} {args.key!r} deleted" if deleted else None)
 
 
 def cmd_history(args: argparse.Namespace) -> None:
@@ -140,10 +207,47 @@ def cmd_history(args: argparse.Namespace) -> None:
         _emit(store.history(args.user, args.kind, args.key))
 
 
+def _store_files(store: MemoryStore) -> list[Path]:
+    return [store.path, *(store.path.with_name(store.path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+
+
+def _check_export_target(out: Path, store: MemoryStore, force: bool) -> None:
+    """Refuse an output path that is one of the store's own files, or an existing file without --force."""
+    target = out.resolve()
+    for own in _store_files(store):
+        same_inode = own.exists() and out.exists() and os.path.samefile(own, out)
+        if target == own.resolve() or same_inode:
+            raise CliError(f"--out {out} is the database's own file {own.name}; writing the export there would "
+                           "destroy every user's memory. Choose another path")
+    if out.is_dir():
+        raise CliError(f"--out {out} is a folder; give a file path")
+    if (out.exists() or out.is_symlink()) and not force:
+        raise CliError(f"--out {out} exists; pass --force to replace it")
+
+
+def _write_atomically(out: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `out`, fsync it, then rename it into place."""
+    handle, scratch = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent or ".")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(scratch, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        raise
+
+
 def cmd_export(args: argparse.Namespace) -> None:
     with _open_store(args) as store:
-        if args.out:
-            header = json.loads(store.export_user(args.user, args.out).split("\n", 1)[0])
+        if args.out is not None:
+            out = Path(args.out)
+            _check_export_target(out, store, args.force)
+            bundle = store.export_user(args.user)
+            _write_atomically(out, bundle)
+            header = json.loads(bundle.split("\n", 1)[0])
             _emit({"user": args.user, "written": args.out, "records": header["records"]})
         else:
             sys.stdout.write(store.export_user(args.user))
@@ -155,13 +259,36 @@ def cmd_import(args: argparse.Namespace) -> None:
     if not bundle.is_file():
         raise CliError(f"there is no bundle file at {bundle}")
     with _open_store(args) as store:
-        _emit(store.import_records(bundle, user=args.as_user))
+        result = store.import_records(bundle, user=args.as_user)
+        _emit(result, committed=f"a bundle imported: {json.dumps(result)}")
 
 
 def cmd_forget_user(args: argparse.Namespace) -> None:
     _require_confirm(args, "forget-user")
     with _open_store(args) as store:
-        _emit(store.forget_user(args.user))
+        url = os.environ.get("REDIS_URL")
+        if url or window_folder(store.path).exists():
+            with _open_window(args, store) as window:
+                report = forget_everywhere(store, args.user, window)
+        else:  # no window was ever kept for this database: nothing to start a server for
+            report = forget_everywhere(store, args.user, None)
+        _emit(report, committed=f"user {args.user!r} forgotten: {json.dumps(report['removed'])}")
+
+
+def forget_everywhere(store: MemoryStore, user: str, window: ShortTermWindow | None) -> dict[str, Any]:
+    """Remove `user` from the window (recent and pending turns) and the store, then check both.
+
+    `ShortTermWindow.forget_user` clears the window first and then the store, so no archiver moves
+    the user's turns into the store after it was cleared. `left` is read again afterwards: all zero,
+    or an error.
+    """
+    removed = window.forget_user(user) if window is not None else store.forget_user(user)
+    left = dict(store.traces(user))
+    if window is not None:
+        left["window_turns"] = window.user_turns(user)
+    if any(left.values()):
+        raise CliError(f"user {user!r} is not fully forgotten: {json.dumps(left)} remain")
+    return {"user": user, "removed": removed, "left": left}
 
 
 def cmd_health(args: argparse.Namespace) -> None:
@@ -169,22 +296,36 @@ def cmd_health(args: argparse.Namespace) -> None:
         _emit(store.health())
 
 
+def _messages(args: argparse.Namespace) -> Iterator[str]:
+    """`--message`/`--task` values, else the non-blank lines of standard input as they arrive."""
+    if args.message:
+        yield from args.message
+        return
+    if sys.stdin is None or sys.stdin.closed:
+        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input, and standard input is closed")
+    try:
+        for line in sys.stdin:
+            if line.strip():
+                check_text("message", line.strip())
+                yield line.strip()
+    except (OSError, ValueError) as exc:  # a closed or unreadable stdin; UnicodeDecodeError is a ValueError
+        raise CliError(f"standard input cannot be read as UTF-8 text ({exc}); nothing more was asked") from None
+
+
 def cmd_chat(args: argparse.Namespace) -> None:
-    messages = args.message or [line.strip() for line in sys.stdin if line.strip()]
-    if not messages:
-        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input")
-    for message in messages:
-        check_text("message", message)
+    streaming = not args.message
+    if streaming and (sys.stdin is None or sys.stdin.closed):
+        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input, and standard input is closed")
     # The model first: live mode without credentials fails before a database is created, and it
     # never falls back to the fixture.
     model = OpenAIModel() if args.live else FixtureModel()
-    turns: list[dict[str, Any]] = []
     try:
         store = _open_store(args)
     except BaseException:
         asyncio.run(model.aclose())
         raise
-    with store:
+    turns: list[dict[str, Any]] = []
+    with store, _open_window(args, store) as window:
         approvals = _cli_approvals(store)
         for key, value in args.confirm_preference or []:
             approvals.confirm_put("preference", key, value)
@@ -192,33 +333,47 @@ def cmd_chat(args: argparse.Namespace) -> None:
             approvals.confirm_put("episode", key, value)
         for kind, key in args.confirm_delete or []:
             approvals.confirm_delete(kind, key)
-        agent = MemoryAgent(store, args.user, args.session, model, approvals=approvals, budget_chars=args.budget)
-        summary = {"user": args.user, "session": args.session, "model": "live" if args.live else "fixture",
-                   "turns": turns}
+        agent = MemoryAgent(store, args.user, args.session, model, approvals=approvals, window=window,
+                            budget_chars=args.budget)
+        summary = {"user": args.user, "session": args.session, "model": "live" if args.live else "fixture"}
         try:
             # One event loop for the whole conversation: the live client's pooled connections
             # belong to the loop that opened them.
-            asyncio.run(_converse(agent, model, messages, turns))
+            asyncio.run(_converse(agent, model, _messages(args), turns, streaming))
         except MemkitError as exc:
-            if turns:  # earlier turns may have changed memory: say what was done before failing
-                _emit({**summary, "error": str(exc)})
+            if turns and not streaming:  # earlier turns were answered and stored: say so before failing
+                _emit({**summary, "turns": turns, "error": str(exc)})
             raise
         finally:
             if args.dump_requests and isinstance(model, FixtureModel):
                 Path(args.dump_requests).write_text(json.dumps(model.requests, ensure_ascii=False), encoding="utf-8")
-    _emit({**summary, "requests": len(agent.model.measurements),
-           "largest_request_chars": agent.model.largest_request,
-           "unused_confirmations": [c.describe() for c in approvals.pending]})
+    totals = {"requests": len(agent.model.measurements), "largest_request_chars": agent.model.largest_request,
+              "unused_confirmations": [c.describe() for c in approvals.pending]}
+    answered = f"{len(turns)} message(s) answered and stored in session {args.session!r}"
+    if streaming:
+        _emit_line({"done": True, **summary, "answered": len(turns), **totals}, committed=answered)
+    else:
+        _emit({**summary, "turns": turns, **totals}, committed=answered if turns else None)
 
 
-async def _converse(agent: MemoryAgent, model: Any, messages: list[str], turns: list[dict[str, Any]]) -> None:
+async def _converse(agent: MemoryAgent, model: Any, messages: Iterator[str], turns: list[dict[str, Any]],
+                    streaming: bool) -> None:
     try:
         for message in messages:
             reply = await agent.ask(message)
-            turns.append({"message": message, "reply": reply.text, "stop_reason": reply.stop_reason,
-                          "tool_results": reply.tool_results})
+            turn = {"message": message, "reply": reply.text, "stop_reason": reply.stop_reason,
+                    "tool_results": reply.tool_results}
+            turns.append(turn)
+            if streaming:
+                _emit_line(turn, committed=f"{len(turns)} message(s) answered and stored")
     finally:
         await model.aclose()
+
+
+def _demo(args: argparse.Namespace) -> None:
+    from .demo import run_demo  # the demo drives this command in other processes; it is not a library
+
+    run_demo()
 
 
 def _need(args: argparse.Namespace, name: str) -> Any:
@@ -226,64 +381,6 @@ def _need(args: argparse.Namespace, name: str) -> Any:
     if value is None:
         raise CliError(f"{args.command} needs --{name.replace('_', '-')}")
     return value
-
-
-# -- the demo ---------------------------------------------------------------------------------------
-
-
-def _run_session(db: Path, *argv: str) -> dict[str, Any]:
-    """One chat session in a new Python process, as a restart would start it."""
-    done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(db), *argv],
-                          capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        raise CliError(f"a demo session failed: {done.stderr.strip()}")
-    return json.loads(done.stdout)
-
-
-def cmd_demo(args: argparse.Namespace) -> None:
-    workspace = Path(tempfile.mkdtemp(prefix="memkit-demo-"))
-    try:
-        db = workspace / "state" / "memory.sqlite3"
-        db.parent.mkdir()
-        dumps = {name: workspace / f"{name}.json" for name in ("alice-1", "bob-1", "alice-2")}
-        print("memkit demo: a fresh workspace, the fixture model, real processes\n")
-        first = _run_session(
-            db, "--user", "alice", "--session", "s1", "--dump-requests", str(dumps["alice-1"]),
-            "--confirm-preference", "drink", "green tea",
-            "--confirm-episode", "trip.kyoto", "Visited Kyoto in May and loved the tea houses",
-            "--message", "Remember my drink is green tea",
-            "--message", "Note episode trip.kyoto: Visited Kyoto in May and loved the tea houses",
-        )
-        for turn in first["turns"]:
-            print(f"[process 1, alice/s1] {turn['message']!r}\n    -> {turn['reply']}")
-        second = _run_session(
-            db, "--user", "bob", "--session", "s1", "--dump-requests", str(dumps["bob-1"]),
-            "--confirm-preference", "drink", "espresso", "--message", "Remember my drink is espresso",
-        )
-        print(f"[process 2, bob/s1]   {second['turns'][0]['message']!r}\n    -> {second['turns'][0]['reply']}")
-        third = _run_session(
-            db, "--user", "alice", "--session", "s2", "--dump-requests", str(dumps["alice-2"]),
-            "--message", "What drink do I like, and how was Kyoto?",
-        )
-        recall = third["turns"][0]["reply"]
-        print(f"[process 3, alice/s2] {third['turns'][0]['message']!r}\n    -> {recall}\n")
-        alice_seen = dumps["alice-1"].read_text(encoding="utf-8") + dumps["alice-2"].read_text(encoding="utf-8")
-        bob_seen = dumps["bob-1"].read_text(encoding="utf-8")
-        checks = {
-            "alice's new process recalled her preference": "green tea" in recall,
-            "alice's new process recalled her episode": "Kyoto" in recall,
-            "no request for alice held bob's value": "espresso" not in alice_seen,
-            "no request for bob held alice's values": "green tea" not in bob_seen and "Kyoto" not in bob_seen,
-        }
-        for label, ok in checks.items():
-            print(f"  {'ok  ' if ok else 'FAIL'} {label}")
-        largest = max(run["largest_request_chars"] for run in (first, second, third))
-        print(f"\nlargest measured request: {largest} characters (budget 16000)")
-        print("workspace removed; run `make lab` for the notebooks")
-        if not all(checks.values()):
-            raise CliError("the demo's checks failed")
-    finally:
-        shutil.rmtree(workspace, ignore_errors=True)
 
 
 # -- argument parsing ---------------------------------------------------------------------------------
@@ -309,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--kind", default="preference", choices=KINDS)
             sub.add_argument("--key")
 
-    commands.add_parser("demo", help="run the end-to-end demo in a temporary workspace").set_defaults(handler=cmd_demo)
+    commands.add_parser("demo", help="run the end-to-end demo in a temporary workspace").set_defaults(
+        handler=_demo)
     sub = command("put", cmd_put, "save one memory (needs --confirm)")
     identity(sub)
     sub.add_argument("--value")
@@ -326,23 +424,29 @@ def build_parser() -> argparse.ArgumentParser:
     identity(command("history", cmd_history, "how one memory changed, and on whose say-so"))
     sub = command("export", cmd_export, "write a user's memory as a JSON Lines bundle")
     identity(sub, key=False)
-    sub.add_argument("--out", metavar="PATH", help="write the bundle here instead of stdout")
+    sub.add_argument("--out", metavar="PATH", help="write the bundle here instead of stdout (atomically)")
+    sub.add_argument("--force", action="store_true", help="replace an existing --out file")
     sub = command("import", cmd_import, "load a bundle made by export (needs --confirm)")
     sub.add_argument("--file", metavar="PATH")
     sub.add_argument("--as-user", help="import under this user id instead of the bundle's")
     sub.add_argument("--confirm", action="store_true")
-    sub = command("forget-user", cmd_forget_user, "remove a user's records, history and transcript (needs --confirm)")
+    sub = command("forget-user", cmd_forget_user,
+                  "remove a user from the store, the transcript archive and every window (needs --confirm)")
     identity(sub, key=False)
     sub.add_argument("--confirm", action="store_true")
     command("health", cmd_health, "schema, journal mode, sizes and quotas of a database")
     sub = command("chat", cmd_chat, "talk to the agent (fixture model, or --live)")
     identity(sub, key=False)
-    sub.add_argument("--message", action="append", help="a message (repeatable; default: lines on stdin)")
+    sub.add_argument("--message", "--task", dest="message", action="append",
+                     help="a message (repeatable); without it, each line of stdin is one, answered as a JSON line")
     sub.add_argument("--confirm-preference", nargs=2, action="append", metavar=("KEY", "VALUE"))
     sub.add_argument("--confirm-episode", nargs=2, action="append", metavar=("KEY", "VALUE"))
     sub.add_argument("--confirm-delete", nargs=2, action="append", metavar=("KIND", "KEY"))
     sub.add_argument("--live", action="store_true", help="use OPENAI_API_KEY / OPENAI_MODEL / OPENAI_BASE_URL")
     sub.add_argument("--budget", type=int, default=None, help="request budget in characters (default 16000)")
+    sub.add_argument("--window", choices=("workspace", "process"), default="workspace",
+                     help="where the conversation's recent turns live: REDIS_URL or the workspace's redis-server "
+                          "(default), or this process only (the goldfish, for comparison)")
     sub.add_argument("--dump-requests", metavar="PATH", help="write every request the fixture received (JSON)")
     return parser
 
@@ -356,16 +460,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_args(args)
         args.handler(args)
-    except MemkitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # a path given on the command line that cannot be read or written
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ReportFailed as exc:
+        _complain(f"error: committed: {exc.committed}; only writing its report failed ({exc.cause})")
+        _discard_stdout()
+        return EXIT_COMMITTED_UNREPORTED
+    except (MemkitError, OSError) as exc:  # OSError: a path given on the command line that cannot be used
+        _complain(f"error: {exc}")
+        _discard_stdout()
+        return EXIT_REFUSED
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the unwritten report cannot fail again at exit (which would
+    make Python exit with 120 instead of the code chosen here)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _complain(text: str) -> None:
+    """Write to stderr; a closed stderr cannot change the exit code, which is the answer that counts."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

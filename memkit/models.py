@@ -129,6 +129,10 @@ REMEMBER_RULE = re.compile(r"remember (?:that )?my ([a-z][a-z0-9_ .:-]*?) is (.+
 `memkit.experiments` follows the same one."""
 _EPISODE = re.compile(r"note (?:the )?episode ([a-z][a-z0-9_.:-]*): (.+?)$", re.I)
 _FORGET = re.compile(r"forget (?:my )?(episode )?([a-z][a-z0-9_ .:-]*?)\.?$", re.I)
+# "My ticket number is T-4471": a fact told in the conversation, not a request to save it.
+_TOLD = re.compile(r"^my ([a-z][a-z0-9 _-]*?) is (.+?)[.!]?$", re.I)
+# "What was my ticket number?": a question the recent conversation may answer.
+_ASKED = re.compile(r"^what(?:'s| is| was) my ([a-z][a-z0-9 _-]*?)\??$", re.I)
 
 
 class FixtureModel(RecordingModel):
@@ -138,6 +142,9 @@ class FixtureModel(RecordingModel):
       - "remember my KEY is VALUE" proposes `memory_put` of a preference;
       - "note episode KEY: VALUE" proposes `memory_put` of an episode;
       - "forget my KEY" (or "forget episode KEY") proposes `memory_delete`;
+      - "my THING is VALUE" is acknowledged (it lives in the conversation, not in long-term memory);
+      - "what was my THING?" is answered from the recent history when a user turn there said
+        "my THING is VALUE" (the newest such turn);
       - anything else is answered from the retrieved memory in the user message.
     After tool results it reports them. Proposing is all it can do: the tools decide.
     """
@@ -160,6 +167,10 @@ class FixtureModel(RecordingModel):
         if match := _FORGET.search(task):
             kind = "episode" if match.group(1) else "preference"
             return call("memory_delete", kind=kind, key=match.group(2).strip().lower().replace(" ", "_"))
+        if match := _TOLD.search(task):
+            return say(f"Noted: your {match.group(1).strip()} is {match.group(2).strip()}.")
+        if (match := _ASKED.search(task)) and (told := _recall(envelope.get("recent_history") or [], match.group(1))):
+            return say(f"From our conversation: your {match.group(1).strip()} is {told}.")
         memory = envelope.get("retrieved_memory") or []
         if not memory:
             return say("I have nothing in memory about that yet.")
@@ -176,6 +187,16 @@ class FixtureModel(RecordingModel):
         if isinstance(result, dict) and "deleted" in result:
             return "Deleted." if result["deleted"] else "There was nothing to delete."
         return f"Result: {json.dumps(result, ensure_ascii=False)}."
+
+
+def _recall(history: list[dict[str, str]], thing: str) -> str | None:
+    """The value the user last gave for `thing` in the recent history ("my THING is VALUE"), if any."""
+    wanted = " ".join(thing.lower().split())
+    for exchange in reversed(history):
+        told = _TOLD.search(exchange.get("user", "").strip())
+        if told and " ".join(told.group(1).lower().split()) == wanted:
+            return told.group(2).strip()
+    return None
 
 
 _EMPTY_TOOLS = ',"tools":[]}'
@@ -201,12 +222,13 @@ class OpenAIModel:
     def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
                  timeout_s: float = 60.0) -> None:
         api_key = api_key or os.environ.get("OPENAI_API_KEY")
-        self.model = model or os.environ.get("OPENAI_MODEL")
+        chosen = model or os.environ.get("OPENAI_MODEL")
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         if not api_key:
             raise ModelError("OPENAI_API_KEY is not set: live mode needs a key (the fixture model needs none)")
-        if not self.model:
+        if not chosen:
             raise ModelError("OPENAI_MODEL is not set: live mode needs a model name, e.g. OPENAI_MODEL=gpt-4o-mini")
+        self.model: str = chosen
         try:
             import openai
         except ImportError:
@@ -224,7 +246,7 @@ class OpenAIModel:
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         """Send one chat-completions request and convert the answer."""
         return await self._send(self.client.chat.completions.create(
-            model=self.model, messages=messages, **({"tools": tools} if tools else {})))
+            model=self.model, messages=messages, **({"tools": tools} if tools else {})))  # type: ignore[call-overload]
 
     async def _send(self, pending: Any) -> ModelReply:
         """Await a chat-completions call and convert its answer; any failure is a ModelError."""

@@ -7,25 +7,31 @@ Retrieved memory and recent history travel inside the user message as JSON data 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 from .jsonutil import canonical_json, json_chars
 from .limits import DEFAULT_LIMITS, Limits, positive_or_default, shorten
+from .transcript import Turn
 
 
 class History:
-    """The short-term history of one session as it goes into the prompt: bounded in count and size.
+    """The bounded view a request takes of a session's recent turns; the window keeps the turns whole.
 
-    Each exchange is `{"user": ..., "assistant": ...}`. A text longer than `max_text_chars` is
-    shortened with a marker; then the oldest exchanges are dropped until at most `max_exchanges`
-    remain and their canonical JSON is at most `max_chars`.
+    The short-term memory itself is a `ShortTermWindow` (in this process, or in Redis so that it
+    outlives the process). On every `ask` the agent reads the window's recent turns and this view
+    makes them the `recent_history` of the request: each user turn followed by the assistant's
+    reply is one exchange `{"user": ..., "assistant": ...}`; a text longer than `max_text_chars` is
+    shortened with a visible marker; then the oldest exchanges are dropped until at most
+    `max_exchanges` remain and their canonical JSON is at most `max_chars`.
+
+    A user turn with no reply after it (a process killed between the two appends of an older
+    version, or another writer interleaving) is not an exchange and is left out; so are tool turns.
 
     Example:
-        >>> history = History(max_exchanges=2)
-        >>> for n in range(3):
-        ...     history.add(f"question {n}", f"answer {n}")
-        >>> [e["user"] for e in history.exchanges]
-        ['question 1', 'question 2']
+        >>> turns = [{"turn": n, "role": role, "content": f"{role} {n}", "at": ""}
+        ...          for n, role in enumerate(["user", "assistant"] * 3, start=1)]
+        >>> [e["user"] for e in History(max_exchanges=2).view(turns)]
+        ['user 3', 'user 5']
     """
 
     def __init__(self, max_exchanges: int | None = None, max_chars: int | None = None,
@@ -33,38 +39,27 @@ class History:
         self.max_exchanges = positive_or_default("max_exchanges", max_exchanges, limits.history_max_exchanges)
         self.max_chars = positive_or_default("max_chars", max_chars, limits.history_max_chars)
         self.max_text_chars = positive_or_default("max_text_chars", max_text_chars, limits.history_max_text_chars)
-        self._exchanges: list[dict[str, str]] = []
-        self.dropped = 0
-
-    def add(self, user_text: str, assistant_text: str) -> None:
-        """Append one exchange, then drop the oldest ones until the bounds hold."""
-        self._exchanges.append({
-            "user": shorten(user_text, self.max_text_chars),
-            "assistant": shorten(assistant_text, self.max_text_chars),
-        })
-        while len(self._exchanges) > self.max_exchanges or (
-            len(self._exchanges) > 1 and json_chars(self._exchanges) > self.max_chars
-        ):
-            self._exchanges.pop(0)
-            self.dropped += 1
-
-    def clear(self) -> None:
-        """Forget every exchange (done after a confirmed delete, so the old value is not resent)."""
-        self.dropped += len(self._exchanges)
-        self._exchanges.clear()
 
     @property
-    def exchanges(self) -> list[dict[str, str]]:
-        """A copy of the exchanges, oldest first."""
-        return [dict(e) for e in self._exchanges]
+    def turns_needed(self) -> int:
+        """How many recent turns hold `max_exchanges` exchanges: the window size the view can use."""
+        return 2 * self.max_exchanges
 
-    @property
-    def chars(self) -> int:
-        """The canonical JSON size of the exchanges."""
-        return json_chars(self._exchanges)
-
-    def __len__(self) -> int:
-        return len(self._exchanges)
+    def view(self, turns: Iterable[Turn]) -> list[dict[str, str]]:
+        """The exchanges of `turns` (oldest first) within the bounds, oldest dropped first."""
+        exchanges: list[dict[str, str]] = []
+        asked: str | None = None
+        for turn in turns:
+            if turn["role"] == "user":
+                asked = turn["content"]
+            elif turn["role"] == "assistant" and asked is not None:
+                exchanges.append({"user": shorten(asked, self.max_text_chars),
+                                  "assistant": shorten(turn["content"], self.max_text_chars)})
+                asked = None
+        del exchanges[:-self.max_exchanges]
+        while len(exchanges) > 1 and json_chars(exchanges) > self.max_chars:
+            exchanges.pop(0)
+        return exchanges
 
 
 USER_ENVELOPE_NOTE = (

@@ -12,7 +12,6 @@ from typing import Any, Callable
 
 from .approvals import Approvals
 from .limits import shorten
-from .request import History
 from .errors import MemkitError
 from .limits import KEY_PATTERN, KINDS
 from .store import MemoryStore
@@ -53,7 +52,8 @@ class MemoryTools:
         user: the user every call is bound to.
         session: recorded as the source of saved values.
         approvals: the session's confirmations; writes and deletes need one each.
-        history: the short-term history, cleared after a confirmed delete so the old value is not resent.
+        on_delete: called after a confirmed delete (the agent retires the user's short-term window
+            then, so the old value is not resent from recent history).
 
     Example:
         >>> tools = MemoryTools(store, "alice", "s1", Approvals("cli"))       # doctest: +SKIP
@@ -62,12 +62,12 @@ class MemoryTools:
     """
 
     def __init__(self, store: MemoryStore, user: str, session: str, approvals: Approvals,
-                 history: History | None = None) -> None:
+                 on_delete: Callable[[str, str], None] | None = None) -> None:
         self.store = store
         self.user = store.limits.check_id("user", user)
         self.session = store.limits.check_id("session", session)
         self.approvals = approvals
-        self.history = history
+        self.on_delete = on_delete
         self.schemas = tool_schemas(store)
         # Imported here, not at module level: with jupyter's optional format checkers installed,
         # importing jsonschema costs seconds, and store-only processes should not pay for it.
@@ -124,8 +124,8 @@ class MemoryTools:
         deleted = self.store.delete(self.user, kind, key, session=self.session, confirmation=confirmation.id)
         if deleted:
             self.approvals.spend(confirmation)
-            if self.history is not None:
-                self.history.clear()
+            if self.on_delete is not None:
+                self.on_delete(kind, key)
         return {"deleted": deleted}
 
 

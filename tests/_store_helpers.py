@@ -74,3 +74,19 @@ def folder_state(folder: Path) -> dict[str, str]:
         else:
             state[name] = hashlib.sha256(entry.read_bytes()).hexdigest()
     return state
+
+
+def killed_writer(path: Path, user: str, key: str, value: str) -> dict[str, Any]:
+    """A process that opens `path`, commits one put and is killed with SIGKILL (no close, no checkpoint).
+
+    Returns the record it committed; the commit lives only in the `-wal` file beside `path`.
+    """
+    hanging = lab.start_worker("put", {"path": str(path), "user": user, "key": key, "value": value, "hang": True})
+    try:
+        written = lab.read_answer(hanging)
+        assert written is not None
+    finally:
+        hanging.kill()
+        hanging.communicate()
+    assert Path(f"{path}-wal").stat().st_size > 0
+    return dict(written)

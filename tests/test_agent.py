@@ -72,7 +72,7 @@ def test_timeout_stops_the_loop_and_leaves_history_unchanged(store):
     agent = MemoryAgent(store, "alice", "s1", SlowModel([]), timeout_s=0.2)
     with pytest.raises(TimeoutError):
         run(agent.ask("hello"))
-    assert len(agent.history) == 0
+    assert agent.window.recent("alice", "s1") == []
 
 
 def test_cancellation_is_clean(store):
@@ -88,7 +88,7 @@ def test_cancellation_is_clean(store):
             await task
 
     run(cancel_midway())
-    assert len(agent.history) == 0 and store.records("alice") == [] and len(approvals.pending) == 1
+    assert agent.window.recent("alice", "s1") == [] and store.records("alice") == [] and len(approvals.pending) == 1
 
 
 def test_refuses_before_the_call_when_the_request_cannot_fit(store):
@@ -137,7 +137,7 @@ def test_a_confirmed_delete_keeps_the_value_out_of_the_rest_of_the_ask(store):
     approvals.confirm_delete("preference", "drink")
     model = ScriptedModel([call("memory_delete", kind="preference", key="drink"), "Deleted."])
     agent = MemoryAgent(store, "alice", "s1", model, approvals=approvals)
-    agent.history.add("what do I drink?", "You drink tea.")
+    agent.window.append_exchange("alice", "s1", "what do I drink?", "You drink tea.")
     run(agent.ask("forget my drink please"))
     first, second = (json.loads(r["messages"][1]["content"]) for r in model.requests)
     assert first["retrieved_memory"] and first["recent_history"]  # the value was there before the delete

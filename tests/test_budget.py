@@ -43,20 +43,33 @@ def test_shorten_marks_what_it_cut_and_respects_the_bound():
     assert shorten("short", 1000) == "short"
 
 
+def turns_of(*exchanges):
+    """Window turns (user, then assistant) for the given (user, assistant) text pairs."""
+    turns = []
+    for user_text, assistant_text in exchanges:
+        turns += [{"role": "user", "content": user_text}, {"role": "assistant", "content": assistant_text}]
+    return [{"turn": n, "at": "", **t} for n, t in enumerate(turns, start=1)]
+
+
 def test_history_keeps_at_most_eight_exchanges_and_four_thousand_characters():
     history = History()
-    for n in range(20):
-        history.add(f"question {n}", f"answer {n}")
-    assert len(history) == 8 and history.exchanges[0]["user"] == "question 12"
-    for n in range(20):
-        history.add("q" * 900, "a" * 900)
-    assert history.chars <= 4000 and len(history) >= 1
+    view = history.view(turns_of(*[(f"question {n}", f"answer {n}") for n in range(20)]))
+    assert len(view) == 8 and view[0]["user"] == "question 12"
+    view = history.view(turns_of(*[(f"question {n}", f"answer {n}") for n in range(20)], *[("q" * 900, "a" * 900)] * 20))
+    assert json_chars(view) <= 4000 and len(view) >= 1
 
 
 def test_history_shortens_long_texts_with_a_marker():
-    history = History()
-    history.add("y" * 10_000, "ok")
-    assert len(history.exchanges[0]["user"]) <= 1000 and "shortened" in history.exchanges[0]["user"]
+    view = History().view(turns_of(("y" * 10_000, "ok")))
+    assert len(view[0]["user"]) <= 1000 and "shortened" in view[0]["user"]
+
+
+def test_history_leaves_out_a_question_with_no_reply_and_tool_turns():
+    turns = turns_of(("first", "one"))
+    turns += [{"turn": 3, "role": "user", "content": "never answered", "at": ""},
+              {"turn": 4, "role": "tool", "content": "{}", "at": ""},
+              *[{**t, "turn": t["turn"] + 4} for t in turns_of(("second", "two"))]]
+    assert History().view(turns) == [{"user": "first", "assistant": "one"}, {"user": "second", "assistant": "two"}]
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 
-def memkit(*argv: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def memkit(*argv: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120)
+                          cwd=cwd, env=env, timeout=timeout)
 
 
 def digest(path: Path) -> str:
@@ -115,7 +115,7 @@ def test_export_forget_import_round_trip(db, tmp_path):
     bundle = tmp_path / "alice.jsonl"
     assert memkit("export", "--db", str(db), "--user", "alice", "--out", str(bundle)).returncode == 0
     forgotten = json.loads(memkit("forget-user", "--db", str(db), "--user", "alice", "--confirm").stdout)
-    assert forgotten == {"records": 1, "events": 1, "transcript": 0}
+    assert forgotten["removed"] == {"records": 1, "events": 1, "transcript": 0} and set(forgotten["left"].values()) == {0}
     assert json.loads(memkit("get", "--db", str(db), "--user", "alice", "--key", "drink").stdout) is None
     imported = json.loads(memkit("import", "--db", str(db), "--file", str(bundle), "--confirm").stdout)
     assert imported == {"records": 1, "events": 1}
@@ -160,8 +160,9 @@ def test_health_reports_the_settings_an_operator_asks_for(db):
 def test_demo_runs_end_to_end_and_cleans_up(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    done = memkit(env={**os.environ, "TMPDIR": str(scratch)})  # no command: the demo is the default
+    # No command: the demo is the default. Five real processes; a busy machine may take minutes.
+    done = memkit(env={**os.environ, "TMPDIR": str(scratch)}, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("ok  ") == 4 and "FAIL" not in done.stdout
+    assert done.stdout.count("ok  ") == 6 and "FAIL" not in done.stdout
     assert "largest measured request" in done.stdout
     assert list(scratch.iterdir()) == []  # the workspace was removed

@@ -331,3 +331,21 @@ def test_locked_is_decided_by_sqlite_error_code_not_by_the_message(tmp_path):
     finally:
         holder.close()
     assert is_busy(busy.value) and not is_busy(named.value)
+
+
+def test_a_version_2_file_is_numbered_in_its_old_order_and_given_its_own_id(tmp_path):
+    ids = []
+    for name in ("a.sqlite3", "b.sqlite3"):
+        path = raw_edit(_file_at_version(tmp_path / name, 2), *[
+            "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision, created_at,"
+            f" updated_at, key_fold, value_fold) VALUES ('alice', 'preference', '{key}', 'tea', 's1', 1, '{at}',"
+            f" '{at}', '{key}', 'tea')"
+            for key, at in (("late", "2026-01-03"), ("early", "2026-01-01"), ("middle", "2026-01-02"))
+        ])
+        with MemoryStore(path) as store:
+            assert store.health()["schema_version"] == SCHEMA_VERSION
+            assert [r["key"] for r in store.search("alice", "tea")] == ["late", "middle", "early"]
+            store.put("alice", "s2", "preference", "early", "green tea")
+            assert [r["key"] for r in store.search("alice", "tea")] == ["early", "late", "middle"]
+            ids.append(store.connection.execute("SELECT database_id FROM store_meta").fetchone()[0])
+    assert len(set(ids)) == 2 and all(len(i) == 32 for i in ids)

@@ -142,12 +142,13 @@ def _file_at_version(path, version: int):
     return path
 
 
+@pytest.mark.parametrize("version", [2, 4], ids=["version 2", "version 4 (before step 5)"])
 @pytest.mark.parametrize("limits", [Limits(), INDEXED], ids=["default limits", "indexed limits"])
-def test_a_version_2_file_is_migrated_and_its_index_fitted_to_the_limits(tmp_path, limits):
-    path = _file_at_version(tmp_path / "old.sqlite3", 2)
+def test_an_older_file_is_migrated_and_its_index_fitted_to_the_limits(tmp_path, limits, version):
+    path = _file_at_version(tmp_path / "old.sqlite3", version)
     with open_store(path, limits=limits) as store:
         conn = store.connection
-        assert store.health()["schema_version"] == SCHEMA_VERSION == 3
+        assert store.health()["schema_version"] == SCHEMA_VERSION == 5
         wanted = limits.max_records_per_user >= MemoryStore.fts_min_user_rows
         assert has_search_index(conn) == wanted
         assert _objects(conn) == set(expected_objects()) | (set(SEARCH_INDEX_OBJECTS) if wanted else set())

@@ -14,6 +14,7 @@ import pytest
 
 from _store_helpers import clocked, open_store, snapshot
 from memkit import lab
+from memkit.clock import FakeClock
 from memkit.errors import QuotaError, StoreError
 from memkit.limits import Limits
 from memkit.store import MemoryStore
@@ -256,10 +257,12 @@ def test_the_event_history_is_append_only_in_the_database_itself(store):
 def test_the_published_statements_write_what_the_store_reads(clocked):
     sql = MemoryStore.statements()
     with clocked.transaction() as conn:
-        conn.execute(sql.insert_memory, ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea"))
+        seq = conn.execute(sql.take_sequence, (1,)).fetchone()[0]
+        conn.execute(sql.insert_memory, ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea", seq))
         conn.execute(sql.insert_event, ("alice", "preference", "drink", "create", 1, "s1", None, "Tea", None, "t1"))
         row = conn.execute(sql.select_current, ("alice", "preference", "drink")).fetchone()
-        conn.execute(sql.update_memory, ("Green tea", "green tea", "s2", 2, "t2", row["id"]))
+        seq = conn.execute(sql.take_sequence, (1,)).fetchone()[0]
+        conn.execute(sql.update_memory, ("Green tea", "green tea", "s2", 2, "t2", seq, row["id"]))
     assert clocked.get("alice", "preference", "drink") == {
         "kind": "preference", "key": "drink", "value": "Green tea", "source_session": "s2", "revision": 2,
         "created_at": "t1", "updated_at": "t2"}
@@ -268,3 +271,22 @@ def test_the_published_statements_write_what_the_store_reads(clocked):
     with clocked.transaction() as conn:
         conn.execute(sql.delete_memory, (row["id"],))
     assert clocked.get("alice", "preference", "drink") is None and clocked.users() == {}
+
+
+def test_a_clock_that_steps_back_changes_neither_newest_first_nor_created_before_updated(tmp_path):
+    clock = FakeClock()
+    with MemoryStore(tmp_path / "m.sqlite3", clock=clock) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+        clock.advance(seconds=-3600)  # NTP steps the clock back an hour
+        store.put("alice", "s1", "preference", "food", "rice")
+        clock.advance(seconds=-3600)
+        updated = store.put("alice", "s1", "preference", "drink", "green tea")
+        clock.advance(seconds=-3600)
+        store.put("alice", "s1", "episode", "trip", "Kyoto in May, tea ceremony")
+        assert [r["key"] for r in store.search("alice", "")] == ["trip", "drink", "food"]  # commit order
+        assert [r["key"] for r in store.search("alice", "tea")] == ["trip", "drink"]
+        assert [r["key"] for r in store.search_many("alice", ["", "tea"])[("", "preference")]] == ["drink", "food"]
+        for record in [updated, *store.records("alice")]:
+            assert record["created_at"] <= record["updated_at"], record
+        store.fts_min_user_rows = 0  # the trigram index path orders the same way
+        assert [r["key"] for r in store.search("alice", "tea")] == ["trip", "drink"]

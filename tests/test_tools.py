@@ -7,12 +7,14 @@ import json
 import pytest
 
 from memkit import Approvals, MemoryTools
-from memkit.request import History
 
 
 @pytest.fixture
 def tools(store):
-    return MemoryTools(store, "alice", "s1", Approvals("test"), History())
+    deleted: list[tuple[str, str]] = []
+    tools = MemoryTools(store, "alice", "s1", Approvals("test"), on_delete=lambda kind, key: deleted.append((kind, key)))
+    tools.deleted = deleted  # what the agent would be told, to retire the short-term window
+    return tools
 
 
 def test_outcomes_are_json_ready_dicts(tools):
@@ -62,14 +64,13 @@ def test_the_tools_are_bound_to_their_user(tools, store):
     assert tools.call("memory_search", {"query": "espresso"})["result"] == []
 
 
-def test_a_confirmed_delete_clears_short_term_history(tools, store):
+def test_a_confirmed_delete_tells_the_agent_to_retire_short_term_history(tools, store):
     store.put("alice", "s0", "preference", "drink", "tea")
-    tools.history.add("what do I drink?", "tea")
     refused = tools.call("memory_delete", {"kind": "preference", "key": "drink"})
-    assert refused["ok"] is False and len(tools.history) == 1
+    assert refused["ok"] is False and tools.deleted == []
     tools.approvals.confirm_delete("preference", "drink")
     assert tools.call("memory_delete", {"kind": "preference", "key": "drink"}) == {"ok": True, "result": {"deleted": True}}
-    assert len(tools.history) == 0 and store.get("alice", "preference", "drink") is None
+    assert tools.deleted == [("preference", "drink")] and store.get("alice", "preference", "drink") is None
 
 
 def test_store_errors_come_back_as_outcomes_not_exceptions(tmp_path):

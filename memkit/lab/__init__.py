@@ -14,6 +14,11 @@ functions return plain dicts and lists, easy to put in a pandas DataFrame or to 
   committed write is killed with SIGKILL; the checker proves every acknowledged write survived.
 - `instances`: `spawn_instance` / `kill_experiment`, agent instances sharing one Redis session,
   killed between the SQLite commit and the Redis trim.
+- `conversation`: `conversation_crash_experiment`, `memkit chat` processes killed with SIGKILL
+  between and inside asks; the next process must have every acknowledged exchange, none twice;
+  `ticket_after_sigkill`, the seed scenario (the goldfish against the window), for notebook 05.
+- `sidecars`: files that do not belong together: a leftover or foreign `-wal`, the WAL after a
+  refused write, half-made databases of killed creators, a clock that steps back.
 - `refusals` and `display`: `attempt_puts`, `try_open`, `sha256_file`, `scrub`, `compare_prediction`
   for tables of refusals and exercise checks.
 
@@ -23,6 +28,8 @@ so notebook outputs carry no machine paths.
 
 from __future__ import annotations
 
+from .conversation import (ask_in_new_process, conversation_crash_experiment, start_redis_server,
+                           ticket_after_sigkill, told_then_killed)
 from .crashes import check_writes, crash_experiment, crash_value, kill_writer, stream_writes
 from .display import compare_prediction, scrub
 from .instances import kill_experiment, spawn_instance
@@ -30,13 +37,18 @@ from .locks import holding_write_lock
 from .races import race_writers, run_racers
 from .refusals import attempt_puts, sha256_file, try_open
 from .sessions import GoldfishAgent, run_goldfish_session, run_session
+from .sidecars import (clock_experiment, foreign_wal_experiment, killed_creators_experiment,
+                       leftover_wal_experiment, refused_write_experiment)
 from .workers import ROOMY_LIMITS, limits_from, read_answer, run_worker, start_worker
 
 __all__ = [
     "run_session", "run_goldfish_session", "GoldfishAgent",
     "race_writers", "run_racers", "holding_write_lock",
     "kill_writer", "check_writes", "crash_experiment", "crash_value", "stream_writes",
-    "spawn_instance", "kill_experiment",
+    "spawn_instance", "kill_experiment", "conversation_crash_experiment", "start_redis_server",
+    "told_then_killed", "ask_in_new_process", "ticket_after_sigkill",
+    "leftover_wal_experiment", "foreign_wal_experiment", "refused_write_experiment",
+    "killed_creators_experiment", "clock_experiment",
     "attempt_puts", "try_open", "sha256_file", "scrub", "compare_prediction",
     "start_worker", "read_answer", "run_worker", "limits_from", "ROOMY_LIMITS",
 ]

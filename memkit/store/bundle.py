@@ -51,8 +51,9 @@ LINE_SCHEMAS: dict[str, dict[str, Any]] = {
             "format_version": {"const": EXPORT_FORMAT_VERSION, "x-message":
                                "bundle format version {value!r} is not " + str(EXPORT_FORMAT_VERSION)
                                + "; use the memkit that made it"},
-            "schema_version": {"const": SCHEMA_VERSION, "x-message":
-                               "bundle was made with schema version {value!r}; this memkit imports version "
+            # Record and event lines have had the same fields since version 1: any older bundle imports.
+            "schema_version": {"type": "integer", "minimum": 1, "maximum": SCHEMA_VERSION, "x-message":
+                               "bundle was made with schema version {value!r}; this memkit imports versions 1 to "
                                + str(SCHEMA_VERSION)},
             "user": _TEXT,
             "records": {"type": "integer", "minimum": 0, "x-message": "bundle line counts do not match its header"},
@@ -255,10 +256,14 @@ def import_bundle(db: SqliteDatabase, target: str, records: list[dict[str, Any]]
                 f"user {target!r} already has memory in this store; forget_user first, or import with another user id"
             )
         db.check_quotas(conn, target, adding=len(records))
+        # Numbered from the sequence in the order they were last updated, so "newest first" holds
+        # for imported records as it did where they were exported.
+        first = db.take_sequence(conn, len(records)) - len(records) + 1
+        ordered = sorted(records, key=lambda r: r["updated_at"])
         conn.executemany(
             SQLITE_STATEMENTS.insert_memory,
-            [(target, r["kind"], r["key"], r["value"], r["source_session"], r["revision"],
-              r["created_at"], r["updated_at"], r["key"].casefold(), r["value"].casefold()) for r in records],
+            [(target, r["kind"], r["key"], r["value"], r["source_session"], r["revision"], r["created_at"],
+              r["updated_at"], r["key"].casefold(), r["value"].casefold(), first + n) for n, r in enumerate(ordered)],
         )
         conn.executemany(
             SQLITE_STATEMENTS.insert_event,

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Literal
 
 from ..errors import LockedError, QuotaError, StoreError
 from ..limits import Limits
-from .files import check_path, create_file, sqlite_uri
+from .files import check_path, check_wal, create_file, remove_dead_partials, sqlite_uri
 from .schema import check_schema, migrate
 from .statements import SQLITE_STATEMENTS
 
@@ -48,6 +48,8 @@ class SqliteDatabase:
         self.limits = limits
         self.synchronous = synchronous
         self.lock = threading.RLock()
+        self._stamped = False  # this transaction has taken a number of the sequence already
+        self._oversized = False  # this transaction was refused by the size cap
         self._conn: sqlite3.Connection | None = None
         self._conn = self._open(check_integrity)
         self.page_size: int = self._conn.execute("PRAGMA page_size").fetchone()[0]
@@ -57,9 +59,12 @@ class SqliteDatabase:
 
     def _open(self, check_integrity: bool) -> sqlite3.Connection:
         path = self.path
-        if check_path(path):
+        missing = check_path(path)
+        remove_dead_partials(path)
+        if missing:
             create_file(path)
         else:
+            check_wal(path)
             self._inspect_schema(check_integrity)
         try:
             conn = sqlite3.connect(
@@ -75,6 +80,11 @@ class SqliteDatabase:
             if mode.lower() != "wal":
                 raise StoreError(f"{path} could not be switched to WAL mode (it stays in {mode!r} mode)")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            # The cap bounds the WAL too: at most as many pages between checkpoints as the cap
+            # holds, and a log that grew past the cap (a large write refused) is cut back to it.
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+            conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, min(1000, self.limits.max_db_bytes // page_size))}")
+            conn.execute(f"PRAGMA journal_size_limit = {int(self.limits.max_db_bytes)}")
             migrate(conn)
         except sqlite3.Error as exc:
             conn.close()
@@ -156,11 +166,17 @@ class SqliteDatabase:
                 raise self.locked_error() if is_busy(exc) else StoreError(
                     f"cannot write to {self.path}: {exc}"
                 ) from None
+            self._stamped = self._oversized = False
+            changes = conn.total_changes
             try:
                 yield conn
+                if conn.total_changes != changes and not self._stamped:
+                    self.take_sequence(conn)  # every commit writes store_meta: see schema step 3
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                if self._oversized:
+                    self._shrink_wal(conn)
                 if isinstance(exc, sqlite3.Error):
                     raise self._write_error(exc) from exc
                 raise
@@ -171,13 +187,41 @@ class SqliteDatabase:
                     conn.execute("ROLLBACK")
                 error = LockedError if is_busy(exc) else StoreError
                 raise error(f"commit to {self.path} failed and was rolled back: {exc}") from exc
+            if self._oversized:  # a nested write was refused by the cap, the rest committed
+                self._shrink_wal(conn)
+
+    def take_sequence(self, conn: sqlite3.Connection, count: int = 1) -> int:
+        """Take the next `count` numbers of the store's sequence (inside a transaction); return the last.
+
+        The sequence only grows and is taken holding the write lock, so its numbers follow commit
+        order across threads and processes, whatever the clock says.
+        """
+        self._stamped = True
+        return int(conn.execute(SQLITE_STATEMENTS.take_sequence, (count,)).fetchone()[0])
+
+    def _shrink_wal(self, conn: sqlite3.Connection) -> None:
+        """After a write refused by the size cap: checkpoint and truncate the WAL its pages grew.
+
+        A large write spills its pages into the WAL before the size check refuses it; the rollback
+        leaves the file that long. Without waiting: a reader in the way only postpones the cut to
+        the next checkpoint (`journal_size_limit`).
+        """
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error:
+            pass  # best effort: the write was refused and rolled back either way
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
 
     def _savepoint(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         # Only this thread can be inside the outer transaction: it holds the store's lock throughout.
+        stamped = self._stamped
         conn.execute("SAVEPOINT memkit_nested")
         try:
             yield conn
         except BaseException as exc:
+            self._stamped = stamped  # a number it took is given back with its writes
             conn.execute("ROLLBACK TO memkit_nested")
             conn.execute("RELEASE memkit_nested")
             if isinstance(exc, sqlite3.Error):
@@ -261,6 +305,7 @@ class SqliteDatabase:
         """Measure after the write, inside the transaction: an over-cap write is rolled back whole."""
         size = conn.execute("PRAGMA page_count").fetchone()[0] * self.page_size
         if size > self.limits.max_db_bytes:
+            self._oversized = True
             raise QuotaError(
                 f"the write would grow the database to {size} bytes; the cap is {self.limits.max_db_bytes} bytes"
             )

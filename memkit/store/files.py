@@ -7,7 +7,9 @@ so a file memkit refuses is left exactly as it was found.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sqlite3
 import stat
 import threading
@@ -15,7 +17,8 @@ import urllib.parse
 from pathlib import Path
 
 from ..errors import StoreError
-from .schema import migrate
+from .schema import database_id, meta_root_page, migrate
+from .wal import WalLog
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -46,7 +49,17 @@ def check_path(path: Path) -> bool:
             f"the folder {folder} is read-only; SQLite in WAL mode writes {path.name}-wal and "
             f"{path.name}-shm beside the database"
         )
+    # Looked for before the database itself: a creator links a whole file into place before its
+    # connection makes a -wal, so a -wal seen first means the database was there too.
+    sidecars = [name for name in (f"{path.name}-wal", f"{path.name}-shm") if (folder / name).exists()]
     if not path.exists():
+        if sidecars:
+            raise StoreError(
+                f"{path} does not exist, but {' and '.join(sidecars)} beside it are left from a database that "
+                "was there before (deleted after a writer was killed?); a new database would take its last "
+                f"commits from them. Move or remove {' and '.join(sidecars)} (or put that database back) and "
+                "open again; memkit left every file as it was"
+            )
         return True
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a database file")
@@ -90,6 +103,73 @@ def check_length(path: Path, header: bytes) -> None:
             f"{path} is truncated or damaged: it holds {size} bytes, but its header says {expected}; "
             "memkit left it as it was"
         )
+
+
+def check_wal(path: Path) -> None:
+    """Refuse a `-wal` beside `path` that holds commits of another database.
+
+    Every memkit commit writes the database's own `store_meta` row, which carries its id. The id in
+    the main file alone is read with SQLite's `immutable` open (no locks, no WAL, no file created);
+    each committed version of that row's page in the WAL is read as bytes. A version without the id
+    was written by another database: SQLite would show its content and the next checkpoint would
+    write it into this file for good. Files made before the id (schema version 2 or older) and WALs
+    that never wrote that page cannot be told apart and are left to SQLite.
+
+    Raises:
+        StoreError: the WAL is another database's (its page size differs, or its pages carry
+            another id). No file is changed.
+    """
+    wal = Path(f"{path}-wal")
+    if not wal.exists() or wal.stat().st_size == 0:
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(sqlite_uri(path, "ro") + "&immutable=1", uri=True)) as conn:
+            own_id, page, page_size = (database_id(conn), meta_root_page(conn),
+                                       conn.execute("PRAGMA page_size").fetchone()[0])
+    except sqlite3.Error:
+        return  # the schema check that follows names what is wrong with the file itself
+    if own_id is None or page is None:
+        return
+    log = WalLog(wal)
+    foreign = log.valid and log.page_size != page_size
+    foreign = foreign or any(own_id.encode("ascii") not in version for version in log.committed_versions(page))
+    if foreign:
+        raise StoreError(
+            f"{wal.name} beside {path} is not its write-ahead log: it holds commits of another database "
+            f"(copied or left there from elsewhere); opening would mix them into {path.name}. Move "
+            f"{wal.name} (and {path.name}-shm) away from it and open again; memkit left every file as it was"
+        )
+
+
+_CREATING = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<thread>\d+)\.creating(-wal|-shm|-journal)?")
+
+
+def _alive(pid: int, thread: int) -> bool:
+    if pid == os.getpid():
+        return thread in {t.ident for t in threading.enumerate()}
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def remove_dead_partials(path: Path) -> list[str]:
+    """Remove the half-made databases (`.NAME.PID.THREAD.creating` and its journals) of `path` whose
+    creator is no longer alive; return their names. A live creator's files, and those of other
+    databases in the folder, are left alone; a pid reused by another live process keeps its file.
+    """
+    removed = []
+    for entry in path.parent.iterdir():
+        match = _CREATING.fullmatch(entry.name)
+        if match is None or match["name"] != path.name or _alive(int(match["pid"]), int(match["thread"])):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            entry.unlink()
+            removed.append(entry.name)
+    return removed
 
 
 def create_file(path: Path) -> None:

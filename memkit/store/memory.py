@@ -35,8 +35,12 @@ class MemoryStore:
             and linked into place whole (so no process ever sees it half-made); an existing file must
             be a memkit database, or the store refuses it and leaves it untouched. Its folder must
             exist and be writable (WAL keeps `-wal` and `-shm` files beside it); a symbolic link is
-            refused.
-        limits: the bounds to enforce (see `Limits`); raise them for large experiments.
+            refused. A new database is never made beside a leftover `-wal` or `-shm` (they would
+            bring back the commits of the database that was deleted), an existing one never opened
+            with a `-wal` of another database; half-made files of creators that died are removed.
+        limits: the bounds to enforce (see `Limits`); raise them for large experiments. The size cap
+            bounds the `-wal` file too (checkpoints, `journal_size_limit`, a truncation after a
+            write the cap refused).
         synchronous: `"FULL"` (default) makes each commit durable through a power cut: it waits for
             the WAL to reach the disk. `"NORMAL"` skips that wait in WAL mode: the database stays
             consistent, but the last commits before a power cut (not a process crash) may be lost.
@@ -44,7 +48,8 @@ class MemoryStore:
         check_integrity: run `PRAGMA quick_check` when opening an existing file (cost grows with size).
 
     Raises:
-        StoreError: the file is not a memkit database, is damaged, newer, read-only or locked.
+        StoreError: the file is not a memkit database, is damaged, newer, read-only or locked, or a
+            `-wal`/`-shm` beside it is not its own. Every file is left as it was found.
 
     Example:
         >>> with MemoryStore(tmp / "memory.sqlite3") as store:          # doctest: +SKIP
@@ -177,23 +182,26 @@ class MemoryStore:
         if confirmation is not None:
             self.limits.check_confirmation(confirmation)
         with self.transaction() as conn:
-            # The time is read holding the write lock, so updated_at follows commit order even
-            # across threads and processes, and "newest first" means what it says.
             now = iso(self._clock())
             row = conn.execute(SQL.select_for_put, (user, kind, key)).fetchone()
             if row["id"] is not None and row["value"] == value:
                 return to_record(row)
+            # "Newest first" is by this number, taken holding the write lock: commit order across
+            # threads and processes, whatever the clock says.
+            seq = self._db.take_sequence(conn)
             if row["id"] is None:
                 self._db.check_quotas(conn, user, counts=(row["user_records"], row["total_records"]))
                 last = row["last_revision"]
                 revision, created, action, old_value = (last or 0) + 1, now, "create", None
                 conn.execute(
                     SQL.insert_memory,
-                    (user, kind, key, value, session, revision, now, now, key.casefold(), value.casefold()),
+                    (user, kind, key, value, session, revision, now, now, key.casefold(), value.casefold(), seq),
                 )
             else:
+                # A clock that stepped back must not make a record updated before it was created.
+                now = max(now, row["updated_at"])
                 revision, created, action, old_value = row["revision"] + 1, row["created_at"], "update", row["value"]
-                conn.execute(SQL.update_memory, (value, value.casefold(), session, revision, now, row["id"]))
+                conn.execute(SQL.update_memory, (value, value.casefold(), session, revision, now, seq, row["id"]))
             conn.execute(
                 SQL.insert_event,
                 (user, kind, key, action, revision, session, old_value, value, confirmation, now),
@@ -239,7 +247,9 @@ class MemoryStore:
         return True
 
     def search(self, user: str, query: str = "", limit: int = 5, kind: str | None = None) -> list[Record]:
-        """Memories of `user` whose key or value contains `query`, newest first.
+        """Memories of `user` whose key or value contains `query`, newest first (in commit order:
+        each write takes the next number of the store's sequence, so a clock that steps back cannot
+        reorder them).
 
         The rule is a literal, case-insensitive substring match: both sides are compared after
         Python's `str.casefold()`, and `%`, `_`, quotes and the like are plain characters. An empty
@@ -330,6 +340,14 @@ class MemoryStore:
                 "transcript": conn.execute("DELETE FROM transcript WHERE user_id = ?", (user,)).rowcount,
             }
         return counts
+
+    def traces(self, user: str) -> dict[str, int]:
+        """How many rows of `user` the store holds: records, events, transcript (all 0 once forgotten)."""
+        self.limits.check_id("user", user)
+        row = self._db.fetch(
+            "SELECT (SELECT count(*) FROM memories WHERE user_id = ?), (SELECT count(*) FROM memory_events"
+            " WHERE user_id = ?), (SELECT count(*) FROM transcript WHERE user_id = ?)", (user, user, user))[0]
+        return {"records": row[0], "events": row[1], "transcript": row[2]}
 
     # -- export and import ---------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ SEARCH_INDEX_TRIGGERS: list[str] = [
 ]
 """The triggers that keep the trigram index (`memories_fts`) up to date, as step 1 made them.
 
-From step 3 on, a file has them only where its store's limits let a user reach the size at which
+From step 5 on, a file has them only where its store's limits let a user reach the size at which
 search asks the index (`search.fit_index`); elsewhere the index stays empty and no write touches it.
 With them a put writes about twice the pages (a new index segment per transaction)."""
 
@@ -40,11 +40,11 @@ DROP_SEARCH_INDEX: list[str] = [
     "DROP TRIGGER memories_fts_update",
     "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')",
 ]
-"""Stop keeping the trigram index and empty it (step 3, and `drop_search_index`)."""
+"""Stop keeping the trigram index and empty it (step 5, and `drop_search_index`)."""
 
 MIGRATIONS: list[list[str]] = [
     # 1: memories, their event history, quota counters, the search index, the transcript archive.
-    # (Step 3 makes the index's triggers optional: see SEARCH_INDEX_TRIGGERS.)
+    # (Step 5 makes the index's triggers optional: see SEARCH_INDEX_TRIGGERS.)
     [
         # One row per (user, kind, key). `key_fold`/`value_fold` hold the case-folded text the
         # search rule compares (Python's str.casefold), so SQL and FTS see exactly what the rule sees.
@@ -117,7 +117,31 @@ MIGRATIONS: list[list[str]] = [
             SELECT RAISE(ABORT, 'memory_events is append-only: events are never changed');
         END""",
     ],
-    # 3: the trigram index is kept only where it can be used. With the default limits no user can
+    # 3: the database's own facts, in one row: a random id, made once, and a sequence that only grows.
+    # Every write transaction takes the next number (`SqliteDatabase.transaction`), so every commit
+    # writes this row, and every WAL memkit writes carries the id of its own database: a WAL found
+    # beside another database is recognised and refused (`files.check_wal`).
+    [
+        """CREATE TABLE store_meta (
+            only INTEGER PRIMARY KEY CHECK (only = 1),
+            database_id TEXT NOT NULL,
+            sequence INTEGER NOT NULL CHECK (sequence >= 0)
+        )""",
+        "INSERT INTO store_meta VALUES (1, lower(hex(randomblob(16))), 0)",
+    ],
+    # 4: "newest first" is commit order: each record write takes the next number of the sequence,
+    # kept in `seq`, so a clock that steps back cannot reorder records. Existing rows are numbered
+    # in the order step 1 kept them in (updated_at, then id).
+    [
+        "ALTER TABLE memories ADD COLUMN seq INTEGER NOT NULL DEFAULT 0",
+        """UPDATE memories SET seq = ranked.n FROM (
+            SELECT id, row_number() OVER (ORDER BY updated_at, id) AS n FROM memories
+        ) AS ranked WHERE ranked.id = memories.id""",
+        "UPDATE store_meta SET sequence = (SELECT count(*) FROM memories)",
+        "CREATE INDEX memories_by_user_seq ON memories (user_id, seq)",
+        "DROP INDEX memories_by_user_time",
+    ],
+    # 5: the trigram index is kept only where it can be used. With the default limits no user can
     # reach the size at which search asks it (fts_min_user_rows), yet every write kept it up to date.
     # The table stays; its triggers go, and it is emptied. A store adds them back at open where its
     # limits need the index (search.fit_index); search answers the same with or without it.
@@ -127,20 +151,24 @@ MIGRATIONS: list[list[str]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 """The `user_version` a file has once every step has run."""
 
-EXPECTED_TABLES: dict[str, set[str]] = {
-    "memories": {"id", "user_id", "kind", "memory_key", "value", "source_session", "revision",
-                 "created_at", "updated_at", "key_fold", "value_fold"},
-    "memory_events": {"id", "user_id", "kind", "memory_key", "action", "revision", "session_id",
-                      "old_value", "new_value", "confirmation", "at"},
-    "user_counts": {"user_id", "records"},
-    "total_count": {"only", "records"},
-    "transcript": {"user_id", "session_id", "turn", "role", "content", "at"},
-}
-"""Tables and columns a file at any version must have (no step after the first adds columns);
-checked at open to refuse foreign files."""
+CORE_TABLES = ("memories", "memory_events", "user_counts", "total_count", "transcript")
+"""The tables of step 1, checked column by column at open; a file at any version must have them."""
 
 
 @functools.cache
+def _scratch(version: int) -> tuple[frozenset[tuple[str, str]], dict[str, frozenset[str]]]:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for steps in MIGRATIONS[:version]:
+            for statement in steps:
+                conn.execute(statement)
+        columns = {table: frozenset(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
+                   for table in CORE_TABLES}
+        return frozenset(_objects(conn)), columns
+    finally:
+        conn.close()
+
+
 def expected_objects(version: int = SCHEMA_VERSION) -> frozenset[tuple[str, str]]:
     """(type, name) of every table, index and trigger the first `version` steps make, SQLite's own excluded.
 
@@ -148,19 +176,32 @@ def expected_objects(version: int = SCHEMA_VERSION) -> frozenset[tuple[str, str]
     cannot drift from the schema: a file missing the search index or a counting trigger is refused,
     not silently used with wrong quotas or search results.
     """
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    return _scratch(version)[0]
+
+
+def expected_columns(version: int = SCHEMA_VERSION) -> dict[str, frozenset[str]]:
+    """The columns of each core table after the first `version` steps, read from the same scratch database."""
+    return _scratch(version)[1]
+
+
+def database_id(conn: sqlite3.Connection) -> str | None:
+    """The database's id (step 3), or None for a file made before it."""
     try:
-        for steps in MIGRATIONS[:version]:
-            for statement in steps:
-                conn.execute(statement)
-        return frozenset(_objects(conn))
-    finally:
-        conn.close()
+        row = conn.execute("SELECT database_id FROM store_meta").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return str(row[0]) if row else None
+
+
+def meta_root_page(conn: sqlite3.Connection) -> int | None:
+    """The page that holds the `store_meta` row (a one-row table fits its root page), or None before step 3."""
+    row = conn.execute("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'store_meta'").fetchone()
+    return int(row[0]) if row else None
 
 
 SEARCH_INDEX_OBJECTS = frozenset(("trigger", name) for name in
                                   ("memories_fts_insert", "memories_fts_delete", "memories_fts_update"))
-"""What `SEARCH_INDEX_TRIGGERS` makes: a file at version 3 or later has all of them or none."""
+"""What `SEARCH_INDEX_TRIGGERS` makes: a file at version 5 or later has all of them or none."""
 
 
 def has_search_index(conn: sqlite3.Connection) -> bool:
@@ -179,7 +220,7 @@ def build_search_index(conn: sqlite3.Connection) -> None:
 
 
 def drop_search_index(conn: sqlite3.Connection) -> None:
-    """Drop the triggers and empty the index, as step 3 does (inside the caller's write transaction)."""
+    """Drop the triggers and empty the index, as step 5 does (inside the caller's write transaction)."""
     for statement in DROP_SEARCH_INDEX:
         conn.execute(statement)
 
@@ -227,7 +268,7 @@ def check_schema(conn: sqlite3.Connection, path: Path, check_integrity: bool) ->
     if version >= 1:  # a memkit file at this or an older version: it must hold what its steps made
         present = _objects(conn)
         made = set(expected_objects(version))
-        if version >= 3 and present & SEARCH_INDEX_OBJECTS:
+        if version >= 5 and present & SEARCH_INDEX_OBJECTS:
             made |= SEARCH_INDEX_OBJECTS  # the index's upkeep is optional, but whole or not at all
         missing_objects = sorted(made - present)
         if missing_objects:
@@ -236,7 +277,7 @@ def check_schema(conn: sqlite3.Connection, path: Path, check_integrity: bool) ->
                 f"{path} says schema version {version} but lacks {names}; "
                 "it is malformed and memkit left it as it was"
             )
-        for table, expected in EXPECTED_TABLES.items():
+        for table, expected in expected_columns(version).items():
             columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             if not expected <= columns:
                 missing = ", ".join(sorted(expected - columns))

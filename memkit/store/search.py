@@ -2,7 +2,8 @@
 
 The rule: a record matches when its key or value contains the query after Python's `str.casefold()`
 on both sides; `%`, `_`, quotes and the like are plain characters. Every path below gives exactly
-the rule's answer, newest first (by `updated_at`, then `id`).
+the rule's answer, newest first: by `seq`, the number each record write takes from the store's
+sequence (commit order, not the clock).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .db import SqliteDatabase
 from .schema import build_search_index, drop_search_index, has_search_index
 from .statements import RECORD_SQL, Record, to_record
 
-_NEWEST = "ORDER BY updated_at DESC, id DESC"
+_NEWEST = "ORDER BY seq DESC"
 _MATCH = "(instr(key_fold, ?) > 0 OR instr(value_fold, ?) > 0)"
 
 
@@ -83,7 +84,7 @@ def search(db: SqliteDatabase, user: str, query: str, limit: int, kind: str | No
         )]
     with db.lock:
         if len(folded) < 3 or db.user_records(user) < fts_min_user_rows:
-            # The user's rows through the (user_id, updated_at) index, newest first: SQLite stops
+            # The user's rows through the (user_id, seq) index, newest first: SQLite stops
             # at the `limit`-th match, and never reads another user's rows.
             rows = db.fetch(_scan_sql(kind_sql), (user, *kind_args, folded, folded, limit))
             return [to_record(row) for row in rows]
@@ -111,7 +112,7 @@ def search(db: SqliteDatabase, user: str, query: str, limit: int, kind: str | No
             rows = conn.execute(
                 f"SELECT {RECORD_SQL} FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid"
                 f" WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql.replace('kind', 'm.kind')}"
-                " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
+                " ORDER BY m.seq DESC LIMIT ?",
                 ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit),
             ).fetchall()
         return [to_record(row) for row in rows]

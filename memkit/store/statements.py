@@ -23,13 +23,16 @@ class Statements:
         record_columns: the columns of a record, in `Record` order (kind, key, value, source_session,
             revision, created_at, updated_at); `to_record` reads a row of them.
         select_current: (user, kind, key) -> the row's id, value, revision, or no row.
-        select_for_put: (user, kind, key) -> one row: the current record's id and `record_columns`
-            (all NULL when there is none), the user's and the store's quota counters, and the
+        select_for_put: (user, kind, key) -> one row: the current record's id, `record_columns` and
+            seq (all NULL when there is none), the user's and the store's quota counters, and the
             highest revision in the key's event history: everything a put reads, in one statement.
         last_revision: (user, kind, key) -> the highest revision the event history holds (or NULL).
+        take_sequence: (count) -> the last of the next `count` numbers of the store's sequence. Every
+            write transaction takes at least one (the store does it before COMMIT when nothing did).
         insert_memory: (user, kind, key, value, session, revision, created_at, updated_at,
-            key folded, value folded); the folds are Python's `str.casefold()` of key and value.
-        update_memory: (value, value folded, session, revision, updated_at, id).
+            key folded, value folded, seq); the folds are Python's `str.casefold()` of key and value,
+            `seq` a number taken from the sequence ("newest first" is by seq).
+        update_memory: (value, value folded, session, revision, updated_at, seq, id).
         delete_memory: (id).
         insert_event: (user, kind, key, action, revision, session, old_value, new_value,
             confirmation, at); `action` is create, update or delete.
@@ -38,6 +41,7 @@ class Statements:
     """
 
     record_columns: str
+    take_sequence: str
     select_current: str
     select_for_put: str
     last_revision: str
@@ -51,9 +55,10 @@ class Statements:
 
 SQLITE_STATEMENTS = Statements(
     record_columns="kind, memory_key, value, source_session, revision, created_at, updated_at",
+    take_sequence="UPDATE store_meta SET sequence = sequence + ? RETURNING sequence",
     select_current="SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
     select_for_put=(
-        "SELECT m.id, m.kind, m.memory_key, m.value, m.source_session, m.revision, m.created_at, m.updated_at,"
+        "SELECT m.id, m.kind, m.memory_key, m.value, m.source_session, m.revision, m.created_at, m.updated_at, m.seq,"
         " (SELECT records FROM user_counts WHERE user_id = ?1) AS user_records,"
         " (SELECT records FROM total_count) AS total_records,"
         " (SELECT max(revision) FROM memory_events WHERE user_id = ?1 AND kind = ?2 AND memory_key = ?3)"
@@ -63,11 +68,11 @@ SQLITE_STATEMENTS = Statements(
     last_revision="SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?",
     insert_memory=(
         "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
-        " created_at, updated_at, key_fold, value_fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " created_at, updated_at, key_fold, value_fold, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ),
     update_memory=(
         "UPDATE memories SET value = ?, value_fold = ?, source_session = ?, revision = ?,"
-        " updated_at = ? WHERE id = ?"
+        " updated_at = ?, seq = ? WHERE id = ?"
     ),
     delete_memory="DELETE FROM memories WHERE id = ?",
     insert_event=(

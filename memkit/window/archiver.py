@@ -145,8 +145,13 @@ return left
                 seconds, micros = self.client.time()
                 now_ms = seconds * 1000 + micros // 1000
                 members = self.client.zrangebyscore(self.layout.index, "-inf", now_ms + round(margin * 1000))
+        return self.retire(list(self.layout.refs(members)), margin)
+
+    def retire(self, refs: list[tuple[str, str]], margin: float = float("inf")) -> int:
+        """Move the windows of these (user, session) pairs into pending (those within `margin`
+        seconds of expiry; `inf`: all of them). Returns how many sessions were retired."""
         retired = 0
-        for user, session in self.layout.refs(members):
+        for user, session in refs:
             keys = self.layout.session(user, session)
             with redis_errors(self.where, f"retiring {user}/{session}"):
                 moved = int(self._retire(

@@ -64,6 +64,35 @@ class ShortTermWindow(abc.ABC):
     def load_session(self, user: str, session: str) -> list[Turn]:
         """The whole conversation, archive and window together, each turn once, in turn order."""
 
+    def append_exchange(self, user: str, session: str, question: str, answer: str) -> list[Turn]:
+        """Store one answered exchange, the user's turn and the assistant's, together: both or neither.
+
+        Raises:
+            ValidationError: a bad id or content; nothing was written.
+            WindowError: the window's backend is unavailable; nothing was written.
+        """
+        self._content("user", question)
+        self._content("assistant", answer)  # both checked before either is stored
+        return [self.append(user, session, "user", question), self.append(user, session, "assistant", answer)]
+
+    @abc.abstractmethod
+    def retire_user(self, user: str) -> int:
+        """Move every recent turn of `user` (all sessions) out of the window, into the archive.
+
+        After a confirmed delete, so the old value is no longer in any recent history. With no
+        archive the turns are dropped. Returns how many sessions were retired.
+        """
+
+    @abc.abstractmethod
+    def forget_user(self, user: str) -> dict[str, int]:
+        """Remove every trace of `user`: the window's turns (and what waits to be archived), then,
+        with a store, the store's records, history and transcript. Returns how many of each went
+        (`window_turns`, and the store's counts)."""
+
+    @abc.abstractmethod
+    def user_turns(self, user: str) -> int:
+        """How many turns of `user` the window holds, all sessions (0 once forgotten)."""
+
     def flush(self) -> dict[str, int]:
         """Archive what is waiting to be archived now. Returns counts of what was done."""
         return {"closed": 0, "archived": 0}
@@ -118,7 +147,7 @@ class InProcessWindow(ShortTermWindow):
         super().__init__(size, store, clock, limits, max_content_chars)
         self._turns: dict[tuple[str, str], collections.deque[Turn]] = {}
         self._seq: dict[tuple[str, str], int] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def append(self, user: str, session: str, role: str, content: Any) -> Turn:
         self._check(user, session)
@@ -139,10 +168,38 @@ class InProcessWindow(ShortTermWindow):
             turns.append(turn)
         return dict(turn)  # type: ignore[return-value]
 
+    def append_exchange(self, user: str, session: str, question: str, answer: str) -> list[Turn]:
+        with self._lock:  # held across both appends (an RLock): no other writer lands in between
+            return super().append_exchange(user, session, question, answer)
+
     def recent(self, user: str, session: str) -> list[Turn]:
         self._check(user, session)
         with self._lock:
             return [dict(t) for t in self._turns.get((user, session), ())]  # type: ignore[misc]
+
+    def retire_user(self, user: str) -> int:
+        self.limits.check_id("user", user)
+        with self._lock:
+            sessions = [key for key in self._turns if key[0] == user and self._turns[key]]
+            for key in sessions:
+                if self.store is not None:
+                    self.store.archive_turns(*key, cast(list[dict[str, Any]], list(self._turns[key])))
+                self._turns[key].clear()
+            return len(sessions)
+
+    def forget_user(self, user: str) -> dict[str, int]:
+        self.limits.check_id("user", user)
+        with self._lock:
+            doomed = [key for key in self._turns if key[0] == user]
+            turns = sum(len(self._turns.pop(key)) for key in doomed)
+            for key in doomed:
+                self._seq.pop(key, None)
+            counts = self.store.forget_user(user) if self.store is not None else {}
+        return {**counts, "window_turns": turns}
+
+    def user_turns(self, user: str) -> int:
+        with self._lock:
+            return sum(len(turns) for (owner, _), turns in self._turns.items() if owner == user)
 
     def load_session(self, user: str, session: str) -> list[Turn]:
         window = self.recent(user, session)

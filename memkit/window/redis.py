@@ -244,6 +244,58 @@ return {window, pending}
             self.archiver.wake()
         return {"turn": number, "role": role, "content": text, "at": at}
 
+    def append_exchange(self, user: str, session: str, question: str, answer: str) -> list[Turn]:
+        """Store the user's turn and the assistant's in one Redis transaction (MULTI/EXEC): both or neither.
+
+        Two instances answering in the same session cannot interleave their turns, and a process
+        killed while storing an exchange leaves none of it.
+        """
+        keys = self.keys(user, session)
+        turns = [("user", self._content("user", question)), ("assistant", self._content("assistant", answer))]
+        at = iso(self._clock())
+        bodies = [codec.dumps({"at": at, "content": text, "role": role}) for role, text in turns]
+        ref = f"{user}/{session}"
+        script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
+        floor: int | str = ""
+        with redis_errors(self._where, f"appending an exchange of {ref}"):
+            for _ in range(2):
+                pipe = self.client.pipeline(transaction=True)
+                for body in bodies:
+                    self._append_script(keys=script_keys, args=[ref, self.size, self._ttl_ms, body, floor], client=pipe)
+                results = pipe.execute()
+                if int(results[0][0]) >= 0:
+                    break
+                # A new or retired session: the scripts wrote nothing; continue after what is archived.
+                floor = self._archived_max(user, session)
+        pending = int(results[-1][1])
+        if pending:
+            if pending > self.max_backlog:
+                self.archiver.archive_session(user, session)  # the worker is behind: push back on the writer
+            else:
+                self.archiver.wake()
+        return [{"turn": int(result[0]), "role": role, "content": text, "at": at}
+                for result, (role, text) in zip(results, turns)]
+
+    def retire_user(self, user: str) -> int:
+        """Retire every session of `user` into the archive now (all turns, whatever their TTL)."""
+        self.limits.check_id("user", user)
+        with self.archiver.lock:
+            with redis_errors(self._where, f"listing the sessions of {user}"):
+                members: Any = self.client.zrange(self.layout.index, 0, -1)
+            refs = [ref for ref in self.layout.refs(members) if ref[0] == user]
+            retired = self.archiver.retire(refs)
+            for ref in refs:
+                self.archiver.archive_session(*ref)
+        return retired
+
+    def user_turns(self, user: str) -> int:
+        """How many turns of `user` Redis holds, windows and pending, all sessions."""
+        self.limits.check_id("user", user)
+        with redis_errors(self._where, f"counting the turns of {user}"):
+            sorted_sets = [k for k in self.client.scan_iter(match=self.layout.user_pattern(user), count=500)
+                           if as_text(k).endswith((":turns", ":pending"))]
+            return sum(int(self.client.zcard(k)) for k in sorted_sets)
+
     def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
         """The window (and the pending turns), decoded, with the TTL slid: one round trip.
 
@@ -393,11 +445,13 @@ return {window, pending}
         of other instances on the same prefix should be stopped meanwhile (or this called again).
 
         Returns:
-            The store's counts plus `redis_keys`: how many Redis keys were removed.
+            The store's counts plus `redis_keys` (Redis keys removed) and `window_turns` (turns
+            they held, windows and pending).
         """
         pattern = self.layout.user_pattern(user)
         index, queue = self.layout.index, self.layout.queue
         with self.archiver.lock:
+            turns = self.user_turns(user)
             with redis_errors(self._where, f"forgetting {user}"):
                 doomed = list(self.client.scan_iter(match=pattern, count=500))
                 members: list[Any] = [*self.client.zrange(index, 0, -1), *self.client.smembers(queue)]
@@ -409,7 +463,7 @@ return {window, pending}
                     pipe.zrem(index, *refs)
                     pipe.srem(queue, *refs)
                 pipe.execute()
-            return {**self.store.forget_user(user), "redis_keys": len(doomed)}
+            return {**self.store.forget_user(user), "redis_keys": len(doomed), "window_turns": turns}
 
     def close(self) -> None:
         """Stop the worker, archive what is pending, and close what the window opened.
