@@ -3,7 +3,10 @@
 - `tables`: records, histories, tool results, messages and confirmations as DataFrames;
 - `charts`: a request's parts against its budget, and the scripted conversation behind the chart;
 - `views`: the budget explorer, the confirm form, the user switcher and the isolation scans;
-- `inspector`: `MemoryInspector`, for any memkit database, with confirm-gated corrections.
+- `inspector`: `MemoryInspector`, for any memkit database, with confirm-gated corrections;
+- `workspace`: a notebook run's own temporary folder, and fresh names for its experiments;
+- `processes`: a function written in a cell, run in new processes (to race them, or to kill one);
+- `exercises`: the verdicts of the exercises' check cells.
 
 Every view is a thin skin over a plain function that returns data, so a notebook can call the same
 function in the next cell and nbval can check it headless. ipywidgets, pandas and matplotlib are
@@ -19,6 +22,7 @@ from .inspector import MemoryInspector
 from .tables import approvals_table, history_table, messages_table, records_table, tool_results_table
 from .views import (BudgetExplorer, ConfirmForm, UserSwitcher, confirm_from_form, cross_user_scan, scan_requests,
                     what_user_sees)
+from .workspace import Workspace
 
 __all__ = [
     # tables
@@ -30,4 +34,6 @@ __all__ = [
     "scan_requests", "cross_user_scan", "run_sync",
     # the inspector
     "MemoryInspector",
+    # a notebook's workspace
+    "Workspace",
 ]

@@ -1,0 +1,103 @@
+"""Verdicts for the notebooks' exercises: not answered yet, right, or not right yet with a hint.
+
+A check cell prints one `Verdict`. The answer cell holds placeholders (`None`) that Run All leaves
+in place, so an untouched notebook says "not answered yet"; an answer gets a specific verdict and
+a hint, never a bare `AssertionError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Literal, Mapping, Union
+
+Hint = Union[str, Callable[[Any], str]]
+"""A hint: a text, or a function of the wrong answer that returns one (a hint for that mistake)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What a check says about an answer.
+
+    Attributes:
+        state: `unanswered`, `right` or `wrong`.
+        message: what was found, and for a wrong answer a hint.
+    """
+
+    state: Literal["unanswered", "right", "wrong"]
+    message: str
+
+    @property
+    def right(self) -> bool:
+        """True when the answer is right."""
+        return self.state == "right"
+
+    def __str__(self) -> str:
+        label = {"unanswered": "not answered yet", "right": "right", "wrong": "not right yet"}[self.state]
+        return f"{label}: {self.message}"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def unanswered(answer: Any) -> bool:
+    """True when the answer still holds a placeholder (`None` or `...`), at any depth."""
+    if answer is None or answer is Ellipsis:
+        return True
+    if isinstance(answer, Mapping):
+        return any(unanswered(value) for value in answer.values())
+    if isinstance(answer, (list, tuple)):
+        return any(unanswered(value) for value in answer)
+    return False
+
+
+def not_answered(what: str) -> Verdict:
+    """The verdict for an answer cell left as it was; `what` says what to fill in."""
+    return Verdict("unanswered", what)
+
+
+def right(why: str) -> Verdict:
+    """The verdict for a right answer; `why` says what it shows."""
+    return Verdict("right", why)
+
+
+def wrong(what: str, hint: str) -> Verdict:
+    """The verdict for a wrong answer: what was found, and a hint towards the right one."""
+    return Verdict("wrong", f"{what}. Hint: {hint}")
+
+
+def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any], *,
+                     hints: Mapping[str, Hint], explanation: str) -> Verdict:
+    """Compare a prediction with what an experiment measured, figure by figure.
+
+    Args:
+        predicted: the student's figures by name (placeholders `None` until answered).
+        measured: the experiment's figures under the same names.
+        hints: per name, a hint (or a function of the predicted value giving one) for a miss.
+        explanation: why the measured figures are what they are (shown with a right answer).
+
+    Returns:
+        Not answered while any placeholder is left; right when every figure matches; otherwise
+        wrong, naming each figure missed (predicted and measured) with its hint.
+    """
+    if set(predicted) != set(measured):
+        missing = sorted(set(measured) - set(predicted))
+        extra = sorted(set(predicted) - set(measured))
+        return wrong(f"the prediction names {sorted(predicted)}; the experiment measures {sorted(measured)}",
+                     f"keep the names of the answer cell (missing: {missing}, unknown: {extra})")
+    if unanswered(predicted):
+        left = [name for name, value in predicted.items() if unanswered(value)]
+        names = " and ".join(repr(name) for name in left)
+        return not_answered(f"replace the None of {names} with your prediction, then run this cell again")
+    misses = []
+    for name, value in predicted.items():
+        if value == measured[name]:
+            continue
+        hint = hints.get(name, "run the experiment cell again and read its table")
+        if isinstance(measured[name], (int, float)) and not isinstance(value, (int, float)):
+            text = f"write a number, not {value!r}"
+        else:
+            text = hint(value) if callable(hint) else hint
+        misses.append(f"{name}: you predicted {value!r}, it is {measured[name]!r} ({text})")
+    if not misses:
+        return right(explanation)
+    return Verdict("wrong", "; ".join(misses))
