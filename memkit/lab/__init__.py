@@ -42,7 +42,7 @@ from .locks import holding_write_lock
 from .races import race_writers, run_racers
 from .refusals import attempt_puts, sha256_file, try_open
 from .sessions import GoldfishAgent, run_goldfish_session, run_session
-from .replicas import Instance, isolation_scan, round_robin, start_instance
+from .replicas import HOP_SCRIPT, Instance, isolation_scan, round_robin, start_instance
 from .scaling import quota_race, writer_curve, writer_throughput
 from .sidecars import (clock_experiment, foreign_wal_experiment, killed_creators_experiment,
                        leftover_wal_experiment, refused_write_experiment)
@@ -56,7 +56,7 @@ __all__ = [
     "told_then_killed", "ask_in_new_process", "ticket_after_sigkill",
     "leftover_wal_experiment", "foreign_wal_experiment", "refused_write_experiment",
     "killed_creators_experiment", "clock_experiment",
-    "Instance", "start_instance", "round_robin", "isolation_scan", "quota_race", "writer_throughput",
+    "Instance", "start_instance", "round_robin", "HOP_SCRIPT", "isolation_scan", "quota_race", "writer_throughput",
     "writer_curve",
     "attempt_puts", "try_open", "sha256_file", "scrub", "compare_prediction",
     "start_worker", "read_answer", "run_worker", "limits_from", "ROOMY_LIMITS",

@@ -24,6 +24,7 @@ from ..request import History
 from ..store import MemoryStore
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow
 from .scaling import open_target
+from .sessions import _skip_iri_grammar
 from .workers import WORKER_TIMEOUT_S, PathLike, answer, expect, read_answer, send, start_worker, stop, worker
 
 HOP_SCRIPT: tuple[dict[str, Any], ...] = (
@@ -183,6 +184,7 @@ def _user_steps(values: Mapping[str, str]) -> list[dict[str, Any]]:
 
 @worker("scaling-instance")
 def _instance_worker(payload: dict[str, Any]) -> None:
+    _skip_iri_grammar()
     name = payload["name"]
     with open_target(payload) as store:
         size = History(limits=store.limits).turns_needed
