@@ -4,6 +4,7 @@ drives them.
 
 from __future__ import annotations
 
+import html
 import sqlite3
 import subprocess
 import sys
@@ -178,3 +179,33 @@ def test_inspector_write_refused_by_the_store_writes_nothing_and_spends_the_clic
         assert store.get("alice", "preference", "drink")["value"] == "tea"
         assert inspector.approvals.pending == [] and [c.id for c in inspector.approvals.spent] == ["inspector#1"]
         assert inspector.staged is None
+
+
+def test_the_status_line_follows_changes_made_from_code(demo):
+    inspector = MemoryInspector(demo)
+    inspector.widget  # displayed; the rest happens in cells, not by clicks
+    def status() -> str:
+        return html.unescape(inspector.controls["status"].value)
+
+    inspector.select_key("preference", "drink")
+    inspector.stage_edit("green tea")
+    assert "not written yet" in status()
+    inspector.confirm()
+    assert "not written yet" not in status() and "done: edit preference 'drink'" in status()
+    assert "inspector#1" in status() and inspector.controls["confirm"].disabled
+    with pytest.raises(ApprovalError):
+        inspector.confirm()
+    assert "nothing is staged" in status()
+    inspector.select_key("preference", "city")
+    assert status() == ""
+    inspector.stage_delete()
+    inspector.cancel()
+    assert "cancelled: delete preference 'city'" in status() and "nothing was written" in status()
+
+
+def test_widget_tables_have_padding_and_the_kind_labels_fit(demo):
+    inspector = MemoryInspector(demo)
+    inspector.widget
+    assert "padding" in inspector.controls["records"].value and 'class="dataframe memkit-table"' in inspector.controls["records"].value
+    width = int(inspector.controls["kind"].style.button_width.removesuffix("px"))
+    assert width >= 10 * len("preference")  # about 10 px a character at the default size

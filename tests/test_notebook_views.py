@@ -9,7 +9,7 @@ import json
 import pytest
 from _notebook_demo import demo  # noqa: F401  (a fixture; skips this module without the notebook extra)
 
-from memkit import Approvals, FixtureModel, MemoryAgent, ScriptedModel
+from memkit import Approvals, FixtureModel, MemoryAgent, MemoryStore, ScriptedModel
 from memkit.errors import ValidationError
 from memkit.models import call
 from memkit.notebook import (
@@ -122,3 +122,17 @@ def test_cross_user_scan_finds_nothing_foreign_and_would_find_a_leak(demo):
     found = cross_user_scan(demo, {"alice": leaked}, roles=("tool",))
     assert found.loc[found["value"] == "espresso", "hits"].item() == 1
     assert cross_user_scan(demo, {}).empty
+
+
+def test_views_show_a_failure_instead_of_stale_data(demo, tmp_path):
+    with MemoryStore(tmp_path / "other.sqlite3") as other:
+        other.put("alice", "s0", "preference", "drink", "tea")
+        other.put("bob", "s0", "preference", "drink", "coffee")
+        switcher = UserSwitcher(other, "What do I drink?")
+        explorer = BudgetExplorer(lambda budget: conversation_rows(other, "alice", budget), 6000)
+    # The store is closed now: a choice must say so, not keep showing alice's data under bob's name.
+    switcher.dropdown.value = "bob"
+    assert "cannot show bob" in switcher.view.value and "closed" in switcher.view.value
+    assert "tea" not in switcher.view.value and switcher.seen == {}
+    explorer.slider.value = 3000
+    assert "budget 3000" in explorer.summary.value and explorer.rows == []

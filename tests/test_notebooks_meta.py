@@ -9,6 +9,7 @@ or an error traceback.
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
@@ -23,8 +24,12 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 NAME_RE = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
 TIME_RE = re.compile(r"(?i)\btime\b[^\n]{0,40}?\d+\s*(?:min|minutes)\b")
 EXERCISE_RE = re.compile(r"(?im)^#+[^\n]*\bexercise")
-# The markers nbval 0.11 knows; a marker must be the whole line (anything after it disables it).
-NBVAL_MARKERS = {"# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP", "# NBVAL_CHECK_OUTPUT"}
+SOLUTION_RE = re.compile(r"(?im)^(?:#+\s*|\*\*)solution")
+NUMBERED_HEADING_RE = re.compile(r"(?m)^##+ \d+\. (\w+)")
+ARTICLES = {"the", "a", "an"}
+# nbval's own tag (out of the student's view, unlike a marker comment) and the exercise tags that
+# tests/test_exercises.py looks for.
+KNOWN_TAGS = {"nbval-ignore-output", "exercise-answer", "exercise-experiment", "exercise-check"}
 # A path of this machine (or a typical laptop) at the start of a path, not inside a URL.
 MACHINE_PATH_RE = re.compile(
     r"(?<![\w.:/-])(?:/tmp/|/var/folders/|/private/var/|/root/|/work/|/home/|/Users/|[A-Za-z]:\\\\?Users\\)"
@@ -59,6 +64,10 @@ def output_texts(output: dict[str, Any]) -> list[str]:
     return texts
 
 
+def _heading_words(text: str) -> list[str]:
+    return [m.group(1) for m in NUMBERED_HEADING_RE.finditer(text)]
+
+
 def notebook_problems(nb: dict[str, Any], name: str = "00_example.ipynb") -> list[str]:
     """What is wrong with a notebook, as short sentences; an empty list means it follows the conventions."""
     problems = []
@@ -75,16 +84,43 @@ def notebook_problems(nb: dict[str, Any], name: str = "00_example.ipynb") -> lis
         problems.append("the first cell is not a markdown cell starting with a '# ' title")
     if "you will learn" not in first_text.lower():
         problems.append("the first cell does not say 'You will learn'")
+    if "what you need" not in first_text.lower():
+        problems.append("the first cell does not say 'What you need' (the prerequisites)")
     if not TIME_RE.search(first_text):
         problems.append("the first cell does not give the time needed (e.g. 'Time needed: 10 minutes')")
 
-    exercise_at = [i for i, c in enumerate(cells[1:], 1)
-                   if c.get("cell_type") == "markdown" and EXERCISE_RE.search(_text(c.get("source", "")))]
-    if not exercise_at or exercise_at[-1] < len(cells) - 6:
-        problems.append("no '## Exercise' markdown cell among the last cells")
-    elif not any(c.get("cell_type") == "code" and re.search(r"^\s*assert\b", _text(c.get("source", "")), re.M)
-                 for c in cells[exercise_at[-1] + 1:]):
-        problems.append("no code cell with an assert checks the exercise")
+    markdown = [(i, _text(c.get("source", ""))) for i, c in enumerate(cells) if c.get("cell_type") == "markdown"]
+    for index, text in markdown:
+        for word in _heading_words(text):
+            if word.lower() in ARTICLES:
+                problems.append(f"cell {index}: a section heading starts with {word!r}; start it with a verb")
+    exercise_at = [i for i, text in markdown if EXERCISE_RE.search(text)]
+    answer_at = _tagged(cells, "exercise-answer")
+    check_at = _tagged(cells, "exercise-check")
+    if not exercise_at:
+        problems.append("no '## Exercise' markdown cell")
+    elif len(answer_at) != 1 or len(check_at) != 1 or not exercise_at[-1] < answer_at[0] < check_at[0]:
+        problems.append("the exercise needs one answer cell and, after it, one check cell "
+                        "(tagged exercise-answer and exercise-check)")
+    else:
+        if "None" not in _text(cells[answer_at[0]].get("source", "")):
+            problems.append("the answer cell holds no placeholder (None) for Run All to leave unanswered")
+        checked = "".join(t for o in cells[check_at[0]].get("outputs", []) for t in output_texts(o))
+        if "not answered yet" not in checked:
+            problems.append("the committed check cell does not say 'not answered yet'")
+        if any(c.get("cell_type") == "code" for c in cells[check_at[0] + 1:]):
+            problems.append("a code cell follows the check: a solution must not run in Run All "
+                            "(write it in a folded markdown cell)")
+    for index, text in markdown:
+        if SOLUTION_RE.search(text) and not cells[index].get("metadata", {}).get("jupyter", {}).get("source_hidden"):
+            problems.append(f"cell {index}: the solution is not folded (jupyter.source_hidden)")
+    tail = " ".join(text for index, text in markdown if index >= len(cells) - 3)
+    if "## In practice" not in tail or "## Further reading" not in tail:
+        problems.append("the last cells have no '## In practice' and '## Further reading'")
+    elif "](http" not in tail.split("## Further reading", 1)[1]:
+        problems.append("'Further reading' links to nothing")
+    if not any("start over" in text.lower() for _, text in markdown):
+        problems.append("nothing tells the student how to start over")
 
     counts = []
     for index, cell in enumerate(cells):
@@ -92,13 +128,15 @@ def notebook_problems(nb: dict[str, Any], name: str = "00_example.ipynb") -> lis
         for pattern in SECRET_RES:
             if pattern.search(source):
                 problems.append(f"cell {index} source holds a secret-like string ({pattern.pattern[:20]}...)")
+        for tag in cell.get("metadata", {}).get("tags", []):
+            if tag not in KNOWN_TAGS:
+                problems.append(f"cell {index}: tag {tag!r} is not one this kit uses ({', '.join(sorted(KNOWN_TAGS))})")
         if cell.get("cell_type") != "code":
             continue
         for line in source.splitlines():
-            stripped = line.strip()
-            if stripped.startswith("# NBVAL") and stripped not in NBVAL_MARKERS:
-                problems.append(f"cell {index}: {stripped!r} is not an nbval marker nbval obeys "
-                                "(markers stand alone; NBVAL_RAISES_EXCEPTION is not used here)")
+            if line.strip().startswith("# NBVAL"):
+                problems.append(f"cell {index}: {line.strip()!r} is an nbval marker in the student's view; "
+                                "use a cell tag (nbval-ignore-output) instead")
         if source.strip():
             counts.append(cell.get("execution_count"))
         for output in cell.get("outputs", []):
@@ -117,6 +155,10 @@ def notebook_problems(nb: dict[str, Any], name: str = "00_example.ipynb") -> lis
     elif counts != list(range(counts[0], counts[0] + len(counts))):
         problems.append(f"code cells were not run top to bottom in one go (execution counts {counts})")
     return problems
+
+
+def _tagged(cells: list[dict[str, Any]], tag: str) -> list[int]:
+    return [i for i, c in enumerate(cells) if tag in c.get("metadata", {}).get("tags", [])]
 
 
 def test_every_lesson_from_00_to_08_has_a_notebook():
@@ -150,11 +192,17 @@ GOOD = {
     "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
     "nbformat": 4, "nbformat_minor": 5,
     "cells": [
-        _cell("markdown", "# 09 · Example\n\n**You will learn**\n\n- one thing\n\n**Time needed:** about 5 minutes."),
+        _cell("markdown", "# 09 · Example\n\n**You will learn**\n\n- one thing\n\n**What you need:** notebook 00."
+                          "\n\n**Time needed:** about 5 minutes."),
+        _cell("markdown", "## 1. Count to one"),
         _cell("code", "x = 1\nprint(x)", execution_count=1, outputs=[_stream("1\n")]),
-        _cell("markdown", "## Summary\n\nOne thing.\n\n## Exercise\n\nMake x two."),
-        _cell("code", "x = 2", execution_count=2),
-        _cell("code", "assert x == 2\nprint('solved')", execution_count=3, outputs=[_stream("solved\n")]),
+        _cell("markdown", "## Summary\n\nOne thing.\n\n## Exercise\n\nPredict x + 1."),
+        _cell("code", "predicted = None", execution_count=2, metadata={"tags": ["exercise-answer"]}),
+        _cell("code", "print(verdict(predicted))", execution_count=3, outputs=[_stream("not answered yet: ...\n")],
+              metadata={"tags": ["exercise-check"]}),
+        _cell("markdown", "**Solution.** Two.", metadata={"jupyter": {"source_hidden": True}}),
+        _cell("markdown", "## In practice\n\nTo start over, run all again.\n\n"
+                          "## Further reading\n\n- [SQLite](https://www.sqlite.org/)"),
     ],
 }
 
@@ -169,27 +217,41 @@ def _with(change) -> dict[str, Any]:
     return nb
 
 
+def _source(index: int, text: str):
+    return lambda nb: nb["cells"][index].update(source=text)
+
+
 @pytest.mark.parametrize("change, expected", [
     (lambda nb: nb["metadata"]["kernelspec"].update(name="conda-env-x"), "kernelspec.name"),
-    (lambda nb: nb["cells"][0].update(source="Example\n\nYou will learn\n\nTime needed: 5 minutes"), "title"),
-    (lambda nb: nb["cells"][0].update(source="# Example\n\nTime needed: 5 minutes"), "You will learn"),
-    (lambda nb: nb["cells"][0].update(source="# Example\n\nYou will learn: a thing."), "time needed"),
-    (lambda nb: nb["cells"][2].update(source="## Summary"), "Exercise"),
-    (lambda nb: nb["cells"][4].update(source="print(x == 2)"), "checks the exercise"),
-    (lambda nb: nb["cells"][1]["outputs"].append(_stream("saved to /tmp/tmpab12/memory.sqlite3\n")), "machine path"),
-    (lambda nb: nb["cells"][1]["outputs"].append(
+    (_source(0, "Example\n\nYou will learn\n\nWhat you need\n\nTime needed: 5 minutes"), "title"),
+    (_source(0, "# Example\n\nWhat you need\n\nTime needed: 5 minutes"), "You will learn"),
+    (_source(0, "# Example\n\nYou will learn\n\nTime needed: 5 minutes"), "What you need"),
+    (_source(0, "# Example\n\nYou will learn: a thing.\n\nWhat you need: nothing."), "time needed"),
+    (_source(1, "## 1. The count"), "start it with a verb"),
+    (_source(3, "## Summary"), "Exercise"),
+    (lambda nb: nb["cells"][4]["metadata"].update(tags=[]), "answer cell"),
+    (_source(4, "predicted = 2"), "placeholder"),
+    (lambda nb: nb["cells"][5].update(outputs=[_stream("right: 2\n")]), "not answered yet"),
+    (lambda nb: nb["cells"].insert(6, _cell("code", "predicted = 2", execution_count=4)), "follows the check"),
+    (lambda nb: nb["cells"][6].update(metadata={}), "not folded"),
+    (_source(7, "## In practice\n\nTo start over, run all again."), "Further reading"),
+    (_source(7, "## In practice\n\nTo start over, run all again.\n\n## Further reading\n\nNothing."), "links"),
+    (_source(7, "## In practice\n\nRun all.\n\n## Further reading\n\n- [a](https://a.org)"), "start over"),
+    (lambda nb: nb["cells"][2]["outputs"].append(_stream("saved to /tmp/tmpab12/memory.sqlite3\n")), "machine path"),
+    (lambda nb: nb["cells"][2]["outputs"].append(
         {"output_type": "execute_result", "execution_count": 1, "metadata": {},
          "data": {"text/html": "<td>/home/alice/memory.sqlite3</td>", "text/plain": "x"}}), "machine path"),
-    (lambda nb: nb["cells"][1]["outputs"].append(_stream("key sk-abcdefghijklmnopqrstuvwxyz123456\n")), "secret"),
-    (lambda nb: nb["cells"][1].update(source="api_key = 'ABCDEFGHIJKLMNOPQRSTUV'"), "secret"),
-    (lambda nb: nb["cells"][1]["outputs"].append(
+    (lambda nb: nb["cells"][2]["outputs"].append(_stream("key sk-abcdefghijklmnopqrstuvwxyz123456\n")), "secret"),
+    (_source(2, "api_key = 'ABCDEFGHIJKLMNOPQRSTUV'"), "secret"),
+    (lambda nb: nb["cells"][2]["outputs"].append(
         {"output_type": "error", "ename": "ValueError", "evalue": "bad", "traceback": ["..."]}), "error"),
-    (lambda nb: nb["cells"][1]["outputs"].append(
+    (lambda nb: nb["cells"][2]["outputs"].append(
         _stream("Traceback (most recent call last):\n  File ...\n")), "traceback"),
-    (lambda nb: nb["cells"][1].update(source="# NBVAL_SKIP (slow)\nx = 1"), "nbval marker"),
-    (lambda nb: nb["cells"][1].update(source="# NBVAL_RAISES_EXCEPTION\nx = 1"), "nbval marker"),
-    (lambda nb: nb["cells"][3].update(execution_count=None), "executed"),
-    (lambda nb: nb["cells"][3].update(execution_count=7), "top to bottom"),
+    (_source(2, "# NBVAL_IGNORE_OUTPUT\nx = 1"), "cell tag"),
+    (_source(2, "# NBVAL_SKIP (slow)\nx = 1"), "cell tag"),
+    (lambda nb: nb["cells"][2]["metadata"].update(tags=["nbval-skipp"]), "tag 'nbval-skipp'"),
+    (lambda nb: nb["cells"][4].update(execution_count=None), "executed"),
+    (lambda nb: nb["cells"][4].update(execution_count=7), "top to bottom"),
 ])
 def test_each_broken_convention_is_reported(change, expected):
     problems = notebook_problems(_with(change))
@@ -203,6 +265,112 @@ def test_a_bad_name_is_reported():
 
 
 def test_urls_and_sanitized_placeholders_are_not_machine_paths():
-    nb = _with(lambda nb: nb["cells"][1]["outputs"].append(
+    nb = _with(lambda nb: nb["cells"][2]["outputs"].append(
         _stream("see https://sqlite.org/work/wal.html and <TMP> and memory.sqlite3\n")))
     assert notebook_problems(nb) == []
+
+
+# -- the order of the lessons: each notebook uses only what it or an earlier one introduced ------------
+
+INTRODUCED = {
+    # name imported from memkit (or `await` at the top level of a cell) -> the notebook that introduces it
+    "MemoryStore": "00", "lab": "00", "FixtureModel": "00", "memkit.notebook.Workspace": "00",
+    "memkit.notebook.exercises": "00",
+    "FakeClock": "01", "ValidationError": "01", "memkit.store.MIGRATIONS": "01", "memkit.store.SCHEMA_VERSION": "01",
+    "Limits": "02", "LockedError": "02", "QuotaError": "02", "memkit.notebook.processes": "02",
+    "MemoryTools": "03", "MemoryAgent": "03", "ScriptedModel": "03", "Approvals": "03", "await": "03",
+    "memkit.agent.SYSTEM_PROMPT": "03", "memkit.jsonutil.canonical_json": "03", "memkit.models.call": "03",
+    "memkit.request.Request": "03", "memkit.store.fingerprint": "03", "memkit.notebook.ConfirmForm": "03",
+    "memkit.notebook.confirm_from_form": "03", "memkit.notebook.approvals_table": "03",
+    "memkit.notebook.history_table": "03", "memkit.notebook.messages_table": "03",
+    "memkit.notebook.tool_results_table": "03",
+    "retrieve": "04", "memkit.retrieval.task_terms": "04", "memkit.request.History": "04", "BudgetedModel": "04",
+    "InProcessWindow": "04",
+    "BudgetError": "04", "memkit.tokens.chars_per_token": "04", "memkit.notebook.records_table": "04",
+    "memkit.notebook.conversation_rows": "04", "memkit.notebook.measurement_rows": "04",
+    "memkit.notebook.budget_chart": "04", "memkit.notebook.budget_summary": "04",
+    "memkit.notebook.BudgetExplorer": "04", "memkit.notebook.DEFAULT_TASKS": "04",
+    "memkit.store.inspect_file": "05",
+    "memkit.notebook.scan_requests": "06", "memkit.notebook.cross_user_scan": "06",
+    "memkit.notebook.what_user_sees": "06", "memkit.notebook.UserSwitcher": "06",
+    "RedisWindow": "07", "start_embedded_redis": "07", "WindowError": "07", "memkit.window.connect_redis": "07",
+    "MemoryInspector": "08", "ApprovalError": "08", "StoreError": "08", "MemkitError": "08",
+    "memkit.notebook.MemoryInspector": "08",
+}
+"""The curriculum. A notebook that uses a name before the notebook that introduces it fails; the
+introducing notebook must name it in its prose (in backticks), where it explains it."""
+
+TERMS = {"trigram": "01", "top-level `await`": "03", "JSON envelope": "03", "canonical JSON": "03",
+         "Lua script": "07", "sweep margin": "07"}
+"""Terms explained where they first appear: that notebook's first mention is in bold, where it is explained."""
+
+
+def used_names(source: str) -> set[str]:
+    """What a code cell takes from memkit (`from memkit[.x] import y`), and `await` at the top level."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    tree = ast.parse(code)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "memkit":
+            names |= {alias.name if node.module == "memkit" else f"{node.module}.{alias.name}" for alias in node.names}
+    top_level = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    if any(isinstance(n, ast.Await) for stmt in top_level for n in ast.walk(stmt)):
+        names.add("await")
+    return names
+
+
+def order_problems(notebooks: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Names used before their notebook, names nobody declared, introductions the prose never names,
+    terms whose first appearance is not where they are explained."""
+    problems = []
+    for name, nb in notebooks:
+        number = name[:2]
+        cells = nb.get("cells", [])
+        prose = "\n".join(_text(c.get("source", "")) for c in cells if c.get("cell_type") == "markdown")
+        used = set().union(*[used_names(_text(c.get("source", ""))) for c in cells if c.get("cell_type") == "code"])
+        for item in sorted(used):
+            if item not in INTRODUCED:
+                problems.append(f"{name} uses {item!r}, which no notebook is declared to introduce")
+            elif INTRODUCED[item] > number:
+                problems.append(f"{name} uses {item!r} before notebook {INTRODUCED[item]} introduces it")
+            elif INTRODUCED[item] == number:
+                named = "top-level `await`" if item == "await" else "`" + item.rsplit(".", 1)[-1]
+                if named not in prose:
+                    problems.append(f"{name} introduces {item!r} without naming it in its prose")
+    for term, where in TERMS.items():
+        for name, nb in notebooks:
+            prose = "\n".join(_text(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "markdown")
+            at = prose.lower().find(term.lower())
+            if at < 0:
+                continue
+            if name[:2] != where:
+                problems.append(f"{term!r} first appears in {name}, not in notebook {where} that explains it")
+            elif prose[max(0, at - 2):at] != "**":
+                problems.append(f"{name}: the first mention of {term!r} is not in bold where it is explained")
+            break
+        else:
+            problems.append(f"no notebook mentions {term!r}")
+    return problems
+
+
+def test_each_notebook_uses_only_what_it_or_an_earlier_one_introduced():
+    notebooks = [(path.name, json.loads(path.read_text(encoding="utf-8"))) for path in NOTEBOOKS]
+    assert order_problems(notebooks) == []
+
+
+def test_the_order_check_catches_a_name_used_too_early_and_an_unexplained_term():
+    def notebook(*cells: dict[str, Any]) -> dict[str, Any]:
+        return {"cells": list(cells)}
+
+    early = notebook(_cell("markdown", "Meet `MemoryAgent`."), _cell("code", "from memkit import MemoryAgent"))
+    assert [p for p in order_problems([("02_x.ipynb", early)]) if "02_x" in p] == [
+        "02_x.ipynb uses 'MemoryAgent' before notebook 03 introduces it"]
+    silent = notebook(_cell("code", "from memkit import MemoryAgent\nreply = await agent.ask('x')"))
+    problems = order_problems([("03_x.ipynb", silent)])
+    assert "03_x.ipynb introduces 'MemoryAgent' without naming it in its prose" in problems
+    assert "03_x.ipynb introduces 'await' without naming it in its prose" in problems
+    plain = notebook(_cell("markdown", "A trigram index and **canonical JSON**."))
+    problems = order_problems([("00_x.ipynb", plain)])
+    assert "'trigram' first appears in 00_x.ipynb, not in notebook 01 that explains it" in problems
+    assert "'canonical JSON' first appears in 00_x.ipynb, not in notebook 03 that explains it" in problems
+    assert "no notebook mentions 'sweep margin'" in problems

@@ -11,6 +11,7 @@ import pytest
 
 from _store_helpers import clocked, snapshot
 from memkit.errors import ValidationError
+from memkit.store.archive import ArchiveConflictError
 
 
 pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
@@ -19,13 +20,27 @@ pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every 
 # -- archive of turns -----------------------------------------------------------------------------
 
 
+def test_a_batch_with_a_conflicting_turn_archives_nothing(clocked):
+    first = {"turn": 1, "role": "user", "content": "hello", "at": "t1"}
+    clocked.archive_turns("alice", "s1", [first])
+    new = {"turn": 2, "role": "assistant", "content": "hi", "at": "t2"}
+    before = snapshot(clocked)
+    with pytest.raises(ArchiveConflictError) as caught:
+        clocked.archive_turns("alice", "s1", [new, {**first, "at": "t9"}, {**new, "turn": 3}])
+    assert caught.value.turns == [1] and snapshot(clocked) == before
+    with pytest.raises(ArchiveConflictError, match="turn 4 of alice/s1"):  # one number twice in one call
+        clocked.archive_turns("alice", "s1", [{**new, "turn": 4}, {**new, "turn": 4, "content": "other"}])
+    assert snapshot(clocked) == before
+
+
 def test_archive_is_idempotent_by_user_session_and_turn(clocked):
     turns = [{"turn": n, "role": role, "content": f"turn {n}", "at": f"t{n}"}
              for n, role in ((1, "user"), (2, "assistant"), (3, "tool"))]
     assert clocked.archive_turns("alice", "s1", turns[:2]) == 2
     assert clocked.archive_turns("alice", "s1", turns) == 1  # a retry after a crash: only turn 3 is new
     assert clocked.archive_turns("alice", "s1", turns) == 0
-    assert clocked.archive_turns("alice", "s1", [{**turns[0], "content": "rewritten"}]) == 0  # first one kept
+    with pytest.raises(ArchiveConflictError, match="turn 1 of alice/s1 is already archived with different content"):
+        clocked.archive_turns("alice", "s1", [turns[2], {**turns[0], "content": "rewritten"}])  # never skipped
     assert clocked.archived_turns("alice", "s1") == turns
     assert clocked.archived_turns("alice", "s2") == []
     assert clocked.archived_turns("bob", "s1") == []  # same session id, another user: nothing

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _window_helpers import own_server, wait_for  # noqa: F401  (own_server is a fixture)
 from memkit import codec
 from memkit.clock import FakeClock
 from memkit.errors import ValidationError, WindowError
@@ -31,7 +32,6 @@ from memkit.window import (
     connect_redis,
     display_url,
     session_keys,
-    start_embedded_redis,
 )
 from memkit.window.server import _is_alive
 
@@ -78,35 +78,8 @@ def make_window(store, redis_handle, prefix):
         window.close()
 
 
-@pytest.fixture
-def own_server():
-    """An embedded server of this test alone, for tests that stop or reconfigure it."""
-    handles = []
-
-    def start(**options):
-        options.setdefault("persistence", "none")
-        handle = start_embedded_redis(**options)
-        handles.append(handle)
-        return handle
-
-    yield start
-    for handle in handles:
-        pid = handle.pid
-        handle.close()
-        assert not (pid and _is_alive(pid))
-
-
 def _numbers(turns):
     return [t["turn"] for t in turns]
-
-
-def _wait_for(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 # -- window bounds (both implementations) -----------------------------------------------------------
@@ -200,7 +173,7 @@ def test_archiving_runs_in_the_background_and_flushes_on_demand(make_window, sto
     for i in range(15):
         window.append("alice", "s1", "user", f"m{i}")
     # Nobody called flush: the worker copies (SQLite) and then trims (Redis) on its own.
-    assert _wait_for(lambda: window.pending("alice", "s1") == [], timeout=3)
+    assert wait_for(lambda: window.pending("alice", "s1") == [], timeout=3)
     assert _numbers(store.archived_turns("alice", "s1")) == [1, 2, 3, 4, 5]
     assert window.last_error is None
     window.close()  # its worker would archive the next window's turns too (they share the prefix)
@@ -227,7 +200,7 @@ def test_an_expiring_session_is_archived_not_dropped(make_window, redis_handle, 
     for i in range(5):
         window.append("alice", "s1", "user", f"m{i}")
     keys = window.keys("alice", "s1")
-    assert _wait_for(lambda: redis_handle.client.exists(keys.turns, keys.pending, keys.seq) == 0, timeout=3)
+    assert wait_for(lambda: redis_handle.client.exists(keys.turns, keys.pending, keys.seq) == 0, timeout=3)
     assert _numbers(store.archived_turns("alice", "s1")) == [1, 2, 3, 4, 5]
     assert _numbers(window.load_session("alice", "s1")) == [1, 2, 3, 4, 5]
     # The user comes back: numbering continues after the archive, nothing is overwritten.
@@ -447,12 +420,12 @@ def test_redis_going_down_is_a_window_error_and_the_store_keeps_working(own_serv
     window = RedisWindow(store, handle.client, size=2, background=True, interval=0.02)
     window.append("alice", "s1", "user", "hello")
     os.kill(handle.pid, signal.SIGKILL)
-    assert _wait_for(lambda: not _is_alive(handle.pid))
+    assert wait_for(lambda: not _is_alive(handle.pid))
     for call in (lambda: window.append("alice", "s1", "user", "again"), lambda: window.recent("alice", "s1"),
                  window.flush):
         with pytest.raises(WindowError, match="unavailable"):
             call()
-    assert _wait_for(lambda: isinstance(window.last_error, WindowError))  # the worker logs and goes on
+    assert wait_for(lambda: isinstance(window.last_error, WindowError))  # the worker logs and goes on
     store.put("alice", "s1", "preference", "drink", "tea")
     assert store.get("alice", "preference", "drink")["value"] == "tea"
     window.close()  # cannot archive (Redis is gone), still closes cleanly
@@ -495,7 +468,7 @@ def test_the_embedded_server_stops_and_cleans_up_on_close(monkeypatch, store, tm
     for i in range(5):
         window.append("alice", "s1", "user", f"m{i}")
     window.close()
-    assert _wait_for(lambda: not _is_alive(pid))
+    assert wait_for(lambda: not _is_alive(pid))
     assert not os.path.exists(os.path.dirname(socket_path))
     # Stopping its own server would drop the window, so close() retired every session first.
     assert _numbers(store.archived_turns("alice", "s1")) == [1, 2, 3, 4, 5]
@@ -514,9 +487,9 @@ def test_persistence_of_the_embedded_server_across_a_crash(own_server, store, tm
         # everysec writes the file within about a second (up to two while an fsync is running):
         # what a crash may lose is that last second or two, not more.
         aof = folder / "appendonly.aof"
-        assert _wait_for(lambda: aof.exists() and b'"m2"' in aof.read_bytes(), timeout=3)
+        assert wait_for(lambda: aof.exists() and b'"m2"' in aof.read_bytes(), timeout=3)
     os.kill(handle.pid, signal.SIGKILL)  # redis-server crashes
-    assert _wait_for(lambda: not _is_alive(handle.pid))
+    assert wait_for(lambda: not _is_alive(handle.pid))
     restarted = own_server(persistence=persistence, directory=folder)
     again = RedisWindow(store, restarted.client, size=5, background=False)
     assert len(again.recent("alice", "s1")) == (3 if survives else 0)

@@ -17,6 +17,8 @@ functions return plain dicts and lists, easy to put in a pandas DataFrame or to 
 - `conversation`: `conversation_crash_experiment`, `memkit chat` processes killed with SIGKILL
   between and inside asks; the next process must have every acknowledged exchange, none twice;
   `ticket_after_sigkill`, the seed scenario (the goldfish against the window), for notebook 05.
+- `redis_faults`: the Redis window when Redis misbehaves: it restarts from an older snapshot, evicts
+  keys, is named by a REDIS_URL that is not one, or the program ends without `close()`.
 - `sidecars`: files that do not belong together: a leftover or foreign `-wal`, the WAL after a
   refused write, half-made databases of killed creators, a clock that steps back.
 - `replicas`: agent instances behind a round-robin (`start_instance`, `round_robin`), each with
@@ -40,6 +42,7 @@ from .display import compare_prediction, scrub
 from .instances import kill_experiment, spawn_instance
 from .locks import holding_write_lock
 from .races import race_writers, run_racers
+from . import redis_faults  # noqa: F401,E402  (registers its workers; its functions are used as redis_faults.*)
 from .refusals import attempt_puts, sha256_file, try_open
 from .sessions import GoldfishAgent, run_goldfish_session, run_session
 from .replicas import HOP_SCRIPT, Instance, isolation_scan, round_robin, start_instance

@@ -73,10 +73,11 @@ def start_redis_server(folder: Path) -> Iterator[str]:
             server.wait()
 
 
-def _chat(db: Path, user: str, session: str, env: dict[str, str]) -> subprocess.Popen[str]:
+def _chat(db: Path, user: str, session: str, env: dict[str, str] | None, window: str = "workspace") -> subprocess.Popen[str]:
+    """A `memkit chat` process reading messages on stdin (one JSON line out per stored exchange)."""
     return subprocess.Popen([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", user,
-                             "--session", session], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                             "--session", session, "--window", window], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def _kill_workspace_server(db: Path) -> int:
@@ -172,10 +173,7 @@ def told_then_killed(db: Path, message: str, *, user: str = "alice", session: st
 
     Returns the reply line (message, reply, ...) and the pid that was killed.
     """
-    argv = [sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", user, "--session", session,
-            "--window", window]
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env)
+    process = _chat(db, user, session, env, window)
     assert process.stdin is not None and process.stdout is not None
     try:
         process.stdin.write(message + "\n")

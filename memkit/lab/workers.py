@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any, Callable, Sequence
 
@@ -42,6 +43,16 @@ def worker(mode: str) -> Callable[[Worker], Worker]:
         WORKERS[mode] = function
         return function
     return register
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Poll `condition` every 10 ms until it holds (True) or `timeout` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def limits_from(changes: dict[str, int] | None) -> Limits:

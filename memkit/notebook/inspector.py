@@ -8,9 +8,10 @@ does: a one-time confirmation in an `Approvals`, then the `memory_put` or `memor
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, cast
 
 from ..approvals import Approvals
 from ..errors import ApprovalError, MemkitError, StoreError, ValidationError
@@ -25,6 +26,21 @@ if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _shows_refusals(method: F) -> F:
+    """A refusal raised by an inspector method is also shown in the widget's status line, however
+    the method was called (a click, or a cell)."""
+    @functools.wraps(method)
+    def wrapper(self: MemoryInspector, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except MemkitError as exc:
+            self.notice = (str(exc), False)
+            self._changed(None)
+            raise
+    return cast(F, wrapper)
 
 
 class MemoryInspector(_View):
@@ -71,6 +87,8 @@ class MemoryInspector(_View):
         self.query = ""
         self.selected: tuple[str, str] | None = None
         self.staged: dict[str, Any] | None = None
+        self.notice: tuple[str, bool] | None = None
+        """What the status line says when nothing is staged: the last change done or refused (text, ok)."""
         self.controls: dict[str, Any] = {}
         """The widget's controls by name, filled when the widget is built (tests set and click them)."""
         self._refreshing = False
@@ -116,29 +134,35 @@ class MemoryInspector(_View):
 
     # -- choosing (each returns what the widget then shows) --------------------------------------------
 
+    @_shows_refusals
     def select_user(self, user: str) -> pandas.DataFrame:
         """Show `user`'s records; clears the selected key and any staged change."""
         self.user = self.store.limits.check_id("user", user)
-        self.selected, self.staged = None, None
+        self.selected, self.staged, self.notice = None, None, None
         return self._changed(self.table())
 
+    @_shows_refusals
     def set_kind(self, kind: str | None) -> pandas.DataFrame:
         """Filter by kind (`preference`, `episode`, or `all`/None); returns the records table."""
         self.kind = None if kind in (None, self.ALL) else self.store.limits.check_kind(kind)
+        self.notice = None
         return self._changed(self.table())
 
+    @_shows_refusals
     def set_query(self, query: str) -> pandas.DataFrame:
         """Filter by a search text (empty shows everything); returns the records table."""
         self.query = self.store.limits.check_query(query)
+        self.notice = None
         return self._changed(self.table())
 
+    @_shows_refusals
     def select_key(self, kind: str, key: str) -> pandas.DataFrame:
         """Select one key (deleted keys too: their history remains); returns its revision history."""
         self.store.limits.check_kind(kind)
         self.store.limits.check_key(key)
         if (kind, key) != self.selected:
             self.staged = None  # a change staged for another key must not be confirmed by accident
-        self.selected = (kind, key)
+        self.selected, self.notice = (kind, key), None
         return self._changed(self.history())
 
     # -- confirm-gated changes ---------------------------------------------------------------------
@@ -151,6 +175,7 @@ class MemoryInspector(_View):
             raise ValidationError(f"{self.selected[0]} {self.selected[1]!r} of {self.user!r} does not exist (any more)")
         return record
 
+    @_shows_refusals
     def stage_edit(self, value: str) -> dict[str, Any]:
         """Describe a new value for the selected key; nothing is written until `confirm`.
 
@@ -164,6 +189,7 @@ class MemoryInspector(_View):
         return self._stage("edit", record, value,
                            f"edit {record['kind']} {record['key']!r}: {record['value']!r} -> {value!r}")
 
+    @_shows_refusals
     def stage_delete(self) -> dict[str, Any]:
         """Describe deleting the selected key; nothing is deleted until `confirm`."""
         record = self._current()
@@ -185,9 +211,11 @@ class MemoryInspector(_View):
     def cancel(self) -> dict[str, Any]:
         """Drop the staged change; nothing is written."""
         dropped, self.staged = self.staged, None
+        self.notice = (f"cancelled: {dropped['describe']}; nothing was written" if dropped else "nothing was staged", True)
         self._changed(None)
         return {"cancelled": dropped["describe"] if dropped else None, "written": False}
 
+    @_shows_refusals
     def confirm(self) -> dict[str, Any]:
         """The Confirm click: perform exactly the staged change under a new one-time confirmation.
 
@@ -236,6 +264,8 @@ class MemoryInspector(_View):
         # The id the event history recorded: the tool spends the first waiting confirmation of
         # exactly this change, which is an older one if a person had already confirmed it.
         recorded = self.store.history(user, kind, key)[-1]["confirmation"]
+        self.notice = (f"done: {staged['describe']}, on confirmation {recorded}", True)
+        self._changed(None)
         return {"done": staged["action"], "kind": kind, "key": key, "confirmation": recorded, "revision": revision}
 
     def close(self) -> None:
@@ -248,9 +278,11 @@ class MemoryInspector(_View):
     def _build(self) -> Any:
         w = _widgets()
         c = self.controls
-        c["user"] = w.Dropdown(options=self.users(), value=self.user, description="user")
+        c["user"] = w.Dropdown(options=self.users(), value=self.user, description="user",
+                               layout=w.Layout(width="240px"))
+        # Wide enough for "preference" in any default font; the row wraps rather than cutting a label.
         c["kind"] = w.ToggleButtons(options=[self.ALL, *KINDS], value=self.kind or self.ALL,
-                                    description="kind", style={"button_width": "90px"})
+                                    description="kind", style={"button_width": "110px"})
         c["query"] = w.Text(value=self.query, description="search", placeholder="text in key or value")
         c["records"] = w.HTML()
         c["key"] = w.Dropdown(description="key", options=[])
@@ -270,7 +302,7 @@ class MemoryInspector(_View):
         c["confirm"].on_click(lambda _b: self._handle(self.confirm))
         c["cancel"].on_click(lambda _b: self._handle(self.cancel))
         box = w.VBox([
-            w.HBox([c["user"], c["kind"]]), c["query"], c["records"],
+            w.HBox([c["user"], c["kind"]], layout=w.Layout(flex_flow="row wrap")), c["query"], c["records"],
             w.HTML("<b>revision history</b>"), c["key"], c["history"],
             w.HBox([c["value"], c["stage_edit"], c["stage_delete"]]), w.HBox([c["confirm"], c["cancel"]]),
             c["status"],
@@ -280,19 +312,13 @@ class MemoryInspector(_View):
         return box
 
     def _handle(self, method: Callable[..., Any], *args: Any) -> Any:
-        """Run a plain method for a control; show its refusal instead of raising into the frontend."""
+        """Run a plain method for a control; its refusal is shown (by the method), not raised into the frontend."""
         if self._refreshing:
             return None
         try:
-            result = method(*args)
-        except MemkitError as exc:
-            self._refresh()
-            self.controls["status"].value = status_html(str(exc), ok=False)
+            return method(*args)
+        except MemkitError:
             return None
-        if isinstance(result, dict) and self.staged is None:  # a staged change keeps its own notice
-            message = "; ".join(f"{k}: {v}" for k, v in result.items())
-            self.controls["status"].value = status_html(message)
-        return result
 
     def _on_key(self, change: Mapping[str, Any]) -> None:
         if change["new"]:
@@ -328,6 +354,8 @@ class MemoryInspector(_View):
             c["cancel"].disabled = self.staged is None
             if self.staged is not None:
                 c["status"].value = status_html("staged: " + self.staged["describe"] + " (not written yet)")
+            else:
+                c["status"].value = status_html(*self.notice) if self.notice else ""
         finally:
             self._refreshing = False
 

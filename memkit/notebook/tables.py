@@ -8,10 +8,10 @@ columns, so a notebook shows the same table on every run and a widget can render
 from __future__ import annotations
 
 import html
+import json
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..approvals import Approvals
-from ..jsonutil import canonical_json
 from ..limits import shorten
 from ..store import Record
 from ._support import pandas as _pandas
@@ -37,14 +37,23 @@ def history_table(events: Iterable[Mapping[str, Any]]) -> pandas.DataFrame:
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
 
 
-def tool_results_table(tool_results: Iterable[Mapping[str, Any]]) -> pandas.DataFrame:
-    """`AgentReply.tool_results` as a table: tool, arguments the model wrote, ok, and result or error."""
+def tool_results_table(tool_results: Iterable[Mapping[str, Any]], max_chars: int = 100) -> pandas.DataFrame:
+    """`AgentReply.tool_results` as a table: tool, arguments the model wrote, ok, and result or error.
+
+    A result is shown as JSON with a space after each comma and colon, so a table cell can wrap it
+    between values, and cut to `max_chars` with a visible marker, like the arguments: the table
+    stays as wide as the notebook. An error is shown whole: it is the explanation.
+    """
     pd = _pandas()
     rows = []
     for item in tool_results:
         outcome = item["outcome"]
-        detail = outcome.get("error") if not outcome.get("ok") else canonical_json(outcome.get("result"))
-        rows.append(dict(zip(TOOL_RESULT_COLUMNS, (item["name"], item["arguments"], bool(outcome.get("ok")), detail))))
+        if outcome.get("ok"):
+            detail = shorten(json.dumps(outcome.get("result"), ensure_ascii=False, sort_keys=True), max_chars)
+        else:
+            detail = str(outcome.get("error"))
+        values = (item["name"], shorten(item["arguments"], max_chars), bool(outcome.get("ok")), detail)
+        rows.append(dict(zip(TOOL_RESULT_COLUMNS, values)))
     return pd.DataFrame(rows, columns=list(TOOL_RESULT_COLUMNS))
 
 
@@ -81,8 +90,16 @@ def approvals_table(approvals: Approvals) -> pandas.DataFrame:
     return pd.DataFrame(rows, columns=["id", "allows", "state"])
 
 
+TABLE_STYLE = (
+    "<style>.memkit-table {border-collapse: collapse; margin: 4px 0}"
+    " .memkit-table th, .memkit-table td {padding: 3px 12px 3px 0; text-align: left; vertical-align: top;"
+    " border-bottom: 1px solid #e0e0e0}</style>"
+)
+"""Padding and rules for the tables inside widgets (a notebook's own DataFrame display has its own)."""
+
+
 def html_table(frame: pandas.DataFrame, empty: str) -> str:
     """A DataFrame as the HTML a widget shows, or `empty` (in italics) when it has no rows."""
     if frame.empty:
         return f"<p><i>{html.escape(empty)}</i></p>"
-    return str(frame.to_html(index=False, escape=True, border=0))
+    return TABLE_STYLE + str(frame.to_html(index=False, escape=True, border=0, classes="memkit-table"))

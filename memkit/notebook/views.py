@@ -99,7 +99,11 @@ class BudgetExplorer(_View):
         return self.rows
 
     def _on_budget(self, change: Mapping[str, Any]) -> None:
-        self.update(int(change["new"]))
+        try:
+            self.update(int(change["new"]))
+        except MemkitError as exc:  # shown, not raised into the frontend (where nobody would see it)
+            self.rows, self.image.value = [], b""
+            self.summary.value = status_html(f"budget {change['new']}: {exc}", ok=False)
 
     def _build(self) -> Any:
         return _widgets().VBox([self.slider, self.summary, self.image])
@@ -326,7 +330,11 @@ class UserSwitcher(_View):
         return self.seen
 
     def _on_user(self, change: Mapping[str, Any]) -> None:
-        self.show(change["new"])
+        try:
+            self.show(change["new"])
+        except MemkitError as exc:  # never leave the previous user's data under the new name
+            self.seen = {}
+            self.view.value = status_html(f"cannot show {change['new']}: {exc}", ok=False)
 
     def _build(self) -> Any:
         return _widgets().VBox([self.dropdown, self.view])

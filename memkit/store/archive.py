@@ -1,14 +1,17 @@
 """The transcript archive: turns that left a session's short-term window, kept exactly once.
 
 Keyed by (user, session, turn number), so archiving the same turn twice (a retry after a crash)
-stores it once. The window archives into it; `load_session` reads it back (see `memkit.transcript`).
+stores it once. A turn number already kept with other content is a conflict, refused with an
+`ArchiveConflictError`, never skipped: two different turns under one number means a counter went
+back (a Redis restored from an older state), and skipping would drop one of them silently. The
+window archives into it; `load_session` reads it back (see `memkit.transcript`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ..errors import ValidationError
+from ..errors import StoreError, ValidationError
 from ..limits import check_text
 from ..transcript import TURN_ROLES, Turn
 from .db import SqliteDatabase
@@ -36,8 +39,31 @@ def turn_rows(user: str, session: str, turns: Iterable[Mapping[str, Any]]) -> li
     return rows
 
 
+class ArchiveConflictError(StoreError):
+    """Turn numbers of a session are already archived with other content; nothing was archived.
+
+    Attributes:
+        user, session: the session.
+        turns: the conflicting turn numbers, ascending.
+    """
+
+    def __init__(self, user: str, session: str, turns: list[int]) -> None:
+        self.user, self.session, self.turns = user, session, turns
+        shown = ", ".join(map(str, turns[:10])) + (", ..." if len(turns) > 10 else "")
+        super().__init__(
+            f"turn {shown} of {user}/{session} is already archived with different content; nothing of "
+            "this call was archived. Give the new turn a number the session has not used"
+        )
+
+
 def archive_rows(db: SqliteDatabase, rows: list[tuple[Any, ...]]) -> int:
-    """Insert checked rows in one transaction, skipping turns already kept; return how many were new."""
+    """Insert checked rows in one transaction, skipping turns already kept with the same role,
+    content and time; return how many were new.
+
+    Raises:
+        ArchiveConflictError: a turn number is kept with other content (or given twice with
+            different content); the transaction is rolled back, nothing is archived.
+    """
     with db.transaction() as conn:
         before = conn.total_changes
         conn.executemany(
@@ -46,8 +72,22 @@ def archive_rows(db: SqliteDatabase, rows: list[tuple[Any, ...]]) -> int:
             rows,
         )
         added = conn.total_changes - before
+        refuse_conflicts(conn, rows, added)
         db.check_size(conn)
     return added
+
+
+def refuse_conflicts(conn: Any, rows: list[tuple[Any, ...]], added: int) -> None:
+    """Inside the archiving transaction, after an insert that skipped turns already kept: raise an
+    `ArchiveConflictError` if a skipped turn is kept with other role, content or time (the caller's
+    transaction then rolls back). Any backend's connection whose `execute` takes `?` placeholders."""
+    if added == len(rows):  # nothing was skipped: no turn was there before
+        return
+    conflicts = sorted({row[2] for row in rows if tuple(conn.execute(
+        "SELECT role, content, at FROM transcript WHERE user_id = ? AND session_id = ? AND turn = ?",
+        row[:3]).fetchone()) != tuple(row[3:])})
+    if conflicts:
+        raise ArchiveConflictError(rows[0][0], rows[0][1], conflicts)
 
 
 def archived_turns(db: SqliteDatabase, user: str, session: str) -> list[Turn]:

@@ -395,7 +395,7 @@ class MemoryStore:
         """Keep turns of a session that left its short-term window; a turn already kept is skipped.
 
         Keyed by (user, session, turn number), so archiving the same turn twice (a retry after a
-        crash) stores it once.
+        crash) stores it once; the same number with other content is a conflict, never skipped.
 
         Args:
             turns: dicts with `turn` (int >= 1), `role` (user, assistant, tool), `content`, `at`.
@@ -406,6 +406,8 @@ class MemoryStore:
         Raises:
             ValidationError: a turn is malformed; nothing of this call was archived.
             QuotaError: the database would pass its size cap; nothing was archived.
+            ArchiveConflictError: a turn number is already archived with other content (a
+                StoreError naming the numbers); nothing was archived.
         """
         self.limits.check_id("user", user)
         self.limits.check_id("session", session)

@@ -13,7 +13,7 @@ from typing import Any, Literal, Sequence, cast
 from ..clock import Clock, utc_now
 from ..errors import ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
-from . import pg_search
+from . import archive, pg_search
 from .db import SqliteDatabase
 from .memory import MemoryStore
 from .pg_connection import PgConnection
@@ -113,6 +113,7 @@ class PostgresStore(MemoryStore):
                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 rows,
             )
+            archive.refuse_conflicts(conn, rows, added)
             self._pg.check_size(conn)
         return added
 

@@ -15,8 +15,10 @@ Two implementations share one interface, `ShortTermWindow`:
 * `RedisWindow` (`redis`): the window in Redis, shared by every agent instance that serves the
   user, with a sliding TTL, archived into SQLite exactly once by its `archiver`.
 
-The modules, from the leaves up: `server` (the embedded redis-server or `REDIS_URL`), `keys` (the
-Redis key layout), `base`, `archiver`, `redis`.
+The modules, from the leaves up: `server` (the embedded redis-server or `REDIS_URL`), `workspace`
+(the redis-server a workspace keeps beside its SQLite file), `keys` (the Redis key layout),
+`base`, `numbering` (the turn numbers an instance knows are taken), `reads` (the read path, and
+where a session's turns are), `archiver` (window to SQLite, exactly once), `redis`.
 """
 
 from __future__ import annotations
@@ -25,11 +27,20 @@ from .archiver import Archiver
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, InProcessWindow, ShortTermWindow
 from .keys import KeyLayout, SessionKeys, session_keys
 from .redis import DEFAULT_TTL_SECONDS, RedisWindow
-from .server import Persistence, RedisHandle, connect_redis, display_url, start_embedded_redis
+from .server import (
+    DEFAULT_TIMEOUT_S,
+    Persistence,
+    RedisHandle,
+    check_redis_url,
+    connect_redis,
+    display_url,
+    start_embedded_redis,
+)
 
 __all__ = [
     "ShortTermWindow", "InProcessWindow", "RedisWindow", "Archiver",
-    "RedisHandle", "connect_redis", "start_embedded_redis", "display_url", "Persistence",
+    "RedisHandle", "connect_redis", "start_embedded_redis", "display_url", "check_redis_url", "Persistence",
+    "DEFAULT_TIMEOUT_S",
     "SessionKeys", "KeyLayout", "session_keys",
     "DEFAULT_SIZE", "DEFAULT_TTL_SECONDS", "DEFAULT_MAX_CONTENT_CHARS",
 ]

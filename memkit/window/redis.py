@@ -9,10 +9,17 @@ Why no turn is lost or doubled:
 
 * Each turn gets its number from one Redis counter (`INCR`) inside the same script that stores
   it, so numbers are unique and dense even with several instances writing.
+* A counter that went back (Redis restored from an older snapshot, or an AOF's lost last second)
+  is moved past the archive: each append passes the highest number the instance knows is taken on
+  this server (the archive's highest, read on its first touch of the session, and the numbers it
+  handed out since); the script refuses knowledge from an earlier life of the server (its run_id
+  changed), and the caller reads the archive again. (Reading it on every append would cost more
+  than the append: the archiver's commits hold the store's lock.) A turn that still lands on an
+  archived number is kept under a new one by the archiver, and reported (`memkit.window.archiver`).
 * Archiving is copy, then trim, keyed by turn number; `load_session` counts a turn once by its
-  number even in the moment it is in both places.
-* Expiry: every touch records the session's expiry time in an index; the sweeper retires a
-  session near expiry into `pending` before Redis can drop it.
+  number even in the moment it is in both places. Expiry: the sweeper retires a session near its
+  TTL into `pending` before Redis can drop it. Eviction: a server that may evict keys is refused
+  unless the caller accepts the risk. Exit: see `RedisHandle.on_discard`.
 
 TTLs run on the Redis server's clock, the only clock that can expire a key; turn timestamps come
 from the window's replaceable `clock`. The keys are described in `memkit.window.keys`.
@@ -20,20 +27,29 @@ from the window's replaceable `clock`. The keys are described in `memkit.window.
 
 from __future__ import annotations
 
-import collections
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError, WindowError
 from ..store import MemoryStore
-from ..transcript import Turn, merge_turns
-from .archiver import Archiver, OnArchived, decode
+from ..transcript import Turn
+from .archiver import Archiver, OnArchived
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
-from .keys import KeyLayout, SessionKeys, as_text
-from .server import Persistence, RedisHandle, connect_redis, display_url, redis_errors
+from .keys import KeyLayout, as_text
+from .numbering import TakenNumbers
+from .reads import SessionReads
+from .server import (
+    DEFAULT_TIMEOUT_S,
+    Persistence,
+    RedisHandle,
+    connect_redis,
+    display_url,
+    embedded_handle,
+    redis_errors,
+    refuse_eviction,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -42,8 +58,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TTL_SECONDS = 30 * 60.0
 
+_APPEND_ATTEMPTS = 5
 
-class RedisWindow(ShortTermWindow):
+
+
+class RedisWindow(SessionReads, ShortTermWindow):
     """The short-term window in Redis, shared by every instance that uses the same server.
 
     Each session keeps its last `size` turns in Redis with a sliding TTL; what falls out is
@@ -63,16 +82,23 @@ class RedisWindow(ShortTermWindow):
         interval: seconds between two passes of the background worker (default: a quarter of
             the margin, at most 0.5 s).
         background: run the archiver in a daemon thread; with False, call `flush()` yourself.
-        max_backlog: when a session has more pending turns than this (the worker is behind or
-            stopped), `append` archives them itself before returning: back-pressure, not growth.
+        max_backlog: when an append would leave a session more pending turns than this (the
+            worker is behind or stopped), `append` archives them itself first: back-pressure,
+            not growth.
         prefix: the first part of every key; separate deployments (or tests) on one server use
             different prefixes. Each prefix should belong to one SQLite store.
         on_archived: called as `on_archived(user, session, turns)` after turns are committed to
             SQLite and before they are removed from Redis (for logging, metrics, demonstrations).
         clock: where turn timestamps come from.
+        timeout: seconds to connect and to wait for any one reply, when the window connects itself.
+        accept_eviction: use a server whose `maxmemory-policy` evicts keys anyway; without it such
+            a server is refused, because an evicted key loses turns.
 
     Raises:
-        WindowError: Redis is unavailable or refuses (at construction or in any method).
+        WindowError: Redis is unavailable or refuses (at construction or in any method); at
+            construction also a malformed URL, or a server whose `maxmemory-policy` is not
+            `noeviction` (unless `accept_eviction`).
+        ValidationError: a bad setting (size, ttl, sweep_margin, prefix, persistence, timeout).
 
     Example:
         >>> with MemoryStore(tmp / "m.sqlite3") as store, RedisWindow(store, size=2) as window:  # doctest: +SKIP
@@ -91,26 +117,40 @@ class RedisWindow(ShortTermWindow):
 -- KEYS[5] the archive queue  (set of "user/session" that have pending turns)
 -- ARGV[1] "user/session"  ARGV[2] window size  ARGV[3] TTL in ms
 -- ARGV[4] the turn as JSON without its number: {"at":...,"content":...,"role":...}
--- ARGV[5] the highest archived turn number, or "" if the caller has not looked it up
--- Returns {turn number, pending count}; or {-1} when the counter is gone and Redis holds no
--- turn of the session: the caller looks up the archive and calls again with ARGV[5].
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  local floor = -1
-  if ARGV[5] ~= '' then floor = tonumber(ARGV[5]) end
+-- ARGV[5] the floor: the highest turn number the caller knows is taken (the archive's highest,
+--         and the highest this instance handed out); the counter moves past it if it is behind
+-- ARGV[6] the backlog limit: refuse when this append would leave more pending turns than that
+-- ARGV[7] "1" if the floor was read from the archive just now, "0" if the caller remembered it
+-- ARGV[8] the run_id of the server the caller's remembered floors belong to
+-- Returns {turn number, pending count}. Nothing is written when it returns {-1} (the counter is
+-- gone: a new or retired session; the caller reads the archive and calls again with ARGV[7] "1"),
+-- {-2, pending count} (the backlog is full: the caller archives the session and calls again), or
+-- {-3, 0, run_id} (the server restarted since: it may have come back older; the caller forgets
+-- its floors, reads the archive and calls again with this run_id).
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if run ~= ARGV[8] then return {-3, 0, run} end
+local size = tonumber(ARGV[2])
+local overflow = redis.call('ZCARD', KEYS[1]) + 1 - size
+local waiting = redis.call('ZCARD', KEYS[2])
+if overflow > 0 and waiting + overflow > tonumber(ARGV[6]) then return {-2, waiting} end
+local floor = tonumber(ARGV[5])
+local seq = redis.call('GET', KEYS[3])
+if not seq then
+  if ARGV[7] ~= '1' then return {-1, waiting} end
   for i = 1, 2 do
     local top = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
     if top[2] then floor = math.max(floor, tonumber(top[2])) end
   end
-  if floor < 0 then return {-1} end
+  redis.call('SET', KEYS[3], floor)
+elseif tonumber(seq) < floor then
   redis.call('SET', KEYS[3], floor)
 end
 local n = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[1], n, '{"turn":' .. n .. ',' .. string.sub(ARGV[4], 2))
-local extra = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
-if extra > 0 then
-  local old = redis.call('ZRANGE', KEYS[1], 0, extra - 1, 'WITHSCORES')
+if overflow > 0 then
+  local old = redis.call('ZRANGE', KEYS[1], 0, overflow - 1, 'WITHSCORES')
   for i = 1, #old, 2 do redis.call('ZADD', KEYS[2], old[i + 1], old[i]) end
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, extra - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, overflow - 1)
   redis.call('SADD', KEYS[5], ARGV[1])
 end
 local ttl = tonumber(ARGV[3])
@@ -121,23 +161,6 @@ redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARG
 return {n, redis.call('ZCARD', KEYS[2])}
 """
 
-    READ = """
--- Read a session's window (and its pending turns) and slide the TTL: a read is activity too.
--- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
--- ARGV[1] "user/session"  ARGV[2] TTL in ms  ARGV[3] "1" to return pending turns as well
--- Returns {window members oldest first, pending members oldest first (or empty)}.
-local window = redis.call('ZRANGE', KEYS[1], 0, -1)
-if #window > 0 then
-  local ttl = tonumber(ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[3], ttl)
-  local now = redis.call('TIME')
-  redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARGV[1])
-end
-local pending = {}
-if ARGV[3] == '1' then pending = redis.call('ZRANGE', KEYS[2], 0, -1) end
-return {window, pending}
-"""
 
     def __init__(
         self,
@@ -156,6 +179,8 @@ return {window, pending}
         on_archived: OnArchived | None = None,
         clock: Clock = utc_now,
         max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        accept_eviction: bool = False,
     ) -> None:
         super().__init__(size, store, clock, store.limits, max_content_chars)
         self.layout = KeyLayout(prefix, store.limits)
@@ -166,11 +191,14 @@ return {window, pending}
         sweep_margin = float(sweep_margin if sweep_margin is not None else min(60.0, ttl / 4))
         if not 0 < sweep_margin < self.ttl:
             raise ValidationError(f"sweep_margin is {sweep_margin} s; it must be between 0 and ttl ({ttl} s)")
+        if isinstance(max_backlog, bool) or not isinstance(max_backlog, int) or max_backlog < 1:
+            raise ValidationError(f"max_backlog is {max_backlog!r}; it must be a positive integer")
         self.max_backlog = max_backlog
         self.prefix = prefix
+        self._numbers = TakenNumbers(self._archived_max)
         self._handle: RedisHandle | None = None
         if client is None:
-            self._handle = connect_redis(url, persistence=persistence)
+            self._handle = connect_redis(url, persistence=persistence, timeout=timeout)
             client = self._handle.client
         self.client = client
         self.url = self._handle.url if self._handle is not None else None
@@ -182,12 +210,30 @@ return {window, pending}
             interval=float(interval if interval is not None else min(0.5, sweep_margin / 4)),
             on_archived=on_archived,
         )
-        with redis_errors(self._where, "connecting"):
-            client.ping()
+        try:
+            with redis_errors(self._where, "connecting"):
+                client.ping()
+            if not accept_eviction:
+                refuse_eviction(client, self._where)
+            with redis_errors(self._where, "reading its run_id"):
+                self._numbers.run_id = str(client.info("server")["run_id"])
+        except BaseException:
+            if self._handle is not None:  # nothing may outlive a window that did not start
+                self._handle.close()
+            raise
+        # On an embedded server that keeps no data, archive before it stops (also at exit).
+        self._server = self._handle if self._handle is not None and self._handle.embedded else embedded_handle(client)
+        if self._server is not None:
+            self._server.on_discard(self._archive_before_discard)
         if background:
             self.archiver.start()
 
     # -- plumbing ---------------------------------------------------------------------------------
+
+    def _archive_before_discard(self) -> None:
+        """The embedded server is about to stop and drop what it holds: archive every session first."""
+        self.archiver.stop()
+        self.retire_all()
 
     def __repr__(self) -> str:
         return f"RedisWindow({self._where!r}, size={self.size}, ttl={self.ttl:g}s, prefix={self.prefix!r})"
@@ -208,184 +254,110 @@ return {window, pending}
         return self.archiver.interval
 
     @property
+    def renumbered(self) -> list[dict[str, Any]]:
+        """Turns the archiver moved to a new number because the archive held theirs with other
+        content (also logged as errors): {"user", "session", "was", "now"} each."""
+        return self.archiver.renumbered
+
+    @property
     def last_error(self) -> BaseException | None:
         """The last error the background worker met (it logs it and tries again next pass)."""
         return self.archiver.last_error
 
-    def keys(self, user: str, session: str) -> SessionKeys:
-        """The Redis keys of one session of one user (see `memkit.window.keys.session_keys`)."""
-        return self.layout.session(user, session)
-
-    @property
-    def _ttl_ms(self) -> int:
-        return max(1, round(self.ttl * 1000))
-
     # -- the window -------------------------------------------------------------------------------
 
     def append(self, user: str, session: str, role: str, content: Any) -> Turn:
-        keys = self.keys(user, session)
-        text = self._content(role, content)
-        at = iso(self._clock())
-        body = codec.dumps({"at": at, "content": text, "role": role})
-        ref = f"{user}/{session}"
-        script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
-        with redis_errors(self._where, f"appending a turn of {ref}"):
-            result = self._append_script(keys=script_keys, args=[ref, self.size, self._ttl_ms, body, ""])
-            if int(result[0]) < 0:  # a new or retired session: continue after what is archived
-                floor = self._archived_max(user, session)
-                result = self._append_script(keys=script_keys, args=[ref, self.size, self._ttl_ms, body, floor])
-        number, pending = int(result[0]), int(result[1])
-        if pending:
-            if pending > self.max_backlog:
-                self.archiver.archive_session(user, session)  # the worker is behind: push back on the writer
-            else:
-                self.archiver.wake()
-        return {"turn": number, "role": role, "content": text, "at": at}
+        """Add a turn to the session's window and return it with its number.
+
+        Either the turn is stored and `append` returns, or it is not stored and `append` raises:
+        a caller may retry after any of the errors below without storing the turn twice (the one
+        exception is a WindowError from a connection that broke while the script ran: then Redis
+        may have stored it; the turn's number is then not known, and `recent` shows whether it is
+        there).
+
+        The number is past every number the archive holds, even after Redis came back from an
+        older state; when the session's backlog of pending turns is full (`max_backlog`), they are
+        archived first, in this call.
+
+        Args:
+            role: "user", "assistant" or "tool".
+            content: the text; any other value (a tool result) is stored as its `codec.dumps` JSON.
+
+        Raises:
+            ValidationError: a bad id, role or content.
+            QuotaError: the backlog had to be archived and the archive is at its size cap.
+            StoreError: the archive could not be read or written (`LockedError`: it stayed locked
+                past its busy timeout).
+            WindowError: Redis is unavailable or refused, or the backlog stays full (other writers
+                fill it as fast as it is archived).
+        """
+        self.keys(user, session)  # the ids, checked before anything else
+        return self._store_turns(user, session, [(role, self._content(role, content))])[0]
 
     def append_exchange(self, user: str, session: str, question: str, answer: str) -> list[Turn]:
         """Store the user's turn and the assistant's in one Redis transaction (MULTI/EXEC): both or neither.
 
         Two instances answering in the same session cannot interleave their turns, and a process
-        killed while storing an exchange leaves none of it.
+        killed while storing an exchange leaves none of it. Numbered, refused and archived first
+        exactly as `append` does, and raises what `append` raises, with nothing stored.
+        """
+        self.keys(user, session)
+        return self._store_turns(user, session, [("user", self._content("user", question)),
+                                                 ("assistant", self._content("assistant", answer))])
+
+    def _store_turns(self, user: str, session: str, turns: list[tuple[str, str]]) -> list[Turn]:
+        """Store checked (role, text) turns in one transaction of APPEND calls, all or none, and return them.
+
+        The calls share one floor and one answer: each script refuses (writing nothing) for the same
+        reasons, so a refusal of the first means none was stored. The first turns leave backlog room
+        for the later ones (an exchange may bring a backlog of 1 to 2).
         """
         keys = self.keys(user, session)
-        turns = [("user", self._content("user", question)), ("assistant", self._content("assistant", answer))]
         at = iso(self._clock())
         bodies = [codec.dumps({"at": at, "content": text, "role": role}) for role, text in turns]
         ref = f"{user}/{session}"
         script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
-        floor: int | str = ""
-        with redis_errors(self._where, f"appending an exchange of {ref}"):
-            for _ in range(2):
-                pipe = self.client.pipeline(transaction=True)
-                for body in bodies:
-                    self._append_script(keys=script_keys, args=[ref, self.size, self._ttl_ms, body, floor], client=pipe)
-                results = pipe.execute()
-                if int(results[0][0]) >= 0:
-                    break
-                # A new or retired session: the scripts wrote nothing; continue after what is archived.
-                floor = self._archived_max(user, session)
-        pending = int(results[-1][1])
-        if pending:
-            if pending > self.max_backlog:
-                self.archiver.archive_session(user, session)  # the worker is behind: push back on the writer
-            else:
-                self.archiver.wake()
-        return [{"turn": int(result[0]), "role": role, "content": text, "at": at}
-                for result, (role, text) in zip(results, turns)]
+        backlog = max(self.max_backlog, len(bodies))
+        read_archive = False
+        for _ in range(_APPEND_ATTEMPTS):
+            floor, fresh = self._numbers.floor(user, session, read_archive=read_archive)
+            calls: list[list[Any]] = [[ref, self.size, self._ttl_ms, body, floor, backlog - (len(bodies) - 1 - number), int(fresh),
+                      self._numbers.run_id] for number, body in enumerate(bodies)]
+            with redis_errors(self._where, f"appending to {ref}"):
+                if len(calls) == 1:  # one script call is atomic by itself
+                    results = [self._append_script(keys=script_keys, args=calls[0])]
+                else:
+                    pipe = self.client.pipeline(transaction=True)
+                    for args in calls:
+                        self._append_script(keys=script_keys, args=args, client=pipe)
+                    results = pipe.execute()
+            first = int(results[0][0])
+            if first > 0:
+                break
+            if first == -1:  # a new or retired session: continue after what is archived now
+                read_archive = True
+            elif first == -3:  # the server restarted, maybe from an older state: read the archive again
+                self._numbers.restarted(as_text(results[0][2]))
+                read_archive = True
+            else:  # the backlog is full: push back on the writer, before anything is stored
+                self.archiver.archive_session(user, session)
+        else:
+            raise WindowError(
+                f"the pending turns of {ref} stay above max_backlog ({self.max_backlog}) although this append "
+                "archived them: other writers fill the backlog as fast; nothing was stored, try again"
+            )
+        numbers = [int(result[0]) for result in results]
+        if min(numbers) <= 0:  # pragma: no cover - the first turns left room for the later ones
+            raise WindowError(f"the turns {numbers} of {ref} were stored in part; this is a bug, please report it")
+        self._numbers.handed_out(user, session, numbers[-1])
+        if int(results[-1][1]):
+            self.archiver.wake()
+        return [{"turn": number, "role": role, "content": text, "at": at}
+                for number, (role, text) in zip(numbers, turns)]
 
     def retire_user(self, user: str) -> int:
         """Retire every session of `user` into the archive now (all turns, whatever their TTL)."""
-        self.limits.check_id("user", user)
-        with self.archiver.lock:
-            with redis_errors(self._where, f"listing the sessions of {user}"):
-                members: Any = self.client.zrange(self.layout.index, 0, -1)
-            refs = [ref for ref in self.layout.refs(members) if ref[0] == user]
-            retired = self.archiver.retire(refs)
-            for ref in refs:
-                self.archiver.archive_session(*ref)
-        return retired
-
-    def user_turns(self, user: str) -> int:
-        """How many turns of `user` Redis holds, windows and pending, all sessions."""
-        self.limits.check_id("user", user)
-        with redis_errors(self._where, f"counting the turns of {user}"):
-            sorted_sets = [k for k in self.client.scan_iter(match=self.layout.user_pattern(user), count=500)
-                           if as_text(k).endswith((":turns", ":pending"))]
-            return sum(int(self.client.zcard(k)) for k in sorted_sets)
-
-    def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
-        """The window (and the pending turns) in one script, decoded: the window's one read path."""
-        keys = self.keys(user, session)
-        with redis_errors(self._where, f"reading the window of {user}/{session}"):
-            window, pending = self._read_script(
-                keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
-                args=[f"{user}/{session}", self._ttl_ms, "1" if with_pending else "0"],
-            )
-        return decode(window), decode(pending)
-
-    def recent(self, user: str, session: str) -> list[Turn]:
-        """The session's window, oldest first; reading it restarts the TTL."""
-        return self._read(user, session, False)[0]
-
-    def pending(self, user: str, session: str) -> list[Turn]:
-        """Turns that left the window and wait for the archiver (without touching the TTL)."""
-        keys = self.keys(user, session)
-        with redis_errors(self._where, f"reading the pending turns of {user}/{session}"):
-            return decode(self.client.zrange(keys.pending, 0, -1))
-
-    def load_session(self, user: str, session: str) -> list[Turn]:
-        """The whole conversation: archive + pending + window, each turn once, in turn order.
-
-        Redis is read first (window and pending in one script, so a turn moving between them is
-        seen once), then SQLite: a turn archived in between is then in both reads and counted once.
-        Reading the other way round could miss a turn that moved in between.
-        """
-        window, pending = self._read(user, session, True)
-        return merge_turns(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
-
-    def ttl_left(self, user: str, session: str) -> float | None:
-        """Seconds until Redis would drop the session's window, or None if it has none.
-
-        Asking does not count as activity: it does not restart the TTL.
-        """
-        keys = self.keys(user, session)
-        with redis_errors(self._where, f"reading the TTL of {user}/{session}"):
-            ms = self.client.pttl(keys.turns)
-        return ms / 1000 if ms >= 0 else None
-
-    def snapshot(self, user: str, session: str) -> list[dict[str, Any]]:
-        """Every turn of the session with where it is now: "window", "pending", "archive", or two
-        of them joined by '+' (the moment between an archive commit and the Redis trim).
-
-        For teaching and tests; it does not touch the TTL.
-        """
-        keys = self.keys(user, session)
-        with redis_errors(self._where, f"reading {user}/{session}"):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.zrange(keys.turns, 0, -1)
-            pipe.zrange(keys.pending, 0, -1)
-            window, pending = pipe.execute()
-        places: dict[int, list[str]] = collections.defaultdict(list)
-        turns: dict[int, Turn] = {}
-        for place, members in (("window", decode(window)), ("pending", decode(pending)),
-                               ("archive", self.store.archived_turns(user, session))):
-            for turn in members:
-                places[turn["turn"]].append(place)
-                turns.setdefault(turn["turn"], turn)  # type: ignore[arg-type]
-        return [{"turn": n, "role": turns[n]["role"], "content": turns[n]["content"], "place": "+".join(places[n])}
-                for n in sorted(turns)]
-
-    def place_counts(self, user: str, session: str) -> dict[str, int]:
-        """How many turns of the session are in each place: {"window": n, "pending": n, "archive": n}.
-
-        A turn caught between an archive commit and the Redis trim counts in both of its places.
-        Built on `snapshot`, so it does not touch the TTL either.
-        """
-        counts = {"window": 0, "pending": 0, "archive": 0}
-        for row in self.snapshot(user, session):
-            for place in row["place"].split("+"):
-                counts[place] += 1
-        return counts
-
-    def wait_until_archived(self, user: str, session: str, *, timeout: float = 5.0) -> bool:
-        """Wait until the session has no key left in Redis: the sweeper retired its window and the
-        archiver moved every turn into SQLite (a background worker must be running, or `flush()`
-        called meanwhile).
-
-        Returns:
-            True if that happened within `timeout` seconds, False otherwise.
-        """
-        keys = self.keys(user, session)
-        deadline = time.monotonic() + timeout
-        while True:
-            with redis_errors(self._where, f"checking the keys of {user}/{session}"):
-                left = self.client.exists(keys.turns, keys.pending, keys.seq)
-            if not left:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
+        return self.archiver.retire_user(user)
 
     # -- archiving (see memkit.window.archiver) ----------------------------------------------------
 
@@ -413,7 +385,7 @@ return {window, pending}
 
     def retire_all(self) -> dict[str, int]:
         """Move every session's window into the archive now (e.g. before the server stops)."""
-        return self.archiver.flush(margin=float("inf"))
+        return self.archiver.retire_all()
 
     def forget_user(self, user: str) -> dict[str, int]:
         """Remove every trace of `user`: the Redis windows and pending turns of all their sessions,
@@ -427,30 +399,29 @@ return {window, pending}
             The store's counts plus `redis_keys` (Redis keys removed) and `window_turns` (turns
             they held, windows and pending).
         """
-        pattern = self.layout.user_pattern(user)
-        index, queue = self.layout.index, self.layout.queue
         with self.archiver.lock:
             turns = self.user_turns(user)
-            with redis_errors(self._where, f"forgetting {user}"):
-                doomed = list(self.client.scan_iter(match=pattern, count=500))
-                members: list[Any] = [*self.client.zrange(index, 0, -1), *self.client.smembers(queue)]
-                refs = [m for m in map(as_text, members) if m.partition("/")[0] == user]
-                pipe = self.client.pipeline(transaction=True)
-                if doomed:
-                    pipe.delete(*doomed)
-                if refs:
-                    pipe.zrem(index, *refs)
-                    pipe.srem(queue, *refs)
-                pipe.execute()
-            return {**self.store.forget_user(user), "redis_keys": len(doomed), "window_turns": turns}
+            removed = self.archiver.forget(user)
+            self._numbers.forget_user(user)
+            return {**self.store.forget_user(user), "redis_keys": removed, "window_turns": turns}
 
     def close(self) -> None:
         """Stop the worker, archive what is pending, and close what the window opened.
 
         If the window started its own embedded server, every session is retired into the archive
         first, because stopping that server drops whatever it holds. A window on a shared server
-        leaves live sessions in Redis for the other instances (their workers retire them).
+        leaves live sessions in Redis for the other instances (their workers retire them); on an
+        embedded server it was given that keeps no data, the server retires this prefix's sessions
+        into this store when it stops (once per prefix and store, however many windows closed).
+        Closing never raises for what it could not archive (the archive is full or locked, Redis is
+        gone, an `on_archived` callback failed): it logs a warning; the turns wait in Redis, unless
+        the server stops now. Safe to call twice.
         """
+        server, self._server = self._server, None
+        if server is not None:
+            server.remove_on_discard(self._archive_before_discard)
+            if self._handle is None and not server.keeps_data:  # the closed window's archiver, not the window
+                server.on_discard(self.archiver.retire_all, key=("retire", self.prefix, id(self.store)))
         self.archiver.stop()
         handle, self._handle = self._handle, None
         try:
@@ -459,8 +430,9 @@ return {window, pending}
             else:
                 with self.archiver.lock:
                     self.archiver.archive_pending()
-        except WindowError as exc:
-            log.warning("could not archive before closing (the turns wait in Redis): %s", exc)
+        except Exception as exc:  # closing goes on (the worker is stopped, the handle closed); say what was not done
+            log.warning("could not archive before closing (%s): %s",
+                        "those turns are lost with the server" if handle is not None else "the turns wait in Redis", exc)
         finally:
             if handle is not None:
                 handle.close()

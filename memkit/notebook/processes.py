@@ -1,0 +1,148 @@
+"""Run a function written in a notebook cell in new Python processes: to race them, or to kill one.
+
+The idea a notebook teaches (a writer's transaction, where it acknowledges a write) stays in a cell
+where a student can read and change it; this module only starts processes that run it. The function
+runs in a fresh interpreter, so it imports what it needs itself, and it is given its arguments as
+JSON (strings, numbers, lists). What it prints comes back line by line.
+
+Example:
+    >>> def greet(name):
+    ...     print("hello", name)
+    >>> run_together(greet, [["alice"], ["bob"]])[1].lines   # doctest: +SKIP
+    ['hello bob']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from typing import IO, Any, Callable, Sequence
+
+TIMEOUT_S = 120.0
+"""How long a process may run before it is killed and the run fails."""
+
+_BOOT = """
+import json as _json, sys as _sys
+{source}
+_arguments = _json.loads(_sys.argv[1])
+if _sys.argv[2] == "wait":
+    print("ready", flush=True)
+    _sys.stdin.readline()
+{name}(*_arguments)
+"""
+
+
+def _script(function: Callable[..., Any]) -> str:
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        raise ValueError(f"the source of {function!r} cannot be read; define it with `def` in a cell or a file") from None
+    return _BOOT.format(source=source, name=function.__name__)
+
+
+@dataclasses.dataclass
+class Finished:
+    """What one process did: the lines it printed, its exit code, and its last error line if it failed."""
+
+    lines: list[str]
+    returncode: int
+    error: str = ""
+
+
+class Process:
+    """One new process running `function(*arguments)`.
+
+    Args:
+        function: a function defined with `def` (its source is sent to the new process).
+        arguments: its arguments (anything JSON can carry).
+        wait: start it, but let the function begin only on `go()` (to start several at one moment).
+    """
+
+    def __init__(self, function: Callable[..., Any], *arguments: Any, wait: bool = False) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-c", _script(function), json.dumps(list(arguments)), "wait" if wait else "run"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+            env=env,
+        )
+        self.lines: list[str] = []
+        if wait:
+            self.expect("ready")
+            self.lines.clear()  # the handshake is not the function's output
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.popen.pid
+
+    def _stdout(self) -> IO[str]:
+        assert self.popen.stdout is not None
+        return self.popen.stdout
+
+    def readline(self) -> str | None:
+        """The next line the function printed (without its newline), or None once it has exited."""
+        line = self._stdout().readline()
+        if not line:
+            return None
+        self.lines.append(line.rstrip("\n"))
+        return self.lines[-1]
+
+    def expect(self, word: str) -> None:
+        """Wait until the function prints a line starting with `word`; fail if it exits first."""
+        while (line := self.readline()) is not None:
+            if line.startswith(word):
+                return
+        raise RuntimeError(f"the process exited before it printed {word!r}: {self.finish().error}")
+
+    def go(self) -> None:
+        """Let a process started with `wait=True` begin."""
+        assert self.popen.stdin is not None
+        self.popen.stdin.write("go\n")
+        self.popen.stdin.flush()
+
+    def kill(self) -> None:
+        """SIGKILL: no `finally`, no rollback, no close; the way a crashed process dies."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
+
+    def finish(self, timeout: float = TIMEOUT_S) -> Finished:
+        """Wait for the process to end; every line it printed, and its last error line if it failed."""
+        try:
+            # The rest through the same buffered file readline() used, so no line is skipped.
+            rest = self._stdout().read()
+            assert self.popen.stderr is not None
+            errors = self.popen.stderr.read()
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.popen.wait()
+            raise RuntimeError(f"the process did not finish within {timeout} s and was killed") from None
+        finally:
+            for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+                if stream is not None:
+                    stream.close()
+        self.lines += rest.splitlines()
+        last = [line for line in errors.splitlines() if line.strip()]
+        return Finished(self.lines, self.popen.returncode, last[-1] if last and self.popen.returncode else "")
+
+
+def run_together(function: Callable[..., Any], argument_lists: Sequence[Sequence[Any]]) -> list[Finished]:
+    """Start one process per argument list, let them all begin at the same moment, wait for all.
+
+    Raises:
+        RuntimeError: a process failed (its last error line is in the message) or hung.
+    """
+    processes = [Process(function, *arguments, wait=True) for arguments in argument_lists]
+    for process in processes:
+        process.go()
+    finished = [process.finish() for process in processes]
+    for number, result in enumerate(finished, start=1):
+        if result.returncode != 0:
+            raise RuntimeError(f"process {number} of {function.__name__} failed: {result.error}")
+    return finished

@@ -1,0 +1,165 @@
+"""Reading the Redis window: its one read path (the READ script and the decode of turns), and where a
+session's turns are right now (in the window, waiting in pending, or archived).
+
+`recent` and `load_session` read through READ, which slides the TTL (a read is activity too); the
+others read without touching it, for teaching, tests and operators. Mixed into `RedisWindow`, whose
+client, store and key layout it reads through.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import TYPE_CHECKING, Any
+
+from .. import codec
+from ..store import MemoryStore
+from ..transcript import Turn, merge_turns
+from .keys import KeyLayout, SessionKeys, as_text
+from .server import redis_errors
+
+if TYPE_CHECKING:  # pragma: no cover
+    import redis
+
+
+def decode(members: Any) -> list[Turn]:
+    """Turns stored in Redis (the members of a turns or pending set, bytes or str), as dicts."""
+    return [codec.loads(member) for member in members]
+
+
+class SessionReads:
+    """The reads of `RedisWindow`."""
+
+    READ = """
+-- Read a session's window (and its pending turns) and slide the TTL: a read is activity too.
+-- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
+-- ARGV[1] "user/session"  ARGV[2] TTL in ms  ARGV[3] "1" to return pending turns as well
+-- Returns {window members oldest first, pending members oldest first (or empty)}.
+local window = redis.call('ZRANGE', KEYS[1], 0, -1)
+if #window > 0 then
+  local ttl = tonumber(ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+  local now = redis.call('TIME')
+  redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARGV[1])
+end
+local pending = {}
+if ARGV[3] == '1' then pending = redis.call('ZRANGE', KEYS[2], 0, -1) end
+return {window, pending}
+"""
+
+    client: "redis.Redis"
+    store: MemoryStore
+    layout: KeyLayout
+    ttl: float
+    _where: str
+    _read_script: Any
+
+    def keys(self, user: str, session: str) -> SessionKeys:
+        """The Redis keys of one session of one user (see `memkit.window.keys.session_keys`)."""
+        return self.layout.session(user, session)
+
+    @property
+    def _ttl_ms(self) -> int:
+        return max(1, round(self.ttl * 1000))
+
+    def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
+        """The window (and the pending turns) in one script, decoded: the window's one read path."""
+        keys = self.keys(user, session)
+        with redis_errors(self._where, f"reading the window of {user}/{session}"):
+            window, pending = self._read_script(
+                keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
+                args=[f"{user}/{session}", self._ttl_ms, "1" if with_pending else "0"],
+            )
+        return decode(window), decode(pending)
+
+    def recent(self, user: str, session: str) -> list[Turn]:
+        """The session's window, oldest first; reading it restarts the TTL."""
+        return self._read(user, session, False)[0]
+
+    def load_session(self, user: str, session: str) -> list[Turn]:
+        """The whole conversation: archive + pending + window, each turn once, in turn order.
+
+        Redis is read first (window and pending in one script, so a turn moving between them is
+        seen once), then SQLite: a turn archived in between is then in both reads and counted once.
+        Reading the other way round could miss a turn that moved in between.
+        """
+        window, pending = self._read(user, session, True)
+        return merge_turns(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
+
+
+    def pending(self, user: str, session: str) -> list[Turn]:
+        """Turns that left the window and wait for the archiver (without touching the TTL)."""
+        keys = self.layout.session(user, session)
+        with redis_errors(self._where, f"reading the pending turns of {user}/{session}"):
+            return decode(self.client.zrange(keys.pending, 0, -1))
+
+    def ttl_left(self, user: str, session: str) -> float | None:
+        """Seconds until Redis would drop the session's window, or None if it has none.
+
+        Asking does not count as activity: it does not restart the TTL.
+        """
+        keys = self.layout.session(user, session)
+        with redis_errors(self._where, f"reading the TTL of {user}/{session}"):
+            ms = self.client.pttl(keys.turns)
+        return ms / 1000 if ms >= 0 else None
+
+    def snapshot(self, user: str, session: str) -> list[dict[str, Any]]:
+        """Every turn of the session with where it is now: "window", "pending", "archive", or two
+        of them joined by '+' (the moment between an archive commit and the Redis trim).
+
+        For teaching and tests; it does not touch the TTL.
+        """
+        keys = self.layout.session(user, session)
+        with redis_errors(self._where, f"reading {user}/{session}"):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.zrange(keys.turns, 0, -1)
+            pipe.zrange(keys.pending, 0, -1)
+            window, pending = pipe.execute()
+        places: dict[int, list[str]] = collections.defaultdict(list)
+        turns: dict[int, Turn] = {}
+        for place, members in (("window", decode(window)), ("pending", decode(pending)),
+                               ("archive", self.store.archived_turns(user, session))):
+            for turn in members:
+                places[turn["turn"]].append(place)
+                turns.setdefault(turn["turn"], turn)  # type: ignore[arg-type]
+        return [{"turn": n, "role": turns[n]["role"], "content": turns[n]["content"], "place": "+".join(places[n])}
+                for n in sorted(turns)]
+
+    def place_counts(self, user: str, session: str) -> dict[str, int]:
+        """How many turns of the session are in each place: {"window": n, "pending": n, "archive": n}.
+
+        A turn caught between an archive commit and the Redis trim counts in both of its places.
+        Built on `snapshot`, so it does not touch the TTL either.
+        """
+        counts = {"window": 0, "pending": 0, "archive": 0}
+        for row in self.snapshot(user, session):
+            for place in row["place"].split("+"):
+                counts[place] += 1
+        return counts
+
+    def wait_until_archived(self, user: str, session: str, *, timeout: float = 5.0) -> bool:
+        """Wait until the session has no key left in Redis: the sweeper retired its window and the
+        archiver moved every turn into SQLite (a background worker must be running, or `flush()`
+        called meanwhile).
+
+        Returns:
+            True if that happened within `timeout` seconds, False otherwise.
+        """
+        keys = self.layout.session(user, session)
+        deadline = time.monotonic() + timeout
+        while True:
+            with redis_errors(self._where, f"checking the keys of {user}/{session}"):
+                left = self.client.exists(keys.turns, keys.pending, keys.seq)
+            if not left:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def user_turns(self, user: str) -> int:
+        """How many turns of `user` Redis holds, windows and pending, all sessions."""
+        with redis_errors(self._where, f"counting the turns of {user}"):
+            sorted_sets = [k for k in self.client.scan_iter(match=self.layout.user_pattern(user), count=500)
+                           if as_text(k).endswith((":turns", ":pending"))]
+            return sum(int(self.client.zcard(k)) for k in sorted_sets)
