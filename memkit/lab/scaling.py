@@ -193,9 +193,11 @@ def writer_throughput(target: PathLike, writers: int, *, seconds: float | None =
     episode records (`e0`, `e1`, ...) for a user of its own (`writer-1`, `writer-2`, ...) through
     `MemoryStore.put`, the kit's real write (quota check, revision, event history, one durable
     commit each: SQLite `synchronous=FULL`, PostgreSQL `synchronous_commit=on`), and counts the
-    puts that returned. A SQLite file takes one writer at a time (the others wait on its lock);
-    a PostgreSQL server runs writers of different users side by side, and costs a round trip per
-    statement. Used by notebook 09 and by `make bench`; time is measured, never asserted.
+    puts that returned. A SQLite file takes one writer at a time (the others wait on its lock).
+    On PostgreSQL the writers' statements run side by side, each a round trip to the server, but
+    every put also updates the store-wide counter rows (total records, store size) and holds their
+    row locks until it commits, so commits still go one at a time. Used by notebook 09 and by
+    `make bench`; time is measured, never asserted.
 
     Args:
         target: a SQLite file path, or a `postgresql://` URL (the tables are created if missing).
