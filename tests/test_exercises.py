@@ -140,6 +140,20 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "not right yet", "refused a step"),
         ("move_to_bergen = None", "not answered yet", "move_to_bergen"),
     ],
+    "09_scaling_out.ipynb": [
+        ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "recalled", "hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
+         "right", "which B and C never open"),
+        ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "recalled", "hop 5: B, drink": "recalled", "hop 6: C, drink": "recalled"}',
+         "not right yet", "saved with a confirmation, by A: into which store"),
+        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", "hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
+         "not right yet", "where is the conversation now"),
+        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "recalled", "hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
+         "not right yet", "hop 2: B, ticket: you predicted 'forgotten'"),
+        ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "recalled", "hop 5: B, drink": True, "hop 6: C, drink": "forgotten"}',
+         "not right yet", "not True"),
+        ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "recalled", "hop 5: B, drink": "forgotten", "hop 6: C, drink": None}',
+         "not answered yet", "'hop 6: C, drink'"),
+    ],
 }
 
 LABELS = ("not answered yet", "right", "not right yet")

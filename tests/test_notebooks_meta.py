@@ -161,9 +161,9 @@ def _tagged(cells: list[dict[str, Any]], tag: str) -> list[int]:
     return [i for i, c in enumerate(cells) if tag in c.get("metadata", {}).get("tags", [])]
 
 
-def test_every_lesson_from_00_to_08_has_a_notebook():
+def test_every_lesson_from_00_to_09_has_a_notebook():
     numbers = {path.name[:2] for path in NOTEBOOKS}
-    assert {f"{number:02d}" for number in range(9)} <= numbers
+    assert {f"{number:02d}" for number in range(10)} <= numbers
     assert len(numbers) == len(NOTEBOOKS), "two notebooks share a number"
 
 
@@ -296,6 +296,7 @@ INTRODUCED = {
     "RedisWindow": "07", "start_embedded_redis": "07", "WindowError": "07", "memkit.window.connect_redis": "07",
     "MemoryInspector": "08", "ApprovalError": "08", "StoreError": "08", "MemkitError": "08",
     "memkit.notebook.MemoryInspector": "08",
+    "memkit.store.open_store": "09", "memkit.store.start_embedded_postgres": "09",
 }
 """The curriculum. A notebook that uses a name before the notebook that introduces it fails; the
 introducing notebook must name it in its prose (in backticks), where it explains it."""
