@@ -2,7 +2,7 @@
 
 Run from the repository root:  python bench/bench_window.py  [--rounds 7] [--batch 200]
 
-Contenders, all holding a 10-turn window of one session:
+Contenders, each holding a 10-turn window of a session of its own:
   in-process       memkit.window.InProcessWindow without a store (a deque; the baseline)
   in-process+arch  the same with a store: what falls out is archived to SQLite inside append
   redis            memkit.window.RedisWindow on REDIS_URL, else an embedded redis-server on a
@@ -100,19 +100,22 @@ def run(rounds: int, batch: int) -> tuple[str, dict[str, dict[str, float]]]:
         "sqlite NORMAL": SQLiteOnlyWindow(folder / "normal.sqlite3", "NORMAL"),
     }
     names = list(contenders)
+    # A session of its own per contender: the two that archive share one store, which refuses a
+    # turn number already archived with other content (store.archive.refuse_conflicts).
+    sessions = {name: f"bench{number}" for number, name in enumerate(names)}
     samples: dict[str, dict[str, list[float]]] = {n: {"append": [], "read": []} for n in names}
     text = "a short turn of about sixty characters, as a chat message is"
     try:
         for name, window in contenders.items():  # warm up: a full window in every contender
             for i in range(SIZE * 2):
-                window.append("alice", "bench", "user", f"{text} {i}")
+                window.append("alice", sessions[name], "user", f"{text} {i}")
         for round_no in range(rounds):
             order = names[round_no % len(names):] + names[: round_no % len(names)]
             for name in order:
-                window = contenders[name]
+                window, session = contenders[name], sessions[name]
                 samples[name]["append"].append(timed_batch(
-                    lambda i: window.append("alice", "bench", "user" if i % 2 else "assistant", f"{text} {i}"), batch))
-                samples[name]["read"].append(timed_batch(lambda i: window.recent("alice", "bench"), batch))
+                    lambda i: window.append("alice", session, "user" if i % 2 else "assistant", f"{text} {i}"), batch))
+                samples[name]["read"].append(timed_batch(lambda i: window.recent("alice", session), batch))
         contenders["redis"].flush()
     finally:
         for window in contenders.values():

@@ -51,11 +51,13 @@ def _open(contender: str, path: Path, synchronous: str) -> tuple[Any, Any]:
 
 
 USER_SHARE = 500
-"""A writer moves to a new user every this many writes: within the bench's per-user quota (900)."""
+"""A writer moves to a new user every this many writes of a round: within the bench's per-user quota (900)."""
 
 
-def _user(worker: int, written: int) -> str:
-    return f"writer{worker}-{written // USER_SHARE}"  # no '.': SqliteStore refuses it in a namespace
+def _user(worker: int, round_no: int, written: int) -> str:
+    # Users of their own in each round: the rounds write into one file, and a user written to in
+    # two rounds could pass the quota. No '.': SqliteStore refuses it in a namespace.
+    return f"writer{worker}-r{round_no}-{written // USER_SHARE}"
 
 
 def _worker(contender: str, path: str, synchronous: str, worker: int, round_no: int, seconds: float,
@@ -70,7 +72,7 @@ def _worker(contender: str, path: str, synchronous: str, worker: int, round_no: 
         started = time.monotonic()
         deadline = started + seconds
         while time.monotonic() < deadline:
-            put(_user(worker, written), f"w.r{round_no}.{written}", sentence(rng))
+            put(_user(worker, round_no, written), f"w.r{round_no}.{written}", sentence(rng))
             written += 1
         stopped = time.monotonic()
     finally:
