@@ -24,8 +24,8 @@ from ..request import History
 from ..store import MemoryStore
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow
 from .scaling import open_target
-from .sessions import _skip_iri_grammar
-from .workers import WORKER_TIMEOUT_S, PathLike, answer, expect, read_answer, send, start_worker, stop, worker
+from .workers import (WORKER_TIMEOUT_S, PathLike, answer, expect, read_answer, send, skip_iri_grammar, start_worker,
+                      stop, worker)
 
 HOP_SCRIPT: tuple[dict[str, Any], ...] = (
     {"message": "My ticket number is T-4471"},
@@ -184,7 +184,7 @@ def _user_steps(values: Mapping[str, str]) -> list[dict[str, Any]]:
 
 @worker("scaling-instance")
 def _instance_worker(payload: dict[str, Any]) -> None:
-    _skip_iri_grammar()
+    skip_iri_grammar()
     name = payload["name"]
     with open_target(payload) as store:
         size = History(limits=store.limits).turns_needed

@@ -17,18 +17,7 @@ from typing import Any, Iterable, Sequence
 from ..models import REMEMBER_RULE
 from ..store import MemoryStore
 from .display import scrub
-from .workers import PathLike, answer, limits_from, run_worker, worker
-
-
-def _skip_iri_grammar() -> None:
-    """Spare a worker process the seconds jsonschema spends compiling a grammar it never uses.
-
-    jsonschema loads the optional rfc3987_syntax package only to check the "iri" format, which the
-    memory tools' schemas never use and Draft 2020-12 does not assert by default. A process started
-    per session would pay that every time, so a worker process (only it) declares the package
-    absent; validation behaves exactly the same.
-    """
-    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+from .workers import PathLike, answer, limits_from, run_worker, skip_iri_grammar, worker
 
 
 class GoldfishAgent:
@@ -105,7 +94,7 @@ def run_session(path: PathLike, user: str, session: str, tasks: Sequence[str], *
 def _session_worker(payload: dict[str, Any]) -> dict[str, Any]:
     import asyncio
 
-    _skip_iri_grammar()
+    skip_iri_grammar()
     from ..agent import MemoryAgent
     from ..approvals import Approvals
     from ..models import FixtureModel
@@ -164,7 +153,7 @@ def _dump_worker(payload: dict[str, Any]) -> dict[str, Any]:
     every model request of a `MemoryAgent` asked `tasks` (the fixture model records them)."""
     import asyncio
 
-    _skip_iri_grammar()
+    skip_iri_grammar()
     from ..agent import MemoryAgent
     from ..models import FixtureModel
 

@@ -183,3 +183,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     result = WORKERS[args[0]](json.loads(sys.stdin.readline()))
     if result is not None:
         answer(result)
+
+
+def skip_iri_grammar() -> None:
+    """Spare a worker process the seconds jsonschema spends compiling a grammar it never uses.
+
+    jsonschema loads the optional rfc3987_syntax package only to check the "iri" format, which the
+    memory tools' schemas never use and Draft 2020-12 does not assert by default. A process started
+    per session would pay that every time, so a worker process (only it) declares the package
+    absent; validation behaves exactly the same.
+    """
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
