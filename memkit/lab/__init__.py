@@ -21,6 +21,11 @@ functions return plain dicts and lists, easy to put in a pandas DataFrame or to 
   keys, is named by a REDIS_URL that is not one, or the program ends without `close()`.
 - `sidecars`: files that do not belong together: a leftover or foreign `-wal`, the WAL after a
   refused write, half-made databases of killed creators, a clock that steps back.
+- `replicas`: agent instances behind a round-robin (`start_instance`, `round_robin`), each with
+  its own store and window or sharing one Redis and one PostgreSQL; `isolation_scan` of every
+  model request for another user's data.
+- `scaling`: `writer_throughput` and `writer_curve`, SQLite and PostgreSQL with several writer
+  processes; `quota_race`, writer processes racing one user at its quota on either backend.
 - `refusals` and `display`: `attempt_puts`, `try_open`, `sha256_file`, `scrub`, `compare_prediction`
   for tables of refusals and exercise checks.
 
@@ -40,6 +45,8 @@ from .races import race_writers, run_racers
 from . import redis_faults  # noqa: F401,E402  (registers its workers; its functions are used as redis_faults.*)
 from .refusals import attempt_puts, sha256_file, try_open
 from .sessions import GoldfishAgent, run_goldfish_session, run_session
+from .replicas import Instance, isolation_scan, round_robin, start_instance
+from .scaling import quota_race, writer_curve, writer_throughput
 from .sidecars import (clock_experiment, foreign_wal_experiment, killed_creators_experiment,
                        leftover_wal_experiment, refused_write_experiment)
 from .workers import ROOMY_LIMITS, limits_from, read_answer, run_worker, start_worker
@@ -52,6 +59,8 @@ __all__ = [
     "told_then_killed", "ask_in_new_process", "ticket_after_sigkill",
     "leftover_wal_experiment", "foreign_wal_experiment", "refused_write_experiment",
     "killed_creators_experiment", "clock_experiment",
+    "Instance", "start_instance", "round_robin", "isolation_scan", "quota_race", "writer_throughput",
+    "writer_curve",
     "attempt_puts", "try_open", "sha256_file", "scrub", "compare_prediction",
     "start_worker", "read_answer", "run_worker", "limits_from", "ROOMY_LIMITS",
 ]

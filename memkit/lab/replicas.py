@@ -1,0 +1,219 @@
+"""Scaling out, the instances: agent instances as real processes behind a round-robin, one user's
+conversation hopping between them, and every model request scanned for another user's data.
+
+An instance (`start_instance`) is a `python -m memkit.lab scaling-instance` process running a
+`MemoryAgent` with the `FixtureModel`: its long-term store is `open_store(store)` (a SQLite path
+or a `postgresql://` URL), its window a `RedisWindow` on the server at `window` (or, with no
+`window`, an `InProcessWindow` of its own, gone with the process). It answers one message at a
+time, and hands back the model requests it sent, so the caller can look inside them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Mapping, Sequence
+
+from ..agent import MemoryAgent
+from ..approvals import Approvals
+from ..models import FixtureModel, user_envelope
+from ..request import History
+from ..store import MemoryStore
+from ..window import InProcessWindow, RedisWindow, ShortTermWindow
+from .scaling import open_target
+from .workers import WORKER_TIMEOUT_S, PathLike, answer, expect, read_answer, send, start_worker, stop, worker
+
+HOP_SCRIPT: tuple[dict[str, Any], ...] = (
+    {"message": "My ticket number is T-4471"},
+    {"message": "What was my ticket number?", "expect": "T-4471"},
+    {"message": "What was my ticket number?", "expect": "T-4471"},
+    {"message": "Remember my drink is green tea", "confirm": ["preference", "drink", "green tea"]},
+    {"message": "What is my drink?", "expect": "green tea"},
+    {"message": "What is my drink?", "expect": "green tea"},
+)
+"""One user's conversation for three instances: told to A, asked of B and C (the ticket lives in
+the window, the confirmed preference in the long-term store)."""
+
+
+
+class Instance:
+    """One agent instance: a real process answering messages for any user and session.
+
+    Use `start_instance` to make one; `close()` ends the process (it closes its store and window
+    first, so the window's archiver finishes its pass).
+
+    Attributes:
+        name: the instance's name ("A", "B", ...).
+        shared: whether its window is a shared Redis (False: a window inside its own process).
+    """
+
+    def __init__(self, name: str, process: subprocess.Popen[str], shared: bool) -> None:
+        self.name, self.process, self.shared = name, process, shared
+
+    def ask(self, user: str, session: str, message: str, *, confirm: Sequence[str] | None = None) -> dict[str, Any]:
+        """Ask the instance one message; return its reply and what its model requests carried.
+
+        Args:
+            confirm: (kind, key, value) that the user confirmed outside the chat for this message
+                (what a save needs: the model only proposes).
+
+        Returns:
+            `reply`; `exchanges` and `memories`, how many recent exchanges and retrieved records
+            the first model request carried; `requests`, the text of every model request sent.
+        """
+        send(self.process, json.dumps({"user": user, "session": session, "message": message,
+                                       "confirm": list(confirm) if confirm else None}))
+        result: dict[str, Any] = read_answer(self.process)
+        if "error" in result:
+            raise RuntimeError(f"instance {self.name} failed: {result['error']}")
+        return result
+
+    def close(self) -> None:
+        """Stop the process (it closes its window and store first). Safe to call twice."""
+        if self.process.poll() is None:
+            try:
+                send(self.process, json.dumps({"stop": True}))
+                self.process.communicate(timeout=WORKER_TIMEOUT_S)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+        stop(self.process)
+
+    def __enter__(self) -> "Instance":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Instance({self.name!r}, shared={self.shared})"
+
+
+def start_instance(name: str, store: PathLike, window: str | None = None, *, schema: str | None = None,
+                   limits: Mapping[str, int] | None = None) -> Instance:
+    """Start an agent instance as a real process and wait until it is ready.
+
+    Args:
+        name: names the instance in tables.
+        store: its long-term store: a SQLite path or a `postgresql://` URL.
+        window: the `redis://` or `unix://` URL of a shared Redis for its window; None keeps the
+            window inside the instance's own process (an `InProcessWindow`).
+        schema: the PostgreSQL schema (a URL only). limits: `Limits` fields of its store.
+    """
+    process = start_worker("scaling-instance", {"name": name, "target": os.fspath(store), "window": window,
+                                                "schema": schema, "limits": dict(limits or {}), "pool_size": 2})
+    try:
+        expect(process, "ready")
+    except BaseException:
+        stop(process)
+        raise
+    return Instance(name, process, window is not None)
+
+
+def round_robin(instances: Sequence[Instance], user: str, session: str,
+                script: Sequence[Mapping[str, Any]] = HOP_SCRIPT) -> list[dict[str, Any]]:
+    """Send one user's messages to the instances in turn (message i to instance i mod n).
+
+    Each step of `script` has a `message`, and may have `confirm` (kind, key, value) and `expect`
+    (a fact the reply must name to count as recalled).
+
+    Returns:
+        One row per hop: hop, instance, message, reply, recalled (None for a statement),
+        the exchanges and memories the request carried.
+    """
+    rows = []
+    for hop, step in enumerate(script):
+        instance = instances[hop % len(instances)]
+        result = instance.ask(user, session, step["message"], confirm=step.get("confirm"))
+        expected = step.get("expect")
+        rows.append({"hop": hop + 1, "instance": instance.name, "message": step["message"], "reply": result["reply"],
+                     "recalled": None if expected is None else expected in result["reply"],
+                     "exchanges in request": result["exchanges"], "memories in request": result["memories"]})
+    return rows
+
+
+ISOLATION_USERS: dict[str, dict[str, str]] = {
+    "alice": {"ticket number": "T-4471", "drink": "green tea"},
+    "bob": {"ticket number": "Q-9082", "drink": "black coffee"},
+}
+"""Two users' facts for the isolation scan: a ticket in the window, a drink in the store."""
+
+
+def isolation_scan(instances: Sequence[Instance], session: str,
+                   users: Mapping[str, Mapping[str, str]] = ISOLATION_USERS) -> dict[str, Any]:
+    """Two users talk through the same instances, interleaved; scan every model request.
+
+    Each user tells their ticket number and confirms their drink, then asks for both, each message
+    on the next instance round-robin (the users alternate). Every model request any instance sent
+    for one user is searched for every other user's values.
+
+    Returns:
+        Figures: asks, model requests scanned, own facts recalled (of how many), and `leaks`,
+        the requests that held another user's value (must be 0), with `leaked` naming them.
+    """
+    plan = []
+    for facts in zip(*[[(user, step) for step in _user_steps(values)] for user, values in users.items()]):
+        plan.extend(facts)
+    scanned = recalled = expected = 0
+    leaked: list[str] = []
+    for hop, (user, step) in enumerate(plan):
+        instance = instances[hop % len(instances)]
+        result = instance.ask(user, session, step["message"], confirm=step.get("confirm"))
+        others = [value for other, values in users.items() if other != user for value in values.values()]
+        for text in result["requests"]:
+            scanned += 1
+            leaked += [f"{value!r} in a request for {user} (instance {instance.name})"
+                       for value in others if value.lower() in text.lower()]
+        if "expect" in step:
+            expected += 1
+            recalled += step["expect"] in result["reply"]
+    return {"users": len(users), "asks": len(plan), "instances": len(instances), "model requests scanned": scanned,
+            "own facts recalled": recalled, "own facts asked": expected, "leaks": len(leaked), "leaked": leaked}
+
+
+def _user_steps(values: Mapping[str, str]) -> list[dict[str, Any]]:
+    ticket, drink = values["ticket number"], values["drink"]
+    return [{"message": f"My ticket number is {ticket}"},
+            {"message": f"Remember my drink is {drink}", "confirm": ["preference", "drink", drink]},
+            {"message": "What was my ticket number?", "expect": ticket},
+            {"message": "What is my drink?", "expect": drink}]
+
+
+@worker("scaling-instance")
+def _instance_worker(payload: dict[str, Any]) -> None:
+    name = payload["name"]
+    with open_target(payload) as store:
+        size = History(limits=store.limits).turns_needed
+        window: ShortTermWindow = (RedisWindow(store, url=payload["window"], size=size) if payload["window"]
+                                   else InProcessWindow(size, store=store, limits=store.limits))
+        with window:
+            model, approvals = FixtureModel(), Approvals(f"instance-{name}", store.limits)
+            agents: dict[tuple[str, str], MemoryAgent] = {}
+            answer("ready")
+            while line := sys.stdin.readline():
+                request = json.loads(line)
+                if request.get("stop"):
+                    break
+                try:
+                    answer(_serve(request, store, window, model, approvals, agents))
+                except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
+                    answer({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _serve(request: dict[str, Any], store: MemoryStore, window: ShortTermWindow, model: FixtureModel,
+           approvals: Approvals, agents: dict[tuple[str, str], MemoryAgent]) -> dict[str, Any]:
+    user, session = request["user"], request["session"]
+    agent = agents.get((user, session))
+    if agent is None:
+        agent = agents[(user, session)] = MemoryAgent(store, user, session, model, approvals=approvals, window=window)
+    if request.get("confirm"):
+        approvals.confirm_put(*request["confirm"])
+    first = len(model.requests)
+    reply = asyncio.run(agent.ask(request["message"]))
+    sent = model.requests[first:]
+    envelope = user_envelope(sent[0]["messages"])
+    return {"reply": reply.text, "exchanges": len(envelope.get("recent_history") or []),
+            "memories": len(envelope.get("retrieved_memory") or []),
+            "requests": [json.dumps(r["messages"], ensure_ascii=False) for r in sent]}
