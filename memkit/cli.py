@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -62,6 +63,9 @@ def _db_path(args: argparse.Namespace) -> tuple[Path, bool]:
     for flag, value in (("--db", args.db), ("--workspace", args.workspace)):
         if value is not None and not value.strip():
             raise CliError(f"{flag} is empty (an unset shell variable?); give a path")
+    if args.db and args.workspace is not None:
+        raise CliError(f"--db {args.db} and --workspace {args.workspace} both name a SQLite file; give one of them "
+                       "(--workspace goes with --db only when --db is a postgresql:// URL)")
     if args.db:
         return Path(args.db), False
     if args.workspace is None and os.environ.get("MEMKIT_DB"):
@@ -79,6 +83,22 @@ def _database_url(args: argparse.Namespace) -> str | None:
     if url is not None and not is_database_url(url):
         raise CliError("DATABASE_URL is set but is not a postgresql:// URL; unset it, or give --db or --workspace")
     return url
+
+
+def _workspace_window(args: argparse.Namespace, store: MemoryStore) -> Path:
+    """The folder of the workspace's own redis-server (the window when REDIS_URL is unset).
+
+    Beside a SQLite file: `memory.sqlite3-window/`. For a PostgreSQL store, in the workspace
+    (`--workspace DIR`, else ./memkit-workspace): `state/postgresql-<id>-window/`, `<id>` naming the
+    server, database and schema (`PostgresStore.location`), so every process on this machine that
+    uses that store shares one window, and two stores never share one (a window archives its turns
+    into the store it was opened with).
+    """
+    location = getattr(store, "location", None)
+    if location is None:
+        return window_folder(store.path)
+    digest = hashlib.sha256(location.encode("utf-8")).hexdigest()[:12]
+    return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / f"postgresql-{digest}-window"
 
 
 def _open_store(args: argparse.Namespace) -> MemoryStore:
@@ -170,15 +190,18 @@ def _open_window(args: argparse.Namespace, store: MemoryStore) -> Iterator[Short
     """The short-term window of `chat`: Redis at `REDIS_URL`, else the workspace's own redis-server.
 
     The embedded server keeps its data (AOF, fsynced every second) in a folder beside the SQLite
-    file and is shared by every memkit process using that database, so a conversation continues
-    in the next process with nothing but the workspace.
+    file, or in the workspace for a PostgreSQL store (`_workspace_window`), and is shared by every
+    memkit process using that database, so a conversation continues in the next process with
+    nothing but the workspace.
     """
     if getattr(args, "window", "workspace") == "process":
         with InProcessWindow(History(limits=store.limits).turns_needed, limits=store.limits) as goldfish:
             yield goldfish
         return
     url = os.environ.get("REDIS_URL")
-    handle = connect_redis(url) if url else WorkspaceRedis(window_folder(store.path))
+    if not url:  # a PostgreSQL store's window lives in the workspace, which may not exist yet
+        _workspace_window(args, store).parent.mkdir(parents=True, exist_ok=True)
+    handle = connect_redis(url) if url else WorkspaceRedis(_workspace_window(args, store))
     try:
         window = RedisWindow(store, handle.client, size=History(limits=store.limits).turns_needed)
         with window:
@@ -285,7 +308,7 @@ def cmd_forget_user(args: argparse.Namespace) -> None:
     _require_confirm(args, "forget-user")
     with _open_store(args) as store:
         url = os.environ.get("REDIS_URL")
-        if url or (getattr(store, "path", None) is not None and window_folder(store.path).exists()):
+        if url or _workspace_window(args, store).exists():
             with _open_window(args, store) as window:
                 report = forget_everywhere(store, args.user, window)
         else:  # no window was ever kept for this database: nothing to start a server for
@@ -412,10 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler)
-        where = sub.add_mutually_exclusive_group()
-        where.add_argument("--db", metavar="PATH|URL", help="the SQLite file, or a postgresql:// URL "
-                           "(default: $MEMKIT_DB, $DATABASE_URL, or ./memkit-workspace)")
-        where.add_argument("--workspace", metavar="DIR", help="use DIR/state/memory.sqlite3")
+        sub.add_argument("--db", metavar="PATH|URL", help="the SQLite file, or a postgresql:// URL "
+                         "(default: $MEMKIT_DB, $DATABASE_URL, or ./memkit-workspace)")
+        sub.add_argument("--workspace", metavar="DIR", help="use DIR/state/memory.sqlite3; with --db postgresql://..., "
+                         "the folder for this machine's state (chat's window) instead of ./memkit-workspace")
         return sub
 
     def identity(sub: argparse.ArgumentParser, key: bool = True, user_required: bool = True) -> None:
