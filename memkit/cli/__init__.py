@@ -1,0 +1,126 @@
+"""The `memkit` command: the store and the agent from a shell, JSON on stdout.
+
+Every command that changes memory (put, delete, import, forget-user) does nothing without
+`--confirm`: the flag is the person's confirmation, made outside any model.
+
+Exit codes (scripts can tell them apart):
+  0  done, and the report was written;
+  2  refused: bad input or a database that cannot be used, `error: ...` on stderr, nothing changed;
+  3  the change WAS committed, but its report could not be written (stdout closed or full):
+     `error: committed: ...` on stderr says what was changed. Do not simply retry a put or delete.
+  130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from ..errors import MemkitError
+from ..limits import KINDS
+from .chat import cmd_chat
+from .options import check_args
+from .output import EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain, discard_stdout
+from .store_commands import (cmd_delete, cmd_export, cmd_forget_user, cmd_get, cmd_health, cmd_history,
+                             cmd_import, cmd_put, cmd_search)
+
+__all__ = ["build_parser", "main"]
+
+
+def _demo(args: argparse.Namespace) -> None:
+    from ..demo import run_demo  # the demo drives this command in other processes; it is not a library
+
+    run_demo()
+
+
+# -- argument parsing ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `memkit` command."""
+    parser = argparse.ArgumentParser(prog="memkit", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(handler=handler)
+        sub.add_argument("--db", metavar="PATH|URL", help="the SQLite file, or a postgresql:// URL "
+                         "(default: $MEMKIT_DB, $DATABASE_URL, or ./memkit-workspace)")
+        sub.add_argument("--workspace", metavar="DIR", help="use DIR/state/memory.sqlite3; with --db postgresql://..., "
+                         "the folder for this machine's state (chat's window) instead of ./memkit-workspace")
+        return sub
+
+    def identity(sub: argparse.ArgumentParser, key: bool = True, user_required: bool = True) -> None:
+        sub.add_argument("--user", required=user_required, help="whose memory (chosen by you, not by a model)")
+        sub.add_argument("--session", default="cli", help="the session recorded with a write (default: cli)")
+        if key:
+            sub.add_argument("--kind", default="preference", choices=KINDS)
+            sub.add_argument("--key")
+
+    commands.add_parser("demo", help="run the end-to-end demo in a temporary workspace").set_defaults(
+        handler=_demo)
+    sub = command("put", cmd_put, "save one memory (needs --confirm)")
+    identity(sub)
+    sub.add_argument("--value")
+    sub.add_argument("--confirm", action="store_true", help="I confirm this exact value")
+    identity(command("get", cmd_get, "read one memory"))
+    sub = command("search", cmd_search, "search a user's memories (literal, case-insensitive)")
+    identity(sub, key=False)
+    sub.add_argument("--query", default="")
+    sub.add_argument("--limit", type=int, default=5)
+    sub.add_argument("--kind", dest="kind_filter", choices=KINDS, help="only this kind (default: both)")
+    sub = command("delete", cmd_delete, "delete one memory (needs --confirm)")
+    identity(sub)
+    sub.add_argument("--confirm", action="store_true", help="I confirm this delete")
+    identity(command("history", cmd_history, "how one memory changed, and on whose say-so"))
+    sub = command("export", cmd_export, "write a user's memory as a JSON Lines bundle")
+    identity(sub, key=False)
+    sub.add_argument("--out", metavar="PATH", help="write the bundle here instead of stdout (atomically)")
+    sub.add_argument("--force", action="store_true", help="replace an existing --out file")
+    sub = command("import", cmd_import, "load a bundle made by export (needs --confirm)")
+    sub.add_argument("--file", metavar="PATH")
+    sub.add_argument("--as-user", help="import under this user id instead of the bundle's")
+    sub.add_argument("--confirm", action="store_true")
+    sub = command("forget-user", cmd_forget_user,
+                  "remove a user from the store, the transcript archive and every window (needs --confirm)")
+    identity(sub, key=False)
+    sub.add_argument("--confirm", action="store_true")
+    command("health", cmd_health, "schema, journal mode, sizes and quotas of a database")
+    sub = command("chat", cmd_chat, "talk to the agent (fixture model, or --live)")
+    identity(sub, key=False)
+    sub.add_argument("--message", "--task", dest="message", action="append",
+                     help="a message (repeatable); without it, each line of stdin is one, answered as a JSON line")
+    sub.add_argument("--confirm-preference", nargs=2, action="append", metavar=("KEY", "VALUE"))
+    sub.add_argument("--confirm-episode", nargs=2, action="append", metavar=("KEY", "VALUE"))
+    sub.add_argument("--confirm-delete", nargs=2, action="append", metavar=("KIND", "KEY"))
+    sub.add_argument("--live", action="store_true", help="use OPENAI_API_KEY / OPENAI_MODEL / OPENAI_BASE_URL")
+    sub.add_argument("--budget", type=int, default=None, help="request budget in characters (default 16000)")
+    sub.add_argument("--window", choices=("workspace", "process"), default="workspace",
+                     help="where the conversation's recent turns live: REDIS_URL or the workspace's redis-server "
+                          "(default), or this process only (the goldfish, for comparison)")
+    sub.add_argument("--dump-requests", metavar="PATH", help="write every request the fixture received (JSON)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `memkit` command; returns the exit code (the module docstring lists them)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["demo"])
+    try:
+        check_args(args)
+        args.handler(args)
+    except ReportFailed as exc:
+        complain(f"error: committed: {exc.committed}; only writing its report failed ({exc.cause})")
+        discard_stdout()
+        return EXIT_COMMITTED_UNREPORTED
+    except (MemkitError, OSError) as exc:  # OSError: a path given on the command line that cannot be used
+        complain(f"error: {exc}")
+        discard_stdout()
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,95 @@
+"""`memkit chat`: the agent over the workspace's store and window, one message after another.
+
+Messages come from `--message`/`--task`, or line by line from standard input (each answered with a
+JSON line flushed the moment the exchange is stored, then `{"done": true}`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..agent import MemoryAgent
+from ..errors import MemkitError
+from ..limits import check_text
+from ..models import FixtureModel, OpenAIModel
+from .options import CliError, cli_approvals, open_store, open_window
+from .output import emit, emit_line
+
+
+def _messages(args: argparse.Namespace) -> Iterator[str]:
+    """`--message`/`--task` values, else the non-blank lines of standard input as they arrive."""
+    if args.message:
+        yield from args.message
+        return
+    if sys.stdin is None or sys.stdin.closed:
+        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input, and standard input is closed")
+    try:
+        for line in sys.stdin:
+            if line.strip():
+                check_text("message", line.strip())
+                yield line.strip()
+    except (OSError, ValueError) as exc:  # a closed or unreadable stdin; UnicodeDecodeError is a ValueError
+        raise CliError(f"standard input cannot be read as UTF-8 text ({exc}); nothing more was asked") from None
+
+
+def cmd_chat(args: argparse.Namespace) -> None:
+    streaming = not args.message
+    if streaming and (sys.stdin is None or sys.stdin.closed):
+        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input, and standard input is closed")
+    # The model first: live mode without credentials fails before a database is created, and it
+    # never falls back to the fixture.
+    model = OpenAIModel() if args.live else FixtureModel()
+    try:
+        store = open_store(args)
+    except BaseException:
+        asyncio.run(model.aclose())
+        raise
+    turns: list[dict[str, Any]] = []
+    with store, open_window(args, store) as window:
+        approvals = cli_approvals(store)
+        for key, value in args.confirm_preference or []:
+            approvals.confirm_put("preference", key, value)
+        for key, value in args.confirm_episode or []:
+            approvals.confirm_put("episode", key, value)
+        for kind, key in args.confirm_delete or []:
+            approvals.confirm_delete(kind, key)
+        agent = MemoryAgent(store, args.user, args.session, model, approvals=approvals, window=window,
+                            budget_chars=args.budget)
+        summary = {"user": args.user, "session": args.session, "model": "live" if args.live else "fixture"}
+        try:
+            # One event loop for the whole conversation: the live client's pooled connections
+            # belong to the loop that opened them.
+            asyncio.run(_converse(agent, model, _messages(args), turns, streaming))
+        except MemkitError as exc:
+            if turns and not streaming:  # earlier turns were answered and stored: say so before failing
+                emit({**summary, "turns": turns, "error": str(exc)})
+            raise
+        finally:
+            if args.dump_requests and isinstance(model, FixtureModel):
+                Path(args.dump_requests).write_text(json.dumps(model.requests, ensure_ascii=False), encoding="utf-8")
+    totals = {"requests": len(agent.model.measurements), "largest_request_chars": agent.model.largest_request,
+              "unused_confirmations": [c.describe() for c in approvals.pending]}
+    answered = f"{len(turns)} message(s) answered and stored in session {args.session!r}"
+    if streaming:
+        emit_line({"done": True, **summary, "answered": len(turns), **totals}, committed=answered)
+    else:
+        emit({**summary, "turns": turns, **totals}, committed=answered if turns else None)
+
+
+async def _converse(agent: MemoryAgent, model: Any, messages: Iterator[str], turns: list[dict[str, Any]],
+                    streaming: bool) -> None:
+    try:
+        for message in messages:
+            reply = await agent.ask(message)
+            turn = {"message": message, "reply": reply.text, "stop_reason": reply.stop_reason,
+                    "tool_results": reply.tool_results}
+            turns.append(turn)
+            if streaming:
+                emit_line(turn, committed=f"{len(turns)} message(s) answered and stored")
+    finally:
+        await model.aclose()

@@ -1,0 +1,171 @@
+"""What a command line names: its arguments checked, and the store and window it opens.
+
+Every argument is checked before any file is opened, so a refused command creates nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..approvals import Approvals
+from ..clock import iso, utc_now
+from ..errors import MemkitError
+from ..limits import DEFAULT_LIMITS, check_text
+from ..request import History
+from ..store import MemoryStore, is_database_url
+from ..store import open_store as open_target
+from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
+from ..window.workspace import WorkspaceRedis, window_folder
+
+DEFAULT_WORKSPACE = "memkit-workspace"
+WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat"}
+
+
+class CliError(MemkitError):
+    """A command line that cannot be carried out as given."""
+
+
+def db_path(args: argparse.Namespace) -> tuple[Path, bool]:
+    """`--db`, else `--workspace DIR` (DIR/state/memory.sqlite3), else $MEMKIT_DB, else ./memkit-workspace.
+
+    Returns the path and whether its folder is the kit's to create (a workspace, never a --db folder).
+    """
+    for flag, value in (("--db", args.db), ("--workspace", args.workspace)):
+        if value is not None and not value.strip():
+            raise CliError(f"{flag} is empty (an unset shell variable?); give a path")
+    if args.db and args.workspace is not None:
+        raise CliError(f"--db {args.db} and --workspace {args.workspace} both name a SQLite file; give one of them "
+                       "(--workspace goes with --db only when --db is a postgresql:// URL)")
+    if args.db:
+        return Path(args.db), False
+    if args.workspace is None and os.environ.get("MEMKIT_DB"):
+        return Path(os.environ["MEMKIT_DB"]), False
+    return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / "memory.sqlite3", True
+
+
+def database_url(args: argparse.Namespace) -> str | None:
+    """`--db postgresql://...`, else $DATABASE_URL when neither --db, --workspace nor $MEMKIT_DB names a file."""
+    if args.db and is_database_url(args.db):
+        return str(args.db)
+    if args.db or args.workspace is not None or os.environ.get("MEMKIT_DB"):
+        return None
+    url = os.environ.get("DATABASE_URL") or None
+    if url is not None and not is_database_url(url):
+        raise CliError("DATABASE_URL is set but is not a postgresql:// URL; unset it, or give --db or --workspace")
+    return url
+
+
+def workspace_window(args: argparse.Namespace, store: MemoryStore) -> Path:
+    """The folder of the workspace's own redis-server (the window when REDIS_URL is unset).
+
+    Beside a SQLite file: `memory.sqlite3-window/`. For a PostgreSQL store, in the workspace
+    (`--workspace DIR`, else ./memkit-workspace): `state/postgresql-<id>-window/`, `<id>` naming the
+    server, database and schema (`PostgresStore.location`), so every process on this machine that
+    uses that store shares one window, and two stores never share one (a window archives its turns
+    into the store it was opened with).
+    """
+    location = getattr(store, "location", None)
+    if location is None:
+        return window_folder(store.path)
+    digest = hashlib.sha256(location.encode("utf-8")).hexdigest()[:12]
+    return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / f"postgresql-{digest}-window"
+
+
+def open_store(args: argparse.Namespace) -> MemoryStore:
+    """The store the command line names: a PostgreSQL URL (`--db`, `$DATABASE_URL`) or a SQLite file."""
+    url = database_url(args)
+    if url is not None:  # PostgreSQL; a read-only command never creates the store's tables
+        return open_target(url, create=args.command in WRITE_COMMANDS)
+    path, is_workspace = db_path(args)
+    if not path.exists() and not path.is_symlink():
+        if args.command not in WRITE_COMMANDS:
+            raise CliError(f"there is no database at {path}; create one with `memkit put ... --confirm` or `memkit chat`")
+        if is_workspace:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    return MemoryStore(path)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Check every argument before any file is opened, so a refused command creates nothing."""
+    limits = DEFAULT_LIMITS
+    required = {"put": ("key", "value"), "delete": ("key",), "get": ("key",), "history": ("key",),
+                "import": ("file",)}.get(args.command, ())
+    for name in required:
+        need(args, name)
+    if getattr(args, "user", None) is not None:
+        limits.check_id("user", args.user)
+    if getattr(args, "session", None) is not None:
+        limits.check_id("session", args.session)
+    if getattr(args, "as_user", None) is not None:
+        limits.check_id("user", args.as_user)
+    if getattr(args, "key", None) is not None:
+        limits.check_key(args.key)
+    if getattr(args, "value", None) is not None:
+        limits.check_value(args.value)
+    if args.command == "search":
+        limits.check_query(args.query)
+        limits.check_limit(args.limit)
+    if args.command == "chat":
+        for key, value in (args.confirm_preference or []) + (args.confirm_episode or []):
+            limits.check_key(key)
+            limits.check_value(value)
+        for kind, key in args.confirm_delete or []:
+            limits.check_kind(kind)
+            limits.check_key(key)
+        for message in args.message or []:
+            if not message.strip():
+                raise CliError("--message is empty; ask something")
+            check_text("message", message)
+        if args.budget is not None and args.budget < 1:
+            raise CliError(f"--budget is {args.budget}; it must be a positive number of characters")
+
+
+def cli_approvals(store: MemoryStore) -> Approvals:
+    """The confirmations of one command line, named after the moment it ran.
+
+    Each `memkit` command is its own confirmation ("cli@<time>#1"), so a key's history tells two
+    confirmed changes apart instead of showing "cli#1" for every one of them.
+    """
+    return Approvals(f"cli@{iso(utc_now())}", store.limits)
+
+
+def require_confirm(args: argparse.Namespace, what: str) -> None:
+    if not args.confirm:
+        raise CliError(f"nothing changed: {what} needs --confirm (a person confirming this exact change)")
+
+
+@contextlib.contextmanager
+def open_window(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTermWindow]:
+    """The short-term window of `chat`: Redis at `REDIS_URL`, else the workspace's own redis-server.
+
+    The embedded server keeps its data (AOF, fsynced every second) in a folder beside the SQLite
+    file, or in the workspace for a PostgreSQL store (`workspace_window`), and is shared by every
+    memkit process using that database, so a conversation continues in the next process with
+    nothing but the workspace.
+    """
+    if getattr(args, "window", "workspace") == "process":
+        with InProcessWindow(History(limits=store.limits).turns_needed, limits=store.limits) as goldfish:
+            yield goldfish
+        return
+    url = os.environ.get("REDIS_URL")
+    if not url:  # a PostgreSQL store's window lives in the workspace, which may not exist yet
+        workspace_window(args, store).parent.mkdir(parents=True, exist_ok=True)
+    handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store))
+    try:
+        window = RedisWindow(store, handle.client, size=History(limits=store.limits).turns_needed)
+        with window:
+            yield window
+    finally:
+        handle.close()
+
+
+def need(args: argparse.Namespace, name: str) -> Any:
+    value = getattr(args, name)
+    if value is None:
+        raise CliError(f"{args.command} needs --{name.replace('_', '-')}")
+    return value

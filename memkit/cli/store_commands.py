@@ -1,0 +1,145 @@
+"""The commands on the store: put, get, search, delete, history, export, import, forget-user, health.
+
+A command that changes memory passes `committed=` (what it changed) to `emit`, so a report that
+cannot be written is told apart from a refusal (exit code 3, not 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..store import MemoryStore
+from ..window import ShortTermWindow
+from .options import CliError, cli_approvals, open_store, open_window, require_confirm, workspace_window
+from .output import emit
+
+
+def cmd_put(args: argparse.Namespace) -> None:
+    require_confirm(args, "put")
+    with open_store(args) as store:
+        confirmation = cli_approvals(store).confirm_put(args.kind, args.key, args.value)
+        record = store.put(args.user, args.session, args.kind, args.key, args.value, confirmation=confirmation.id)
+        emit(record, committed=f"{args.user}'s {args.kind} {args.key!r} saved at revision {record['revision']}")
+
+
+def cmd_get(args: argparse.Namespace) -> None:
+    with open_store(args) as store:
+        emit(store.get(args.user, args.kind, args.key))
+
+
+def cmd_search(args: argparse.Namespace) -> None:
+    with open_store(args) as store:
+        emit(store.search(args.user, args.query, limit=args.limit, kind=args.kind_filter))
+
+
+def cmd_delete(args: argparse.Namespace) -> None:
+    require_confirm(args, "delete")
+    with open_store(args) as store:
+        confirmation = cli_approvals(store).confirm_delete(args.kind, args.key)
+        deleted = store.delete(args.user, args.kind, args.key, session=args.session, confirmation=confirmation.id)
+        emit({"deleted": deleted},
+              committed=f"{args.user}'s {args.kind} {args.key!r} deleted" if deleted else None)
+
+
+def cmd_history(args: argparse.Namespace) -> None:
+    with open_store(args) as store:
+        emit(store.history(args.user, args.kind, args.key))
+
+
+def _store_files(store: MemoryStore) -> list[Path]:
+    path = getattr(store, "path", None)  # a PostgreSQL store has no file
+    if path is None:
+        return []
+    return [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+
+
+def _check_export_target(out: Path, store: MemoryStore, force: bool) -> None:
+    """Refuse an output path that is one of the store's own files, or an existing file without --force."""
+    target = out.resolve()
+    for own in _store_files(store):
+        same_inode = own.exists() and out.exists() and os.path.samefile(own, out)
+        if target == own.resolve() or same_inode:
+            raise CliError(f"--out {out} is the database's own file {own.name}; writing the export there would "
+                           "destroy every user's memory. Choose another path")
+    if out.is_dir():
+        raise CliError(f"--out {out} is a folder; give a file path")
+    if (out.exists() or out.is_symlink()) and not force:
+        raise CliError(f"--out {out} exists; pass --force to replace it")
+
+
+def _write_atomically(out: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `out`, fsync it, then rename it into place."""
+    handle, scratch = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent or ".")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(scratch, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        raise
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    with open_store(args) as store:
+        if args.out is not None:
+            out = Path(args.out)
+            _check_export_target(out, store, args.force)
+            bundle = store.export_user(args.user)
+            _write_atomically(out, bundle)
+            header = json.loads(bundle.split("\n", 1)[0])
+            emit({"user": args.user, "written": args.out, "records": header["records"]})
+        else:
+            sys.stdout.write(store.export_user(args.user))
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    require_confirm(args, "import")
+    bundle = Path(args.file)
+    if not bundle.is_file():
+        raise CliError(f"there is no bundle file at {bundle}")
+    with open_store(args) as store:
+        result = store.import_records(bundle, user=args.as_user)
+        emit(result, committed=f"a bundle imported: {json.dumps(result)}")
+
+
+def cmd_forget_user(args: argparse.Namespace) -> None:
+    require_confirm(args, "forget-user")
+    with open_store(args) as store:
+        url = os.environ.get("REDIS_URL")
+        if url or workspace_window(args, store).exists():
+            with open_window(args, store) as window:
+                report = forget_everywhere(store, args.user, window)
+        else:  # no window was ever kept for this database: nothing to start a server for
+            report = forget_everywhere(store, args.user, None)
+        emit(report, committed=f"user {args.user!r} forgotten: {json.dumps(report['removed'])}")
+
+
+def forget_everywhere(store: MemoryStore, user: str, window: ShortTermWindow | None) -> dict[str, Any]:
+    """Remove `user` from the window (recent and pending turns) and the store, then check both.
+
+    `ShortTermWindow.forget_user` clears the window first and then the store, so no archiver moves
+    the user's turns into the store after it was cleared. `left` is read again afterwards: all zero,
+    or an error.
+    """
+    removed = window.forget_user(user) if window is not None else store.forget_user(user)
+    left = dict(store.traces(user))
+    if window is not None:
+        left["window_turns"] = window.user_turns(user)
+    if any(left.values()):
+        raise CliError(f"user {user!r} is not fully forgotten: {json.dumps(left)} remain")
+    return {"user": user, "removed": removed, "left": left}
+
+
+def cmd_health(args: argparse.Namespace) -> None:
+    with open_store(args) as store:
+        emit(store.health())
