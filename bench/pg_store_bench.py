@@ -19,8 +19,9 @@ from typing import Any
 
 from memkit.clock import iso, utc_now
 
-from .contenders import BENCH_LIMITS, SESSION, Hit, _bundle
-from .data import MISS_QUERY_STEM, DataSet, hit_query, make_dataset, sentence
+from . import store_bench
+from .contenders import BENCH_LIMITS, SESSION, Hit, Kit, _bundle
+from .data import DataSet, make_dataset
 from .timing import rotated, run_batch, summarize
 
 OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)")
@@ -34,7 +35,7 @@ _METHOD = {"put (new key)": "put", "put (update)": "put", "get": "get", "search 
 class PgStoreConfig:
     sizes: tuple[int, ...] = (1_000, 10_000)
     rounds: int = 7
-    writes_per_round: int = 12
+    writes_per_round: int = 30
     reads_per_round: int = 200
     read_cap_s: float = 0.25
     seed: int = 1
@@ -50,32 +51,16 @@ def load(url: str, schema: str, data: DataSet) -> None:
                 store.import_records(_bundle(user, records))
 
 
-class PgKit:
-    """memkit's `PostgresStore` through its public API."""
+class PgKit(Kit):
+    """memkit's `PostgresStore` through its public API (the SQLite `Kit`'s calls, on PostgreSQL)."""
 
     name = KIT
 
-    def __init__(self, url: str, schema: str) -> None:
+    def __init__(self, url: str, schema: str) -> None:  # not Kit.__init__, which opens SQLite
         from memkit.store.pg_store import PostgresStore
 
         self.store = PostgresStore(url, schema=schema, limits=BENCH_LIMITS)
         self.search_index = self.store.health()["search_index"]
-
-    def close(self) -> None:
-        self.store.close()
-
-    def put(self, user: str, kind: str, key: str, value: str) -> int:
-        return self.store.put(user, SESSION, kind, key, value)["revision"]
-
-    def get(self, user: str, kind: str, key: str) -> str | None:
-        record = self.store.get(user, kind, key)
-        return record["value"] if record else None
-
-    def search(self, user: str, query: str, limit: int = 5) -> list[Hit]:
-        return [(r["kind"], r["key"], r["value"]) for r in self.store.search(user, query, limit)]
-
-    def records(self, user: str) -> list[tuple[str, str, str]]:
-        return sorted((r["kind"], r["key"], r["value"]) for r in self.store.records(user))
 
 
 class RawPsycopg:
@@ -177,27 +162,10 @@ class RawPsycopg:
 
 
 def workload(data: DataSet, config: PgStoreConfig) -> dict[str, list[list[tuple[Any, ...]]]]:
-    """The items of every operation for every round, drawn once so both contenders get the same."""
-    rng, mine = data.rng, data.by_user()
-    plan: dict[str, list[list[tuple[Any, ...]]]] = {op: [] for op in OPERATIONS}
-    for r in range(config.rounds):
-        plan["put (new key)"].append([(u, "episode", f"pg.r{r}.{i}", sentence(rng))
-                                      for i, u in enumerate(data.pick_users(config.writes_per_round))])
-        updates = []
-        for i, u in enumerate(data.pick_users(config.writes_per_round)):
-            record = rng.choice(mine[u])
-            updates.append((u, record.kind, record.key, f"{sentence(rng)} (round {r}, {i})"))
-        plan["put (update)"].append(updates)
-        gets, hits, misses = [], [], []
-        for i, u in enumerate(data.pick_users(config.reads_per_round)):
-            record = rng.choice(mine[u])
-            gets.append((u, record.kind, record.key))
-            hits.append((u, hit_query(rng, mine[u])))
-            misses.append((u, f"{MISS_QUERY_STEM}{'abcdefgh'[i % 8]}"))
-        plan["get"].append(gets)
-        plan["search (hit)"].append(hits)
-        plan["search (miss)"].append(misses)
-    return plan
+    """The store benchmark's items (`bench.store_bench.workload`) for the operations timed here."""
+    plan = store_bench.workload(data, store_bench.StoreConfig(
+        rounds=config.rounds, writes_per_round=config.writes_per_round, reads_per_round=config.reads_per_round))
+    return {op: plan[op] for op in OPERATIONS}
 
 
 def _agreement(data: DataSet, plan: dict[str, list[list[tuple[Any, ...]]]], kit: PgKit,
