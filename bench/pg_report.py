@@ -37,7 +37,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"Medians over {meta['rounds']} alternating rounds; memkit/limit is the limit's time over memkit's",
         f"(1.0: no overhead; target >= {TARGET} for put, get and search).",
         "",
-        "| records | operation | search | memkit µs | raw psycopg µs | memkit/limit | target |",
+        "| records | operation | search index | memkit µs | raw psycopg µs | memkit/limit | target |",
         "|---:|---|---|---:|---:|---:|---|",
     ]
     for row in store["rows"]:
