@@ -90,8 +90,12 @@ def test_a_refused_command_with_a_full_stdout_is_still_a_plain_refusal(db):
 
 
 @pytest.mark.parametrize("flag", ["--db", "--workspace"])
-def test_an_empty_path_is_bad_input(tmp_path, flag, monkeypatch):
+@pytest.mark.parametrize("database_url", [None, "postgresql://nobody@127.0.0.1:1/none"])
+def test_an_empty_path_is_bad_input(tmp_path, flag, database_url, monkeypatch):
+    """Even with $DATABASE_URL set, an empty --db is refused, not replaced by the URL."""
     monkeypatch.chdir(tmp_path)
+    if database_url:
+        monkeypatch.setenv("DATABASE_URL", database_url)
     done = memkit("put", flag, "", "--user", "alice", "--key", "drink", "--value", "tea", "--confirm")
     assert done.returncode == 2 and "empty" in done.stderr and list(tmp_path.iterdir()) == []
 

@@ -17,7 +17,7 @@ from ..agent import MemoryAgent
 from ..errors import MemkitError
 from ..limits import check_text
 from ..models import FixtureModel, OpenAIModel
-from .options import CliError, cli_approvals, open_store, open_window
+from .options import CliError, cli_approvals, store_for, window_for
 from .output import emit, emit_line
 
 
@@ -45,12 +45,12 @@ def cmd_chat(args: argparse.Namespace) -> None:
     # never falls back to the fixture.
     model = OpenAIModel() if args.live else FixtureModel()
     try:
-        store = open_store(args)
+        store = store_for(args)
     except BaseException:
         asyncio.run(model.aclose())
         raise
     turns: list[dict[str, Any]] = []
-    with store, open_window(args, store) as window:
+    with store, window_for(args, store) as window:
         approvals = cli_approvals(store)
         for key, value in args.confirm_preference or []:
             approvals.confirm_put("preference", key, value)

@@ -17,8 +17,7 @@ from ..clock import iso, utc_now
 from ..errors import MemkitError
 from ..limits import DEFAULT_LIMITS, check_text
 from ..request import History
-from ..store import MemoryStore, is_database_url
-from ..store import open_store as open_target
+from ..store import MemoryStore, is_database_url, open_store
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
 from ..window.workspace import WorkspaceRedis, window_folder
 
@@ -35,9 +34,7 @@ def db_path(args: argparse.Namespace) -> tuple[Path, bool]:
 
     Returns the path and whether its folder is the kit's to create (a workspace, never a --db folder).
     """
-    for flag, value in (("--db", args.db), ("--workspace", args.workspace)):
-        if value is not None and not value.strip():
-            raise CliError(f"{flag} is empty (an unset shell variable?); give a path")
+    _refuse_empty(args)
     if args.db and args.workspace is not None:
         raise CliError(f"--db {args.db} and --workspace {args.workspace} both name a SQLite file; give one of them "
                        "(--workspace goes with --db only when --db is a postgresql:// URL)")
@@ -48,8 +45,15 @@ def db_path(args: argparse.Namespace) -> tuple[Path, bool]:
     return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / "memory.sqlite3", True
 
 
+def _refuse_empty(args: argparse.Namespace) -> None:
+    for flag, value in (("--db", args.db), ("--workspace", args.workspace)):
+        if value is not None and not value.strip():
+            raise CliError(f"{flag} is empty (an unset shell variable?); give a path")
+
+
 def database_url(args: argparse.Namespace) -> str | None:
     """`--db postgresql://...`, else $DATABASE_URL when neither --db, --workspace nor $MEMKIT_DB names a file."""
+    _refuse_empty(args)
     if args.db and is_database_url(args.db):
         return str(args.db)
     if args.db or args.workspace is not None or os.environ.get("MEMKIT_DB"):
@@ -76,11 +80,11 @@ def workspace_window(args: argparse.Namespace, store: MemoryStore) -> Path:
     return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / f"postgresql-{digest}-window"
 
 
-def open_store(args: argparse.Namespace) -> MemoryStore:
-    """The store the command line names: a PostgreSQL URL (`--db`, `$DATABASE_URL`) or a SQLite file."""
+def store_for(args: argparse.Namespace) -> MemoryStore:
+    """The store this command line names: a PostgreSQL URL, or a SQLite file (created only by a write)."""
     url = database_url(args)
     if url is not None:  # PostgreSQL; a read-only command never creates the store's tables
-        return open_target(url, create=args.command in WRITE_COMMANDS)
+        return open_store(url, create=args.command in WRITE_COMMANDS)
     path, is_workspace = db_path(args)
     if not path.exists() and not path.is_symlink():
         if args.command not in WRITE_COMMANDS:
@@ -140,7 +144,7 @@ def require_confirm(args: argparse.Namespace, what: str) -> None:
 
 
 @contextlib.contextmanager
-def open_window(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTermWindow]:
+def window_for(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTermWindow]:
     """The short-term window of `chat`: Redis at `REDIS_URL`, else the workspace's own redis-server.
 
     The embedded server keeps its data (AOF, fsynced every second) in a folder beside the SQLite

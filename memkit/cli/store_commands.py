@@ -17,31 +17,31 @@ from typing import Any
 
 from ..store import MemoryStore
 from ..window import ShortTermWindow
-from .options import CliError, cli_approvals, open_store, open_window, require_confirm, workspace_window
+from .options import CliError, cli_approvals, require_confirm, store_for, window_for, workspace_window
 from .output import emit
 
 
 def cmd_put(args: argparse.Namespace) -> None:
     require_confirm(args, "put")
-    with open_store(args) as store:
+    with store_for(args) as store:
         confirmation = cli_approvals(store).confirm_put(args.kind, args.key, args.value)
         record = store.put(args.user, args.session, args.kind, args.key, args.value, confirmation=confirmation.id)
         emit(record, committed=f"{args.user}'s {args.kind} {args.key!r} saved at revision {record['revision']}")
 
 
 def cmd_get(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         emit(store.get(args.user, args.kind, args.key))
 
 
 def cmd_search(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         emit(store.search(args.user, args.query, limit=args.limit, kind=args.kind_filter))
 
 
 def cmd_delete(args: argparse.Namespace) -> None:
     require_confirm(args, "delete")
-    with open_store(args) as store:
+    with store_for(args) as store:
         confirmation = cli_approvals(store).confirm_delete(args.kind, args.key)
         deleted = store.delete(args.user, args.kind, args.key, session=args.session, confirmation=confirmation.id)
         emit({"deleted": deleted},
@@ -49,7 +49,7 @@ def cmd_delete(args: argparse.Namespace) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         emit(store.history(args.user, args.kind, args.key))
 
 
@@ -90,7 +90,7 @@ def _write_atomically(out: Path, text: str) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         if args.out is not None:
             out = Path(args.out)
             _check_export_target(out, store, args.force)
@@ -107,17 +107,17 @@ def cmd_import(args: argparse.Namespace) -> None:
     bundle = Path(args.file)
     if not bundle.is_file():
         raise CliError(f"there is no bundle file at {bundle}")
-    with open_store(args) as store:
+    with store_for(args) as store:
         result = store.import_records(bundle, user=args.as_user)
         emit(result, committed=f"a bundle imported: {json.dumps(result)}")
 
 
 def cmd_forget_user(args: argparse.Namespace) -> None:
     require_confirm(args, "forget-user")
-    with open_store(args) as store:
+    with store_for(args) as store:
         url = os.environ.get("REDIS_URL")
         if url or workspace_window(args, store).exists():
-            with open_window(args, store) as window:
+            with window_for(args, store) as window:
                 report = forget_everywhere(store, args.user, window)
         else:  # no window was ever kept for this database: nothing to start a server for
             report = forget_everywhere(store, args.user, None)
@@ -141,5 +141,5 @@ def forget_everywhere(store: MemoryStore, user: str, window: ShortTermWindow | N
 
 
 def cmd_health(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
+    with store_for(args) as store:
         emit(store.health())
