@@ -105,7 +105,7 @@ def run_peers(results: dict, quick: bool, size: int | None, rounds: int | None) 
         print(f"peers: skipped, {missing}")
         results["peers_status"] = missing
         return
-    from . import peer_bench, window_peers, writers
+    from . import peer_bench, window_peers, write_profile, writers
 
     store = peer_bench.PeerConfig()
     crowd = writers.WritersConfig()
@@ -120,6 +120,11 @@ def run_peers(results: dict, quick: bool, size: int | None, rounds: int | None) 
         store.rounds = crowd.rounds = window.rounds = rounds
     print(f"peers, store: {store.size} records, synchronous {' and '.join(store.synchronous)}, {store.rounds} rounds")
     results["peers"] = peer_bench.run(store)
+    profile = write_profile.ProfileConfig(size=store.size)
+    if quick:
+        profile.writes, profile.puts = 10, 30
+    print("peers, where a write's cost goes:")
+    results["write_profile"] = write_profile.run(profile)
     print(f"peers, {crowd.processes} writer processes:")
     results["writers"] = writers.run(crowd)
     print("peers, short-term window:")

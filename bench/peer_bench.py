@@ -16,14 +16,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .contenders import Kit, build_kit_file
+from .contenders import INDEXED_LIMITS, Kit, build_kit_file
 from .data import make_dataset
 from .disk import FsyncProbe
+from memkit.store.schema import has_search_index
+
 from .peers import check_durability, make_peers
 from .store_bench import StoreConfig, agreement, time_operations, workload, written_users
 
 PEER_OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)", "delete")
 MEMKIT = "memkit"
+MEMKIT_INDEXED = "memkit (trigram index kept)"
 WAL_PEER = "SqliteStore (WAL)"
 ROLLBACK_PEER = "SqliteStore (rollback journal)"
 PEERS = (ROLLBACK_PEER, WAL_PEER)
@@ -61,8 +64,16 @@ def run(config: PeerConfig, log: Any = print) -> dict[str, Any]:
             load = {"memkit (import_records)": build_kit_file(kit_path, data)}
             kit = Kit(kit_path, synchronous)
             contenders.append(kit)
-            settings.append({"synchronous_run": synchronous, "contender": MEMKIT,
-                             **check_durability(MEMKIT, kit.store.connection, "WAL", synchronous)})
+            # The same store with a per-user quota that lets a user reach fts_min_user_rows: what a
+            # deployment that needs the trigram index pays for it on every write.
+            indexed_path = workdir / "kit-indexed.sqlite3"
+            load[f"{MEMKIT_INDEXED} (import_records)"] = build_kit_file(indexed_path, data, INDEXED_LIMITS)
+            indexed = Kit(indexed_path, synchronous, INDEXED_LIMITS, name=MEMKIT_INDEXED)
+            contenders.append(indexed)
+            for k in (kit, indexed):
+                settings.append({"synchronous_run": synchronous, "contender": k.name,
+                                 **check_durability(k.name, k.store.connection, "WAL", synchronous),
+                                 "trigram_index": "kept" if has_search_index(k.store.connection) else "none"})
             peers, peer_load = make_peers(workdir, data, synchronous)
             contenders += peers
             load.update(peer_load)
@@ -79,9 +90,9 @@ def run(config: PeerConfig, log: Any = print) -> dict[str, Any]:
             rows += [{**row, "synchronous": synchronous} for row in timed]
             # Settings again after the run: nothing switched them meanwhile (a checkpoint cannot).
             for contender in contenders[:-1]:
-                conn = contender.store.connection if contender is kit else contender.conn
-                check_durability(contender.name, conn, "WAL" if contender is kit else contender.journal_mode,
-                                 synchronous)
+                mine = isinstance(contender, Kit)
+                check_durability(contender.name, contender.store.connection if mine else contender.conn,
+                                 "WAL" if mine else contender.journal_mode, synchronous)
             found = agreement(data, contenders[:-1], touched=written_users(plan))
             checks += [{**check, "synchronous": synchronous} for check in found]
         finally:

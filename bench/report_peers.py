@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .peer_bench import FSYNC, MEMKIT, PEER_OPERATIONS, PEERS, WAL_PEER
+from .peer_bench import FSYNC, MEMKIT, MEMKIT_INDEXED, PEER_OPERATIONS, PEERS, WAL_PEER
 from .window_peers import CONTENDERS as WINDOW_CONTENDERS, MEMKIT as WINDOW_MEMKIT
 
 WRITE_OPS = ("put (new key)", "put (update)", "delete")
@@ -88,24 +88,32 @@ def store_section(peers: dict[str, Any]) -> list[str]:
            "memkit and both peer configurations (and the fsync probe, for writes) alternating in one process. "
            f"Last column: memkit's time in fsyncs of this disk ({peers.get('fsync_call') or 'fsync'} after a "
            "4 KiB write, timed in the same rounds).", ""]
+    indexed = any(r["contender"] == MEMKIT_INDEXED for r in peers["rows"])
     for sync in runs:
+        extra = f" | {MEMKIT_INDEXED}" if indexed else ""
         out += [f"**synchronous={sync}**", "",
-                f"| operation | memkit | {' | '.join(PEERS)} | {' | '.join(p + ' ÷ memkit' for p in PEERS)} "
+                f"| operation | memkit{extra} | {' | '.join(PEERS)} | {' | '.join(p + ' ÷ memkit' for p in PEERS)} "
                 f"| fsync | memkit in fsyncs |",
-                "|---|---:|" + "---:|" * (2 * len(PEERS)) + "---:|---:|"]
+                "|---|---:|" + "---:|" * (2 * len(PEERS) + indexed) + "---:|---:|"]
         for op in PEER_OPERATIONS:
             kit = med[(sync, op, MEMKIT)]
             times = [med[(sync, op, p)] for p in PEERS]
             fsync = med.get((sync, op, FSYNC))
-            out.append(f"| {op} | {_fmt(kit)} | {' | '.join(_fmt(t) for t in times)} "
+            kept = f" | {_fmt(med.get((sync, op, MEMKIT_INDEXED)))}" if indexed else ""
+            out.append(f"| {op} | {_fmt(kit)}{kept} | {' | '.join(_fmt(t) for t in times)} "
                        f"| {' | '.join(f'{t / kit:.2f}' for t in times)} | {_fmt(fsync)} "
                        f"| {f'{kit / fsync:.2f}' if fsync else '–'} |")
         out.append("")
+    if indexed:
+        out += [f"`{MEMKIT_INDEXED}`: the same store with a per-user quota above `fts_min_user_rows`, so it keeps "
+                "the trigram index up to date on every write, as any store whose users can grow that large does. "
+                "Its writes are what the index costs; `memkit` keeps none (its quota is below the threshold, as "
+                "the teaching quota is).", ""]
     out += ["Durability, as PRAGMA reported it on each contender's own connection (before and after timing):", "",
-            "| run | contender | journal_mode | synchronous |", "|---|---|---|---|"]
-    out += [f"| {s['synchronous_run']} | {s['contender']} | {s['journal_mode']} | {s['synchronous']} |"
-            for s in peers["settings"]]
-    out += ["", "Agreement after timing (the same questions to memkit and both peers; the records of every user "
+            "| run | contender | journal_mode | synchronous | trigram index |", "|---|---|---|---|---|"]
+    out += [f"| {s['synchronous_run']} | {s['contender']} | {s['journal_mode']} | {s['synchronous']} "
+            f"| {s.get('trigram_index', '–')} |" for s in peers["settings"]]
+    out += ["", "Agreement after timing (the same questions to both memkit stores and both peers; the records of every user "
             "the timed writes touched must be the same):", "",
             "| run | check | questions | non-empty | disagreements |", "|---|---|---:|---:|---:|"]
     out += [f"| {c['synchronous']} | {c['operation']} | {c['questions']} | {c['non_empty']} | {c['disagreements']} |"
@@ -140,6 +148,11 @@ def window_section(window: dict[str, Any]) -> list[str]:
             times = [wmed[(sync, history, op, c)] for c in WINDOW_CONTENDERS]
             out.append(f"| {sync} | {history:,} | {op} | {' | '.join(_fmt(t) for t in times)} "
                        f"| {' | '.join(f'{t / times[0]:.2f}' for t in times[1:])} |")
+    server = window.get("server_us") or {}
+    if server:
+        out += ["", "What each call costs the Redis server itself (`INFO commandstats`, µs per call, the archiver's "
+                "passes included for memkit's appends): " + "; ".join(
+                    f"{name}: read {v['read last 10']:.1f}, append {v['append']:.1f}" for name, v in server.items()) + "."]
     flushes = [r for r in window["rows"] if r["history"] is None and r["median_s"] is not None]
     if flushes:
         out += ["", "memkit's archiving, not in the append column (the background worker's flush after each batch, "
@@ -189,6 +202,31 @@ def plot(axes: list[Any], results: dict[str, Any]) -> None:
         ax.axis("off")
 
 
+def profile_section(profile: dict[str, Any]) -> list[str]:
+    """WAL pages per write (by B-tree for a new key) and memkit's put by part."""
+    pages = profile["pages"]
+    names = list(pages)
+    ops = list(next(iter(pages.values())))
+    out = [f"WAL pages a write adds, measured at {profile['size']:,} records ({profile['writes']} writes of each kind, "
+           "the automatic checkpoint off; each page is 4 KiB written at commit and copied again by the next "
+           "checkpoint):", "",
+           f"| contender | {' | '.join(ops)} |", "|---|" + "---:|" * len(ops)]
+    for name in names:
+        totals = [pages[name][op]["total"] for op in ops]
+        out.append(f"| {name} | {' | '.join(f'{t:.1f}' for t in totals)} |")
+    trees = sorted({t for name in names for t in pages[name][ops[0]] if t != "total"},
+                   key=lambda t: -max(pages[n][ops[0]].get(t, 0) for n in names))
+    out += ["", "A new key's pages by B-tree ('new page': one the file did not have, where a table grows):", "",
+            f"| B-tree | {' | '.join(names)} |", "|---|" + "---:|" * len(names)]
+    out += [f"| {t} | {' | '.join(f'{pages[n][ops[0]].get(t, 0):.2f}' for n in names)} |" for t in trees]
+    parts = profile["parts_s"]
+    out += ["", f"memkit's `put` of a new key at NORMAL, by part (median of {profile['puts']} puts, checkpoint off; "
+            "each part runs from its statement's start to the next one's, Python between included):", "",
+            "| part | µs |", "|---|---:|"]
+    out += [f"| {name} | {seconds * 1e6:.1f} |" for name, seconds in parts.items()]
+    return out
+
+
 def markdown(results: dict[str, Any]) -> list[str]:
     """The '## Peers' section, or a line saying why it was not measured."""
     out = ["## Peers: langgraph and openai-agents", ""]
@@ -197,6 +235,8 @@ def markdown(results: dict[str, Any]) -> list[str]:
         return out + [f"Not measured in this run: {status}.", ""]
     if results.get("peers"):
         out += ["### Long-term store", ""] + store_section(results["peers"]) + [""]
+    if results.get("write_profile"):
+        out += ["### Where a write's cost goes", ""] + profile_section(results["write_profile"]) + [""]
     if results.get("writers"):
         out += ["### Four writer processes on one file", ""] + writers_section(results["writers"]) + [""]
     if results.get("window_peers"):

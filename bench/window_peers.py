@@ -249,7 +249,8 @@ class AgentsRedis(_AsyncPeer):
 def run(config: WindowPeerConfig, log: Any = print) -> dict[str, Any]:
     """Time read-last-10 and append for every contender, history and `synchronous`; return rows and checks."""
     handle = connect_redis(persistence="none")
-    server = handle.client.info("server")["redis_version"]
+    version = handle.client.info("server")["redis_version"]
+    server: dict[str, dict[str, float]] = {}
     rows: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     settings: list[dict[str, Any]] = []
@@ -267,6 +268,8 @@ def run(config: WindowPeerConfig, log: Any = print) -> dict[str, Any]:
                     checks += _check_history(contenders, history, synchronous, config)
                 settings += [{"synchronous_run": synchronous, "contender": c.name, **c.settings(synchronous)}
                              for c in contenders]
+                if synchronous == config.synchronous[0]:
+                    server = {c.name: _server_us(handle.client, c, config) for c in contenders if c.name != SQLITE_SESSION}
                 flush = statistics.median(kit.flush_s) if kit.flush_s else None
                 rows.append({"synchronous": synchronous, "history": None, "operation": "archive (flush, per turn)",
                              "contender": MEMKIT, "median_s": flush})
@@ -277,8 +280,24 @@ def run(config: WindowPeerConfig, log: Any = print) -> dict[str, Any]:
     finally:
         where = "embedded redis-server, unix socket, persistence none" if handle.embedded else "REDIS_URL"
         handle.close()
-    return {"rows": rows, "checks": checks, "settings": settings, "redis": f"Redis {server} ({where})",
+    return {"rows": rows, "checks": checks, "settings": settings, "redis": f"Redis {version} ({where})",
+            "server_us": server,
             "rounds": config.rounds, "reads": config.reads, "appends": config.appends}
+
+
+def _server_us(client: Any, contender: Any, config: WindowPeerConfig) -> dict[str, float]:
+    """What a read and an append cost the Redis server (INFO commandstats), per call, at 100 turns."""
+    session = "server-cost"
+    contender.fill(session, 100)
+    out = {}
+    for op, call in (("read last 10", lambda: contender.read_batch(session, config.reads)),
+                     ("append", lambda: contender.append_batch(session, 100, config.appends))):
+        client.config_resetstat()
+        call()
+        stats = client.info("commandstats")
+        calls = config.reads if op == "read last 10" else config.appends
+        out[op] = sum(v["usec"] for k, v in stats.items() if k != "cmdstat_config") / calls
+    return out
 
 
 def _time_history(contenders: list[Any], history: int, synchronous: str, config: WindowPeerConfig,

@@ -50,20 +50,27 @@ def _open(contender: str, path: Path, synchronous: str) -> tuple[Any, Any]:
     return (lambda user, key, value: peer.put(user, "episode", key, value)), peer
 
 
+USER_SHARE = 500
+"""A writer moves to a new user every this many writes: within the bench's per-user quota (900)."""
+
+
+def _user(worker: int, written: int) -> str:
+    return f"writer{worker}-{written // USER_SHARE}"  # no '.': SqliteStore refuses it in a namespace
+
+
 def _worker(contender: str, path: str, synchronous: str, worker: int, round_no: int, seconds: float,
             barrier: Any, results: Any) -> None:
     import random
 
     put, handle = _open(contender, Path(path), synchronous)
     rng = random.Random(worker * 1000 + round_no)
-    user = f"writer{worker}"
     written = 0
     try:
         barrier.wait()
         started = time.monotonic()
         deadline = started + seconds
         while time.monotonic() < deadline:
-            put(user, f"w.r{round_no}.{written}", sentence(rng))
+            put(_user(worker, written), f"w.r{round_no}.{written}", sentence(rng))
             written += 1
         stopped = time.monotonic()
     finally:
@@ -96,13 +103,15 @@ def _keys_written(contender: str, path: Path, config: WritersConfig) -> dict[str
     """How many `w.*` keys each writer user holds in the file afterwards."""
     put, handle = _open(contender, path, config.synchronous)
     try:
-        out = {}
-        for w in range(config.processes):
-            user = f"writer{w}"
-            if contender == MEMKIT:
-                out[user] = sum(1 for r in handle.records(user) if r["key"].startswith("w."))
-            else:
-                out[user] = sum(1 for _, key, _ in handle.records(user) if key.startswith("w."))
+        conn = handle.connection if contender == MEMKIT else handle.conn
+        if contender == MEMKIT:
+            rows = conn.execute("SELECT user_id FROM memories WHERE memory_key LIKE 'w.%'").fetchall()
+        else:
+            rows = conn.execute("SELECT prefix FROM store WHERE key LIKE 'w.%'").fetchall()
+        out: dict[str, int] = {}
+        for (owner,) in rows:  # memkit's user id, or the peer's namespace text "memkit.writerN-M.episode"
+            worker = (owner.split(".")[1] if contender != MEMKIT else owner).split("-")[0]
+            out[worker] = out.get(worker, 0) + 1
         return out
     finally:
         handle.close()

@@ -65,9 +65,22 @@ def loads(text: str | bytes) -> Any:
         ValidationError: the text is not JSON, or a tag holds a malformed value.
     """
     try:
+        if _untagged(text):
+            return json.loads(text)  # no key can be a tag, so the hook would change nothing
         return json.loads(text, object_hook=_from_json)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"not JSON text: {exc.msg} at position {exc.pos}") from None
+
+
+def _untagged(text: str | bytes) -> bool:
+    """True when no key of `text` can be a tag: it has no '$', and no escape that could spell one.
+
+    Then plain decoding gives exactly what decoding with the tag hook gives, at under half the cost
+    (the hook is a Python call per object); a window read decodes every turn of the window.
+    """
+    if isinstance(text, str):
+        return "$" not in text and "\\u" not in text
+    return b"$" not in text and b"\\u" not in text
 
 
 def _to_json(value: Any, where: str) -> Any:

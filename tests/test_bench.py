@@ -102,21 +102,32 @@ def test_contenders_give_the_same_answers_as_the_data(tmp_path):
 
 @needs_peers
 def test_peers_are_timed_at_the_stated_durability_and_agree(quick_run):
-    from bench.peer_bench import FSYNC, MEMKIT, PEER_OPERATIONS, PEERS
+    from bench.peer_bench import FSYNC, MEMKIT, MEMKIT_INDEXED, PEER_OPERATIONS, PEERS
 
     out, results, _ = quick_run
     peers = results["peers"]
     timed = {(r["synchronous"], r["operation"], r["contender"]) for r in peers["rows"]}
     for sync in ("FULL", "NORMAL"):
-        assert {(sync, op, c) for op in PEER_OPERATIONS for c in (MEMKIT, *PEERS)} <= timed
+        assert {(sync, op, c) for op in PEER_OPERATIONS for c in (MEMKIT, MEMKIT_INDEXED, *PEERS)} <= timed
         assert {(sync, op, FSYNC) for op in ("put (new key)", "put (update)", "delete")} <= timed
         stated = [s for s in peers["settings"] if s["synchronous_run"] == sync]
-        assert {s["contender"] for s in stated} == {MEMKIT, *PEERS}
+        assert {s["contender"] for s in stated} == {MEMKIT, MEMKIT_INDEXED, *PEERS}
+        assert {s["contender"]: s.get("trigram_index") for s in stated if "trigram_index" in s} == {
+            MEMKIT: "none", MEMKIT_INDEXED: "kept"}
         assert all(s["synchronous"] == sync for s in stated)
     assert {s["journal_mode"] for s in peers["settings"] if s["contender"] == "SqliteStore (rollback journal)"} == {"DELETE"}
     ops = {c["operation"] for c in peers["checks"]}
-    assert ops == {"get", "search (hit)", "search (miss)", "records (after the timed writes)"}
-    assert all(c["disagreements"] == 0 and c["contenders"] == 3 for c in peers["checks"])
+    assert ops == {"get", "search (hit)", "search (miss)", "records (after the timed writes)", "retrieval context"}
+    assert all(c["disagreements"] == 0 for c in peers["checks"])
+    # Both memkit stores and both peers answer each question; retrieval only the two memkit stores.
+    assert {c["operation"]: c["contenders"] for c in peers["checks"]}["retrieval context"] == 2
+    assert all(c["contenders"] == 4 for c in peers["checks"] if c["operation"] != "retrieval context")
+    pages = results["write_profile"]["pages"]
+    assert set(pages) == {MEMKIT, MEMKIT_INDEXED, "SqliteStore (WAL)"}
+    # The store that cannot use the trigram index writes none of its pages; the one that keeps it does.
+    assert not any(tree.startswith("memories_fts") for op in pages[MEMKIT].values() for tree in op)
+    assert any(tree.startswith("memories_fts") for tree in pages[MEMKIT_INDEXED]["put (new key)"])
+    assert results["write_profile"]["parts_s"]["whole put"] > 0
     writers = results["writers"]
     assert writers["all_found"] and all(n > 0 for n in writers["written"].values())
     window = results["window_peers"]
@@ -124,6 +135,7 @@ def test_peers_are_timed_at_the_stated_durability_and_agree(quick_run):
     assert {s["synchronous"] for s in window["settings"] if s["contender"] == "SQLiteSession"} == {"FULL", "NORMAL"}
     text = (out / "RESULTS.md").read_text(encoding="utf-8")
     for heading in ("## Peers: langgraph and openai-agents", "### Four writer processes on one file",
+                    "### Where a write's cost goes",
                     "SqliteStore (WAL) ÷ memkit", "RedisSession ÷ memkit", "memkit in fsyncs"):
         assert heading in text
 

@@ -66,3 +66,28 @@ def test_codec_reports_malformed_tags_and_text():
         codec.loads('{"$decimal":"nine"}')
     with pytest.raises(ValidationError, match="not JSON"):
         codec.loads("{")
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys | st.text(max_size=6), inner, max_size=4),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json, st.booleans(), st.booleans())
+def test_decoding_without_the_tag_hook_gives_what_the_hook_gives(value, ascii_only, as_bytes):
+    # Any JSON text, also one that spells a tag with an escape ("\u0024set"): loads takes the plain
+    # path only when no key can be a tag, and must answer exactly as the tag-aware decoder does.
+    import json
+
+    text = json.dumps(value, ensure_ascii=ascii_only).replace("$", "\\u0024" if ascii_only else "$")
+    raw = text.encode() if as_bytes else text
+    try:
+        expected = json.loads(raw, object_hook=codec._from_json)
+    except ValidationError:
+        with pytest.raises(ValidationError):
+            codec.loads(raw)
+        return
+    assert codec.loads(raw) == expected

@@ -15,14 +15,21 @@ from hypothesis import strategies as st
 from _store_helpers import clocked, fill, open_store, snapshot
 from memkit.errors import QuotaError, StoreError, ValidationError
 from memkit.limits import Limits
-from memkit.store import SCHEMA_VERSION, seal_bundle
+from memkit.store import SCHEMA_VERSION, MemoryStore, seal_bundle
 
 
 pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
 
 
 @pytest.mark.sqlite_only  # reads the FTS5 index (tests/test_postgres.py: on PostgreSQL)
-def test_forget_user_removes_records_events_and_transcript(clocked):
+def test_forget_user_removes_records_events_and_transcript(tmp_path):
+    # A quota that lets a user reach fts_min_user_rows: this store keeps the trigram index.
+    limits = Limits().replace(max_records_per_user=MemoryStore.fts_min_user_rows)
+    with open_store(tmp_path / "memory.sqlite3", limits=limits) as clocked:
+        _forget_user_removes_records_events_and_transcript(clocked)
+
+
+def _forget_user_removes_records_events_and_transcript(clocked):
     fill(clocked, "alice")
     fill(clocked, "bob")
     bob_before = clocked.export_user("bob")

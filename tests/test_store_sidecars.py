@@ -132,3 +132,29 @@ def test_half_made_databases_of_dead_creators_are_removed_and_live_ones_kept(tmp
     finally:
         live_process.kill()
         live_process.communicate()
+
+
+def test_opening_while_another_process_closes_the_last_connection_and_removes_the_wal(tmp_path, monkeypatch):
+    """The -wal was there when the opening store looked, and gone when it read it (a real race of
+    several processes opening one file: the last one to close checkpoints the WAL and deletes it)."""
+    import sqlite3
+
+    from memkit.store import files
+
+    path = tmp_path / "m.sqlite3"
+    with MemoryStore(path) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("UPDATE store_meta SET sequence = sequence + 1")  # a commit: the -wal is not empty
+    wal = Path(f"{path}-wal")
+    assert wal.stat().st_size > 0
+    real = files.WalLog
+
+    def closed_meanwhile(where: Path) -> object:
+        other.close()  # the last connection: SQLite checkpoints and removes the -wal
+        assert not wal.exists()
+        return real(where)
+
+    monkeypatch.setattr(files, "WalLog", closed_meanwhile)
+    with MemoryStore(path) as store:
+        assert store.get("alice", "preference", "drink")["value"] == "tea"

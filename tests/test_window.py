@@ -208,6 +208,19 @@ def test_an_expiring_session_is_archived_not_dropped(make_window, redis_handle, 
     assert [t["content"] for t in window.load_session("alice", "s1")][-2:] == ["m4", "back again"]
 
 
+def test_a_session_that_is_only_read_is_kept_alive_and_retired_once_reads_stop(make_window, store):
+    # Reads slide the window's TTL but not the sessions index: the sweeper must ask the window.
+    window = make_window(size=3, ttl=1.0, sweep_margin=0.5, background=True, interval=0.05)
+    window.append("alice", "s1", "user", "hello")
+    deadline = time.monotonic() + 2.0  # twice the TTL, four times the point the index says to retire
+    while time.monotonic() < deadline:
+        assert [t["content"] for t in window.recent("alice", "s1")] == ["hello"]
+        time.sleep(0.1)
+    assert window.place_counts("alice", "s1") == {"window": 1, "pending": 0, "archive": 0}
+    assert window.wait_until_archived("alice", "s1", timeout=3) is True  # reads stopped: retired, not dropped
+    assert _numbers(store.archived_turns("alice", "s1")) == [1]
+
+
 def test_wait_until_archived_reports_whether_the_session_left_redis(make_window):
     idle = make_window(size=3)  # no worker, TTL of 30 minutes: nothing moves it
     idle.append("bob", "s1", "user", "hi")

@@ -52,6 +52,8 @@ class SqliteDatabase:
         self._oversized = False  # this transaction was refused by the size cap
         self._conn: sqlite3.Connection | None = None
         self._conn = self._open(check_integrity)
+        self.page_size: int = self._conn.execute("PRAGMA page_size").fetchone()[0]
+        """Fixed for the file's life (WAL cannot change it), so the size check reads only page_count."""
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -279,16 +281,21 @@ class SqliteDatabase:
         rows = self.fetch(SQLITE_STATEMENTS.user_records, (user,))
         return rows[0][0] if rows else 0
 
-    def check_quotas(self, conn: sqlite3.Connection, user: str, adding: int = 1) -> None:
-        """Refuse (QuotaError) `adding` new records of `user` past the per-user or the global quota."""
-        row = conn.execute(SQLITE_STATEMENTS.user_records, (user,)).fetchone()
-        mine = row[0] if row else 0
+    def check_quotas(self, conn: sqlite3.Connection, user: str, adding: int = 1,
+                     counts: tuple[int | None, int] | None = None) -> None:
+        """Refuse (QuotaError) `adding` new records of `user` past the per-user or the global quota.
+
+        `counts`: the user's and the store's counters, when the caller read them in this transaction.
+        """
+        if counts is None:
+            row = conn.execute(SQLITE_STATEMENTS.user_records, (user,)).fetchone()
+            counts = (row[0] if row else 0, conn.execute(SQLITE_STATEMENTS.total_records).fetchone()[0])
+        mine, total = counts[0] or 0, counts[1]
         if mine + adding > self.limits.max_records_per_user:
             raise QuotaError(
                 f"user {user!r} has {mine} records; the per-user quota is {self.limits.max_records_per_user}. "
                 "Update an existing key or delete one first"
             )
-        total = conn.execute(SQLITE_STATEMENTS.total_records).fetchone()[0]
         if total + adding > self.limits.max_records_total:
             raise QuotaError(
                 f"the store holds {total} records; the global quota is {self.limits.max_records_total}"
@@ -296,7 +303,7 @@ class SqliteDatabase:
 
     def check_size(self, conn: sqlite3.Connection) -> None:
         """Measure after the write, inside the transaction: an over-cap write is rolled back whole."""
-        size = db_bytes(conn)
+        size = conn.execute("PRAGMA page_count").fetchone()[0] * self.page_size
         if size > self.limits.max_db_bytes:
             self._oversized = True
             raise QuotaError(

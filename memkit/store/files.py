@@ -79,6 +79,14 @@ def check_path(path: Path) -> bool:
     return False
 
 
+def _size(path: Path) -> int:
+    """The file's size, 0 if there is none: another process's last connection removes the -wal when it closes."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def check_length(path: Path, header: bytes) -> None:
     """Refuse a file cut short: SQLite reads missing bytes of its last page as zeros.
 
@@ -87,8 +95,7 @@ def check_length(path: Path, header: bytes) -> None:
     pages, and at least as many as the header counts. Skipped while a non-empty `-wal` file is
     beside it: a crashed checkpoint may have left the file short, and the WAL completes it.
     """
-    wal = Path(f"{path}-wal")
-    if wal.exists() and wal.stat().st_size > 0:
+    if _size(Path(f"{path}-wal")):
         return
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
@@ -120,7 +127,7 @@ def check_wal(path: Path) -> None:
             another id). No file is changed.
     """
     wal = Path(f"{path}-wal")
-    if not wal.exists() or wal.stat().st_size == 0:
+    if not _size(wal):
         return
     try:
         with contextlib.closing(sqlite3.connect(sqlite_uri(path, "ro") + "&immutable=1", uri=True)) as conn:
@@ -130,9 +137,12 @@ def check_wal(path: Path) -> None:
         return  # the schema check that follows names what is wrong with the file itself
     if own_id is None or page is None:
         return
-    log = WalLog(wal)
-    foreign = log.valid and log.page_size != page_size
-    foreign = foreign or any(own_id.encode("ascii") not in version for version in log.committed_versions(page))
+    try:
+        log = WalLog(wal)
+        foreign = log.valid and log.page_size != page_size
+        foreign = foreign or any(own_id.encode("ascii") not in version for version in log.committed_versions(page))
+    except FileNotFoundError:
+        return  # another process's last connection closed meanwhile: it checkpointed the WAL and removed it
     if foreign:
         raise StoreError(
             f"{wal.name} beside {path} is not its write-ahead log: it holds commits of another database "

@@ -20,7 +20,7 @@ from ..transcript import Turn
 from . import archive, health, search
 from . import bundle as bundle_format
 from .db import SqliteDatabase
-from .statements import RECORD_SQL, SQLITE_STATEMENTS as SQL, Record, Statements, to_record
+from .statements import RECORD_SQL, SQLITE_STATEMENTS as SQL, Record, Statements, put_read_args, to_record
 
 
 class MemoryStore:
@@ -67,7 +67,12 @@ class MemoryStore:
     The index covers every user's rows, so its cost grows with how common the term is in the whole
     store; a term that a user's newest rows rarely contain is, by the same token, rare enough to
     ask it for. `bench/RESULTS.md` has the measurements; 0 means "always the index", a huge
-    number "never"."""
+    number "never".
+
+    The index is kept up to date only where it can be used: at open, the store keeps it if its
+    `max_records_per_user` reaches this threshold (or a user already holds that many records) and
+    stops keeping it otherwise (`search.fit_index`). Lowering the threshold on an open store builds
+    the index at the first search that needs it."""
 
     def __init__(
         self,
@@ -85,6 +90,11 @@ class MemoryStore:
         self.synchronous = synchronous
         self._clock = clock
         self._db = SqliteDatabase(self.path, limits, synchronous, check_integrity)
+        try:
+            search.fit_index(self._db, limits, self.fts_min_user_rows)
+        except BaseException:
+            self._db.close()
+            raise
 
     @staticmethod
     def statements() -> Statements:
@@ -174,18 +184,15 @@ class MemoryStore:
         with self.transaction() as conn:
             self._lock_user(conn, user, creating=True)
             now = iso(self._clock())
-            row = conn.execute(
-                f"SELECT id, {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-                (user, kind, key),
-            ).fetchone()
-            if row is not None and row["value"] == value:
+            row = conn.execute(SQL.select_for_put, put_read_args(user, kind, key)).fetchone()
+            if row["id"] is not None and row["value"] == value:
                 return to_record(row)
             # "Newest first" is by this number, taken holding the write lock: commit order across
             # threads and processes, whatever the clock says.
             seq = self._db.take_sequence(conn)
-            if row is None:
-                self._db.check_quotas(conn, user)
-                last = conn.execute(SQL.last_revision, (user, kind, key)).fetchone()[0]
+            if row["id"] is None:
+                self._db.check_quotas(conn, user, counts=(row["user_records"], row["total_records"]))
+                last = row["last_revision"]
                 revision, created, action, old_value = (last or 0) + 1, now, "create", None
                 conn.execute(
                     SQL.insert_memory,

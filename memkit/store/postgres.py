@@ -396,11 +396,13 @@ class PostgresDatabase:
         rows = self.fetch("SELECT records FROM user_counts WHERE user_id = ?", (user,))
         return int(rows[0][0]) if rows else 0
 
-    def check_quotas(self, conn: PgConnection, user: str, adding: int = 1) -> None:
+    def check_quotas(self, conn: PgConnection, user: str, adding: int = 1,
+                     counts: tuple[int | None, int] | None = None) -> None:
         """Refuse (QuotaError) `adding` new records of `user` past the per-user or the global quota.
 
         Holds the user's counter row and then the total's until commit, so no racing writer can pass
-        the same check with the same room.
+        the same check with the same room. `counts` (the counters a caller read without locking
+        them) is not used: here the figures that count are the ones read under the row locks.
         """
         mine = self.lock_user(conn, user, creating=True)
         if mine + adding > self.limits.max_records_per_user:

@@ -14,8 +14,37 @@ from pathlib import Path
 
 from ..errors import StoreError
 
+SEARCH_INDEX_TRIGGERS: list[str] = [
+    """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts (rowid, key_fold, value_fold) VALUES (new.id, new.key_fold, new.value_fold);
+        END""",
+    """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, key_fold, value_fold)
+                VALUES ('delete', old.id, old.key_fold, old.value_fold);
+        END""",
+    """CREATE TRIGGER memories_fts_update AFTER UPDATE OF key_fold, value_fold ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, key_fold, value_fold)
+                VALUES ('delete', old.id, old.key_fold, old.value_fold);
+            INSERT INTO memories_fts (rowid, key_fold, value_fold) VALUES (new.id, new.key_fold, new.value_fold);
+        END""",
+]
+"""The triggers that keep the trigram index (`memories_fts`) up to date, as step 1 made them.
+
+From step 5 on, a file has them only where its store's limits let a user reach the size at which
+search asks the index (`search.fit_index`); elsewhere the index stays empty and no write touches it.
+With them a put writes about twice the pages (a new index segment per transaction)."""
+
+DROP_SEARCH_INDEX: list[str] = [
+    "DROP TRIGGER memories_fts_insert",
+    "DROP TRIGGER memories_fts_delete",
+    "DROP TRIGGER memories_fts_update",
+    "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')",
+]
+"""Stop keeping the trigram index and empty it (step 5, and `drop_search_index`)."""
+
 MIGRATIONS: list[list[str]] = [
     # 1: memories, their event history, quota counters, the search index, the transcript archive.
+    # (Step 5 makes the index's triggers optional: see SEARCH_INDEX_TRIGGERS.)
     [
         # One row per (user, kind, key). `key_fold`/`value_fold` hold the case-folded text the
         # search rule compares (Python's str.casefold), so SQL and FTS see exactly what the rule sees.
@@ -69,18 +98,7 @@ MIGRATIONS: list[list[str]] = [
             key_fold, value_fold, content = 'memories', content_rowid = 'id',
             tokenize = 'trigram case_sensitive 1'
         )""",
-        """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_fts (rowid, key_fold, value_fold) VALUES (new.id, new.key_fold, new.value_fold);
-        END""",
-        """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, key_fold, value_fold)
-                VALUES ('delete', old.id, old.key_fold, old.value_fold);
-        END""",
-        """CREATE TRIGGER memories_fts_update AFTER UPDATE OF key_fold, value_fold ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, key_fold, value_fold)
-                VALUES ('delete', old.id, old.key_fold, old.value_fold);
-            INSERT INTO memories_fts (rowid, key_fold, value_fold) VALUES (new.id, new.key_fold, new.value_fold);
-        END""",
+        *SEARCH_INDEX_TRIGGERS,
         # Short-term turns that left the live window (Redis or in-process), kept exactly once.
         """CREATE TABLE transcript (
             user_id TEXT NOT NULL,
@@ -123,6 +141,11 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX memories_by_user_seq ON memories (user_id, seq)",
         "DROP INDEX memories_by_user_time",
     ],
+    # 5: the trigram index is kept only where it can be used. With the default limits no user can
+    # reach the size at which search asks it (fts_min_user_rows), yet every write kept it up to date.
+    # The table stays; its triggers go, and it is emptied. A store adds them back at open where its
+    # limits need the index (search.fit_index); search answers the same with or without it.
+    list(DROP_SEARCH_INDEX),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -176,6 +199,32 @@ def meta_root_page(conn: sqlite3.Connection) -> int | None:
     return int(row[0]) if row else None
 
 
+SEARCH_INDEX_OBJECTS = frozenset(("trigger", name) for name in
+                                  ("memories_fts_insert", "memories_fts_delete", "memories_fts_update"))
+"""What `SEARCH_INDEX_TRIGGERS` makes: a file at version 5 or later has all of them or none."""
+
+
+def has_search_index(conn: sqlite3.Connection) -> bool:
+    """Whether the file keeps the trigram index up to date (its triggers are there)."""
+    names = [name for _, name in SEARCH_INDEX_OBJECTS]
+    found = conn.execute(f"SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN "
+                         f"({', '.join('?' * len(names))})", names).fetchone()[0]
+    return bool(found)
+
+
+def build_search_index(conn: sqlite3.Connection) -> None:
+    """Add the triggers and fill the index from the memories (inside the caller's write transaction)."""
+    for statement in SEARCH_INDEX_TRIGGERS:
+        conn.execute(statement)
+    conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+
+
+def drop_search_index(conn: sqlite3.Connection) -> None:
+    """Drop the triggers and empty the index, as step 5 does (inside the caller's write transaction)."""
+    for statement in DROP_SEARCH_INDEX:
+        conn.execute(statement)
+
+
 def _objects(conn: sqlite3.Connection) -> set[tuple[str, str]]:
     return {
         (row[0], row[1]) for row in conn.execute("SELECT type, name FROM sqlite_master")
@@ -217,7 +266,11 @@ def check_schema(conn: sqlite3.Connection, path: Path, check_integrity: bool) ->
             "schema version; memkit left it as it was"
         )
     if version >= 1:  # a memkit file at this or an older version: it must hold what its steps made
-        missing_objects = sorted(expected_objects(version) - _objects(conn))
+        present = _objects(conn)
+        made = set(expected_objects(version))
+        if version >= 5 and present & SEARCH_INDEX_OBJECTS:
+            made |= SEARCH_INDEX_OBJECTS  # the index's upkeep is optional, but whole or not at all
+        missing_objects = sorted(made - present)
         if missing_objects:
             names = ", ".join(f"{kind} {name!r}" for kind, name in missing_objects[:5])
             raise StoreError(

@@ -23,6 +23,9 @@ class Statements:
         record_columns: the columns of a record, in `Record` order (kind, key, value, source_session,
             revision, created_at, updated_at); `to_record` reads a row of them.
         select_current: (user, kind, key) -> the row's id, value, revision, or no row.
+        select_for_put: `put_read_args(user, kind, key)` -> one row: the current record's id, `record_columns` and
+            seq (all NULL when there is none), the user's and the store's quota counters, and the
+            highest revision in the key's event history: everything a put reads, in one statement.
         last_revision: (user, kind, key) -> the highest revision the event history holds (or NULL).
         take_sequence: (count) -> the last of the next `count` numbers of the store's sequence. Every
             write transaction takes at least one (the store does it before COMMIT when nothing did).
@@ -40,6 +43,7 @@ class Statements:
     record_columns: str
     take_sequence: str
     select_current: str
+    select_for_put: str
     last_revision: str
     insert_memory: str
     update_memory: str
@@ -53,6 +57,14 @@ SQLITE_STATEMENTS = Statements(
     record_columns="kind, memory_key, value, source_session, revision, created_at, updated_at",
     take_sequence="UPDATE store_meta SET sequence = sequence + ? RETURNING sequence",
     select_current="SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+    select_for_put=(
+        "SELECT m.id, m.kind, m.memory_key, m.value, m.source_session, m.revision, m.created_at, m.updated_at, m.seq,"
+        " (SELECT records FROM user_counts WHERE user_id = ?) AS user_records,"
+        " (SELECT records FROM total_count) AS total_records,"
+        " (SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?)"
+        " AS last_revision"
+        " FROM (SELECT 1) AS one LEFT JOIN memories m ON m.user_id = ? AND m.kind = ? AND m.memory_key = ?"
+    ),
     last_revision="SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?",
     insert_memory=(
         "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
@@ -86,3 +98,12 @@ def to_record(row: sqlite3.Row) -> Record:
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
     }
+
+
+def put_read_args(user: str, kind: str, key: str) -> tuple[str, ...]:
+    """The parameters of `select_for_put`, which names the key three times.
+
+    Plain `?` placeholders (not SQLite's numbered `?1`), so the PostgreSQL backend runs the same
+    statement through its adapter.
+    """
+    return (user, user, kind, key, user, kind, key)

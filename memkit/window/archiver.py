@@ -59,7 +59,15 @@ local expiry = redis.call('ZSCORE', KEYS[4], ARGV[1])
 if not expiry then return -1 end
 if ARGV[2] ~= 'inf' then
   local now = redis.call('TIME')
-  if tonumber(expiry) > now[1] * 1000 + math.floor(now[2] / 1000) + tonumber(ARGV[2]) then return -1 end
+  local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+  -- A read slides the keys' TTL but not the index, so the index may say earlier than the keys, never
+  -- later: the window's own TTL decides, and the index catches up (PTTL is -2 for a gone key).
+  local left = redis.call('PTTL', KEYS[1])
+  if left > tonumber(ARGV[2]) then
+    redis.call('ZADD', KEYS[4], now_ms + left, ARGV[1])
+    return -1
+  end
+  if tonumber(expiry) > now_ms + tonumber(ARGV[2]) then return -1 end
 end
 local old = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #old, 2 do redis.call('ZADD', KEYS[2], old[i + 1], old[i]) end

@@ -7,7 +7,9 @@ one of the two index keys.
 * `memkit:{user}:{session}:turns`   sorted set, score = turn number, member = the turn's JSON (sliding TTL)
 * `memkit:{user}:{session}:pending` sorted set of turns that left the window, not yet archived (no TTL)
 * `memkit:{user}:{session}:seq`     the turn counter (sliding TTL)
-* `memkit:_sessions`                sorted set: "user/session" -> expiry time in ms (Redis clock)
+* `memkit:_sessions`                sorted set: "user/session" -> expiry time in ms (Redis clock) as of
+                                    the last write (a read slides only the session keys' TTL, which
+                                    the sweeper checks before it retires a session)
 * `memkit:_archive`                 set of "user/session" that have pending turns
 
 All keys of one session plus the two index keys are touched by one script, so on Redis Cluster

@@ -1,8 +1,8 @@
 """Reading the Redis window: its one read path (the READ script and the decode of turns), and where a
 session's turns are right now (in the window, waiting in pending, or archived).
 
-`recent` and `load_session` read through READ, which slides the TTL (a read is activity too); the
-others read without touching it, for teaching, tests and operators. Mixed into `RedisWindow`, whose
+`recent` (one plain pipeline) and `load_session` (the READ script) slide the TTL (a read is activity
+too); the others read without touching it, for teaching, tests and operators. Mixed into `RedisWindow`, whose
 client, store and key layout it reads through.
 """
 
@@ -31,7 +31,8 @@ class SessionReads:
     """The reads of `RedisWindow`."""
 
     READ = """
--- Read a session's window (and its pending turns) and slide the TTL: a read is activity too.
+-- Read a session's window and its pending turns in one step and slide the TTL (load_session;
+-- `recent` reads the window alone with a plain pipeline, see SessionReads._read).
 -- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
 -- ARGV[1] "user/session"  ARGV[2] TTL in ms  ARGV[3] "1" to return pending turns as well
 -- Returns {window members oldest first, pending members oldest first (or empty)}.
@@ -64,14 +65,33 @@ return {window, pending}
         return max(1, round(self.ttl * 1000))
 
     def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
-        """The window (and the pending turns) in one script, decoded: the window's one read path."""
+        """The window (and the pending turns), decoded, with the TTL slid: one round trip.
+
+        The window alone (`recent`, read on every reply) is a plain pipeline: ZRANGE, then PEXPIRE
+        of the turns and the counter. A Lua script costs the server several times that (measured
+        in bench/RESULTS.md), and nothing here needs one: a turn that moves or a retire that runs
+        between the commands changes nothing the read returns, and PEXPIRE of a key that has gone
+        does nothing (a counter kept longer only keeps its numbers from being reused). The sessions
+        index is left as the last append set it, so it may say a read session expires earlier than
+        it does, never later; the sweeper asks the key's own TTL before it retires a session
+        (`Archiver.RETIRE`). Window and pending together (`load_session`) must be one snapshot, so
+        a turn moving between them is seen once: the READ script.
+        """
         keys = self.keys(user, session)
+        ttl = self._ttl_ms
         with redis_errors(self._where, f"reading the window of {user}/{session}"):
-            window, pending = self._read_script(
-                keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
-                args=[f"{user}/{session}", self._ttl_ms, "1" if with_pending else "0"],
-            )
-        return decode(window), decode(pending)
+            if with_pending:
+                window, pending = self._read_script(
+                    keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
+                    args=[f"{user}/{session}", ttl, "1"],
+                )
+                return decode(window), decode(pending)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrange(keys.turns, 0, -1)
+            pipe.pexpire(keys.turns, ttl)
+            pipe.pexpire(keys.seq, ttl)
+            window = pipe.execute()[0]
+        return decode(window), []
 
     def recent(self, user: str, session: str) -> list[Turn]:
         """The session's window, oldest first; reading it restarts the TTL."""

@@ -161,7 +161,6 @@ redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARG
 return {n, redis.call('ZCARD', KEYS[2])}
 """
 
-
     def __init__(
         self,
         store: MemoryStore,
@@ -350,7 +349,9 @@ return {n, redis.call('ZCARD', KEYS[2])}
         if min(numbers) <= 0:  # pragma: no cover - the first turns left room for the later ones
             raise WindowError(f"the turns {numbers} of {ref} were stored in part; this is a bug, please report it")
         self._numbers.handed_out(user, session, numbers[-1])
-        if int(results[-1][1]):
+        if int(results[-1][1]) >= self.size:
+            # A window's worth is waiting: archive it now. Fewer wait for the worker's next pass
+            # (every `interval`): one SQLite commit per turn cost more than the append itself.
             self.archiver.wake()
         return [{"turn": number, "role": role, "content": text, "at": at}
                 for number, (role, text) in zip(numbers, turns)]
