@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 from memkit.clock import iso, utc_now
+from memkit.store.statements import RECORD_SQL, put_read_args
 
 from . import store_bench
 from .contenders import BENCH_LIMITS, SESSION, Hit, Kit, _bundle
@@ -79,7 +80,6 @@ class RawPsycopg:
         from memkit.store.pg_connection import pyformat
         from memkit.store.pg_search import _LIKE, _MATCH, _NEWEST
         from memkit.store.pg_store import PostgresStore
-        from memkit.store.statements import RECORD_SQL
 
         self.conn = psycopg.Connection.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor,
                                                options=f"-c search_path={schema} -c synchronous_commit=on")
@@ -89,8 +89,8 @@ class RawPsycopg:
         q = pyformat  # the store's SQL, once, in psycopg's placeholders
         self.lock = q("SELECT records FROM user_counts WHERE user_id = ? FOR UPDATE")
         self.make_counter = q("INSERT INTO user_counts VALUES (?, 0) ON CONFLICT (user_id) DO NOTHING")
-        self.current = q(f"SELECT id, {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?")
-        self.seq, self.last = q(sql.take_sequence), q(sql.last_revision)
+        self.for_put = q(sql.select_for_put)
+        self.seq = q(sql.take_sequence)
         self.insert, self.update, self.event = q(sql.insert_memory), q(sql.update_memory), q(sql.insert_event)
         self.user_records = q(sql.user_records)
         self.get_sql = q(f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?")
@@ -114,16 +114,16 @@ class RawPsycopg:
         now = iso(utc_now())
         execute("BEGIN")
         self._locked(user)
-        row = execute(self.current, (user, kind, key)).fetchone()
-        if row is not None and row[3] == value:
+        # id, record columns, seq, the two counters, the last revision: one statement (the store's)
+        row = execute(self.for_put, put_read_args(user, kind, key)).fetchone()
+        if row[0] is not None and row[3] == value:
             execute("COMMIT")
             return int(row[5])
         seq = execute(self.seq, (1,)).fetchone()[0]
-        if row is None:
-            self._locked(user)  # the quota check: the user's counter, then the total's
+        if row[0] is None:
+            self._locked(user)  # the quota check: the user's counter, then the total's, under row locks
             execute("SELECT records FROM total_count FOR UPDATE").fetchone()
-            last = execute(self.last, (user, kind, key)).fetchone()[0]
-            revision, action, old = (last or 0) + 1, "create", None
+            revision, action, old = (row[11] or 0) + 1, "create", None
             execute(self.insert, (user, kind, key, value, SESSION, revision, now, now, key.casefold(),
                                   value.casefold(), seq))
         else:
