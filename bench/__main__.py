@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import budget_bench, report, store_bench, suite_extras
+from . import budget_bench, pg_bench, report, store_bench, suite_extras
 from .peers import peers_available
 
 HERE = Path(__file__).resolve().parent
@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     report.plot(results, args.out / "results.png")
     (args.out / "RESULTS.md").write_text(report.markdown(results, notes), encoding="utf-8")
+    pg_bench.run_into(args.out, quick)  # the PostgreSQL backend's section of RESULTS.md (issue 14)
     print(f"\ntargets ({results['meta']['wall_s']} s in all):")
     for t in report.targets(results):
         print(f"  {'ok  ' if t['holds'] else 'MISS'} {t['target']}: {t['measured']}")

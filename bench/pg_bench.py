@@ -1,6 +1,13 @@
 """PostgreSQL in the benchmark.
 
+    python -m bench.pg_bench                 # the store against raw psycopg, and the writer curve
+    python -m bench.pg_bench --quick         # the same, small (what the test runs, with --out)
     python -m bench.pg_bench --isolation     # row locks (what memkit does) against SERIALIZABLE + retry
+
+`make bench` (python -m bench) runs the first through `run_into`: the figures go into the
+"PostgreSQL backend" section of bench/RESULTS.md (`bench.pg_report`), pg_writers.png and
+pg_results.json. The store against its limit is `bench.pg_store_bench`, the writer curve
+(SQLite and PostgreSQL with 1, 2, 4 and 8 writer processes) `bench.pg_writers`.
 
 Isolation: `writers` processes write for one user at the per-user quota's edge at the same moment
 (random keys out of quota + 16, so creates fill the quota and then are refused, and updates race
@@ -18,8 +25,10 @@ present, else the pgserver wheel's PostgreSQL 16), started with durable defaults
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import multiprocessing
+import os
 import random
 import time
 import uuid
@@ -27,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 DEBIAN_POSTGRES = Path("/usr/lib/postgresql/15/bin")
+HERE = Path(__file__).resolve().parent
 
 
 def _raw_put(conn: Any, user: str, kind: str, key: str, value: str, limits: Any, now: str,
@@ -174,17 +184,70 @@ def _server(url: str | None) -> tuple[str, Any]:
     return server.url, server
 
 
+def run(url: str, quick: bool = False, log: Any = print) -> dict[str, Any]:
+    """The store against its limit and the writer curve on the server at `url`; their figures."""
+    from . import pg_store_bench, pg_writers
+
+    store, curve = pg_store_bench.PgStoreConfig(), pg_writers.WriterCurveConfig()
+    if quick:
+        store.sizes, store.rounds, store.read_cap_s = (500,), 2, 0.05
+        curve.processes, curve.seconds, curve.rounds = (1, 2), 0.5, 1
+    started = time.perf_counter()
+    log(f"postgresql, the store against raw psycopg: sizes {list(store.sizes)}, {store.rounds} rounds")
+    results: dict[str, Any] = {"store": pg_store_bench.run(url, store, log)}
+    log(f"postgresql, writer processes {list(curve.processes)} against SQLite:")
+    results["writers"] = pg_writers.run(url, curve, log)
+    results["meta"] = {"rounds": store.rounds, "sizes": list(store.sizes), "cores": os.cpu_count(),
+                       "date": dt.date.today().isoformat(), "wall_s": round(time.perf_counter() - started, 1)}
+    return results
+
+
+def run_into(out: Path, quick: bool = False, url: str | None = None, command: str | None = None) -> dict[str, Any]:
+    """`run` on `url` (else an embedded server), then its section of `out`/RESULTS.md, the plot
+    (pg_writers.png) and pg_results.json. What `python -m bench` calls."""
+    from . import pg_report
+
+    url, server = _server(url)
+    try:
+        results = run(url, quick)
+        results["meta"]["server"] = _server_version(url)
+    finally:
+        if server is not None:
+            server.close()
+    results["meta"]["command"] = command or "python -m bench" + (" --quick" if quick else "")
+    notes = HERE / "pg_notes.md"
+    results["notes"] = notes.read_text(encoding="utf-8") if notes.exists() and not quick else ""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "pg_results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    pg_report.plot(results, out / pg_report.PLOT)
+    pg_report.write_section(out / "RESULTS.md", pg_report.markdown(results))
+    for target in pg_report.targets(results):
+        print(f"  {'ok  ' if target['holds'] else 'MISS'} {target['target']}: {target['measured']}")
+    return results
+
+
+def _server_version(url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return "PostgreSQL " + str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pg_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a PostgreSQL server to measure (default: an embedded one)")
     parser.add_argument("--isolation", action="store_true", help="row locks against SERIALIZABLE with retry")
-    parser.add_argument("--writers", type=int, default=4)
-    parser.add_argument("--puts", type=int, default=250, help="puts per writer")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of the store bench and the writer curve")
+    parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md's section and the plot go")
+    parser.add_argument("--writers", type=int, default=4, help="--isolation: writer processes")
+    parser.add_argument("--puts", type=int, default=250, help="--isolation: puts per writer")
     args = parser.parse_args(argv)
+    if not args.isolation:
+        run_into(args.out, args.quick, args.url, command="python -m bench.pg_bench" + (" --quick" if args.quick else ""))
+        return 0
     url, server = _server(args.url)
     try:
-        if args.isolation:
-            print(json.dumps(isolation(url, writers=args.writers, puts=args.puts), indent=2))
+        print(json.dumps(isolation(url, writers=args.writers, puts=args.puts), indent=2))
     finally:
         if server is not None:
             server.close()

@@ -6,6 +6,8 @@ importable from its own module (`memkit.request.History`, `memkit.models.call`, 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .agent import AgentReply, MemoryAgent
 from .approvals import Approvals
 from .budget import BudgetedModel
@@ -24,15 +26,18 @@ from .errors import (
 from .limits import Limits
 from .models import FixtureModel, OpenAIModel, ScriptedModel
 from .retrieval import retrieve
-from .store import MemoryStore, Record
+from .store import MemoryStore, Record, open_store, start_embedded_postgres
 from .tools import MemoryTools
 from .window import InProcessWindow, RedisWindow, ShortTermWindow, start_embedded_redis
+
+if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an optional extra
+    from .store.pg_store import PostgresStore
 
 __version__ = "0.1.0"
 
 __all__ = [
-    # long-term memory
-    "MemoryStore", "Record", "Limits",
+    # long-term memory: SQLite, or PostgreSQL (the `postgres` extra)
+    "MemoryStore", "Record", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
     # the agent and what it is made of
     "MemoryAgent", "AgentReply", "MemoryTools", "Approvals", "retrieve", "BudgetedModel",
     "FixtureModel", "ScriptedModel", "OpenAIModel",
@@ -44,3 +49,12 @@ __all__ = [
     "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ApprovalError",
     "BudgetError", "ModelError", "WindowError",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`PostgresStore` on first use (`memkit.store` imports psycopg, the `postgres` extra, only then)."""
+    if name == "PostgresStore":
+        from . import store
+
+        return store.PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

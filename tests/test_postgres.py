@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
 import uuid
 
 import psycopg
@@ -411,3 +413,19 @@ def test_open_store_opens_sqlite_for_a_path_and_postgresql_for_a_url(tmp_path, p
         assert lite.path == tmp_path / "m.sqlite3" and pg.schema.startswith("t_")
     with pytest.raises(TypeError, match="check_integrity"):
         open_store(pg_url, check_integrity=True)  # a SQLite option: refused, never silently ignored
+
+
+def test_the_postgresql_names_are_public_and_psycopg_is_imported_only_on_first_use(pg_url):
+    import memkit
+
+    assert {"open_store", "PostgresStore", "start_embedded_postgres"} <= set(memkit.__all__)
+    assert memkit.PostgresStore is PostgresStore and memkit.open_store is open_store
+    with memkit.open_store(pg_url, schema=fresh()) as store:
+        assert isinstance(store, memkit.PostgresStore)
+    with pytest.raises(AttributeError, match="no attribute 'PostgresStores'"):
+        memkit.PostgresStores  # noqa: B018 - a misspelt name is an AttributeError, not a silent None
+    # A fresh interpreter: `import memkit` (the SQLite kit) does not import psycopg; the name does.
+    probe = ("import sys, memkit; assert 'psycopg' not in sys.modules, 'psycopg imported by import memkit'; "
+             "memkit.PostgresStore; assert 'psycopg' in sys.modules; print('ok')")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr

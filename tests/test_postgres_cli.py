@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 
 import psycopg
@@ -80,3 +81,52 @@ def test_a_database_url_that_is_not_postgresql_or_cannot_be_reached_is_refused_c
     done = run("put", "--workspace", str(tmp_path / "ws"), "--user", "alice", "--key", "drink", "--value", "tea",
                "--confirm", env=env_with(DATABASE_URL=unreachable))
     assert done["revision"] == 1 and (tmp_path / "ws" / "state" / "memory.sqlite3").exists()
+
+
+def chat(database: str, *argv: str, env: dict[str, str], cwd=None) -> dict:
+    done = memkit("chat", "--db", database, "--user", "alice", "--session", "s1", *argv, env=env, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_chat_on_postgresql_keeps_its_window_in_the_workspace_one_folder_per_database(database, tmp_path):
+    env, workspace = env_with(), tmp_path / "ws"  # no REDIS_URL: the workspace's own redis-server
+    chat(database, "--workspace", str(workspace), "--message", "My ticket number is T-4471", env=env)
+    reply = chat(database, "--workspace", str(workspace), "--task", "What was my ticket number?", env=env)
+    assert "T-4471" in reply["turns"][0]["reply"]  # the second process read the first one's window
+    folders = sorted(p.name for p in (workspace / "state").iterdir())
+    assert len(folders) == 1 and re.fullmatch(r"postgresql-[0-9a-f]{12}-window", folders[0])
+    assert not (workspace / "state" / folders[0] / "server.json").exists()  # the last process stopped it
+    # The same database spelt another way (no password, the user as a parameter) is the same window.
+    name, socket = database.split("@/", 1)[1].split("?host=")
+    same = f"postgresql:///{name}?user=postgres&host={socket}"
+    assert "T-4471" in chat(same, "--workspace", str(workspace), "--task", "What was my ticket number?",
+                            env=env)["turns"][0]["reply"]
+    # Another database never shares it: a window archives into the store it was opened with.
+    other = f"postgresql://postgres:{SECRET}@/postgres?host={socket}"
+    assert "T-4471" not in chat(other, "--workspace", str(workspace), "--task", "What was my ticket number?",
+                                env=env)["turns"][0]["reply"]
+    assert len(list((workspace / "state").iterdir())) == 2
+    # forget-user finds that window and clears it with the store.
+    forgotten = run("forget-user", "--db", database, "--workspace", str(workspace), "--user", "alice", "--confirm",
+                    env=env)
+    assert forgotten["removed"]["window_turns"] > 0 and forgotten["left"]["window_turns"] == 0
+    after = chat(database, "--workspace", str(workspace), "--task", "What was my ticket number?", env=env)
+    assert "T-4471" not in after["turns"][0]["reply"]
+
+
+def test_chat_on_postgresql_without_a_workspace_uses_memkit_workspace_in_the_current_folder(database, tmp_path):
+    chat(database, "--message", "My ticket number is T-77", env=env_with(), cwd=tmp_path)
+    assert [p.name.startswith("postgresql-") for p in (tmp_path / "memkit-workspace" / "state").iterdir()] == [True]
+    # $DATABASE_URL instead of --db: the same store, so the same window.
+    done = memkit("chat", "--user", "alice", "--session", "s1", "--task", "What was my ticket number?",
+                  env=env_with(DATABASE_URL=database), cwd=tmp_path)
+    assert done.returncode == 0 and "T-77" in json.loads(done.stdout)["turns"][0]["reply"], done.stderr
+
+
+def test_db_with_a_path_and_workspace_together_is_refused_and_creates_nothing(tmp_path):
+    done = run("put", "--db", str(tmp_path / "m.sqlite3"), "--workspace", str(tmp_path / "ws"), "--user", "alice",
+               "--key", "drink", "--value", "tea", "--confirm", env=env_with(), ok=False)
+    assert done.returncode == 2 and "both name a SQLite file; give one of them" in done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -45,10 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler)
-        where = sub.add_mutually_exclusive_group()
-        where.add_argument("--db", metavar="PATH|URL", help="the SQLite file, or a postgresql:// URL "
-                           "(default: $MEMKIT_DB, $DATABASE_URL, or ./memkit-workspace)")
-        where.add_argument("--workspace", metavar="DIR", help="use DIR/state/memory.sqlite3")
+        sub.add_argument("--db", metavar="PATH|URL", help="the SQLite file, or a postgresql:// URL "
+                         "(default: $MEMKIT_DB, $DATABASE_URL, or ./memkit-workspace)")
+        sub.add_argument("--workspace", metavar="DIR", help="use DIR/state/memory.sqlite3; with --db postgresql://..., "
+                         "the folder for this machine's state (chat's window) instead of ./memkit-workspace")
         return sub
 
     def identity(sub: argparse.ArgumentParser, key: bool = True, user_required: bool = True) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import os
 from pathlib import Path
 from typing import Any, Iterator
@@ -34,6 +35,9 @@ def db_path(args: argparse.Namespace) -> tuple[Path, bool]:
     Returns the path and whether its folder is the kit's to create (a workspace, never a --db folder).
     """
     _refuse_empty(args)
+    if args.db and args.workspace is not None:
+        raise CliError(f"--db {args.db} and --workspace {args.workspace} both name a SQLite file; give one of them "
+                       "(--workspace goes with --db only when --db is a postgresql:// URL)")
     if args.db:
         return Path(args.db), False
     if args.workspace is None and os.environ.get("MEMKIT_DB"):
@@ -58,6 +62,22 @@ def database_url(args: argparse.Namespace) -> str | None:
     if url is not None and not is_database_url(url):
         raise CliError("DATABASE_URL is set but is not a postgresql:// URL; unset it, or give --db or --workspace")
     return url
+
+
+def workspace_window(args: argparse.Namespace, store: MemoryStore) -> Path:
+    """The folder of the workspace's own redis-server (the window when REDIS_URL is unset).
+
+    Beside a SQLite file: `memory.sqlite3-window/`. For a PostgreSQL store, in the workspace
+    (`--workspace DIR`, else ./memkit-workspace): `state/postgresql-<id>-window/`, `<id>` naming the
+    server, database and schema (`PostgresStore.location`), so every process on this machine that
+    uses that store shares one window, and two stores never share one (a window archives its turns
+    into the store it was opened with).
+    """
+    location = getattr(store, "location", None)
+    if location is None:
+        return window_folder(store.path)
+    digest = hashlib.sha256(location.encode("utf-8")).hexdigest()[:12]
+    return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / f"postgresql-{digest}-window"
 
 
 def store_for(args: argparse.Namespace) -> MemoryStore:
@@ -128,15 +148,18 @@ def window_for(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTe
     """The short-term window of `chat`: Redis at `REDIS_URL`, else the workspace's own redis-server.
 
     The embedded server keeps its data (AOF, fsynced every second) in a folder beside the SQLite
-    file and is shared by every memkit process using that database, so a conversation continues
-    in the next process with nothing but the workspace.
+    file, or in the workspace for a PostgreSQL store (`workspace_window`), and is shared by every
+    memkit process using that database, so a conversation continues in the next process with
+    nothing but the workspace.
     """
     if getattr(args, "window", "workspace") == "process":
         with InProcessWindow(History(limits=store.limits).turns_needed, limits=store.limits) as goldfish:
             yield goldfish
         return
     url = os.environ.get("REDIS_URL")
-    handle = connect_redis(url) if url else WorkspaceRedis(window_folder(store.path))
+    if not url:  # a PostgreSQL store's window lives in the workspace, which may not exist yet
+        workspace_window(args, store).parent.mkdir(parents=True, exist_ok=True)
+    handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store))
     try:
         window = RedisWindow(store, handle.client, size=History(limits=store.limits).turns_needed)
         with window:

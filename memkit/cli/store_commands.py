@@ -17,8 +17,7 @@ from typing import Any
 
 from ..store import MemoryStore
 from ..window import ShortTermWindow
-from ..window.workspace import window_folder
-from .options import CliError, cli_approvals, require_confirm, store_for, window_for
+from .options import CliError, cli_approvals, require_confirm, store_for, window_for, workspace_window
 from .output import emit
 
 
@@ -117,7 +116,7 @@ def cmd_forget_user(args: argparse.Namespace) -> None:
     require_confirm(args, "forget-user")
     with store_for(args) as store:
         url = os.environ.get("REDIS_URL")
-        if url or (getattr(store, "path", None) is not None and window_folder(store.path).exists()):
+        if url or workspace_window(args, store).exists():
             with window_for(args, store) as window:
                 report = forget_everywhere(store, args.user, window)
         else:  # no window was ever kept for this database: nothing to start a server for

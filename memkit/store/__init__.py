@@ -30,6 +30,8 @@ search); a schema change touches only this package.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .bundle import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, LINE_SCHEMAS, seal_bundle
 from .db import SqliteDatabase, is_busy
 from .embedded import EmbeddedPostgres, start_embedded_postgres
@@ -39,6 +41,9 @@ from .memory import MemoryStore
 from .opening import is_database_url, open_store
 from .schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, expected_objects
 from .statements import SQLITE_STATEMENTS, Record, Statements
+
+if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an optional extra
+    from .pg_store import PostgresStore
 
 __all__ = [
     "MemoryStore", "Record", "Statements", "SQLITE_STATEMENTS", "SqliteDatabase", "is_busy",

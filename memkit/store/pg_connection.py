@@ -95,9 +95,17 @@ class Row(Sequence[Any]):
         return f"Row({tuple(self._values)!r})"
 
 
+@functools.lru_cache(maxsize=256)
+def _column_index(names: tuple[bytes | None, ...]) -> dict[str, int]:
+    return {(name or b"").decode("utf-8", "replace"): number for number, name in enumerate(names)}
+
+
 def row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
-    """psycopg's row factory for `Row`: the column names are read once per result."""
-    index = {column.name: number for number, column in enumerate(cursor.description or ())}
+    """psycopg's row factory for `Row`: the column names are read once per result, straight from
+    the result (`cursor.description` builds a Column object per column, which cost a read of one
+    row more than the rest of memkit's part of it), and their index is shared by equal results."""
+    result = cursor.pgresult
+    index = _column_index(tuple(result.fname(n) for n in range(result.nfields))) if result is not None else {}
     return lambda values: Row(values, index)
 
 

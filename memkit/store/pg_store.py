@@ -83,6 +83,12 @@ class PostgresStore(MemoryStore):
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r}, schema={self.schema!r})"
 
+    @property
+    def location(self) -> str:
+        """Which store this is, whatever the URL's spelling: `host`, `port`, `dbname` and `schema`
+        (no user, no password). The CLI names the workspace window of this store after it."""
+        return self._pg.location
+
     @staticmethod
     def statements() -> Statements:
         """The SQL this store runs for its writes and record reads: SQLite's, but for

@@ -100,6 +100,9 @@ class PostgresDatabase:
         """The connection string with its password masked: what every message shows."""
         self._wait_s = max(limits.busy_timeout_ms / 1000, 0.1)
         self._conninfo = self._configured(conninfo, synchronous)
+        self.location = ""
+        """host, port, dbname and schema: which store this is, whatever the URL's spelling (as the
+        server reports them; the host is its address, or the Unix socket's folder)."""
         self._local = threading.local()
         self._counting = threading.Lock()
         self._borrowed = 0  # connections this store has out of its pool (or of its own) right now
@@ -137,6 +140,9 @@ class PostgresDatabase:
                 raise StoreError(f"schema {self.schema!r} of {self.where} holds no memkit store; nothing was created")
             migrate(conn, self.schema)
             self.search_index = ensure_search_index(conn, self.schema)
+            host, port, dbname = conn.execute(
+                "SELECT host(inet_server_addr()), current_setting('port'), current_database()").fetchall()[0]
+            self.location = f"host={host or raw.info.host} port={port} dbname={dbname} schema={self.schema}"
         except psycopg.Error as exc:
             raw.close()
             raise StoreError(f"cannot use schema {self.schema!r} of {self.where}: {self._text(exc)}") from None
