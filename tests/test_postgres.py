@@ -246,26 +246,6 @@ def test_the_event_history_is_append_only_in_the_database_itself(server):
         assert store.forget_user("alice")["events"] == 1  # deleting a user's history stays possible
 
 
-def test_the_published_statements_write_what_the_store_reads(server):
-    sql = PostgresStore.statements()
-    with PostgresStore(server, schema=fresh()) as store:
-        with store.transaction() as conn:
-            seq = conn.execute(sql.take_sequence, (1,)).fetchone()[0]
-            conn.execute(sql.insert_memory, ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea", seq))
-            conn.execute(sql.insert_event, ("alice", "preference", "drink", "create", 1, "s1", None, "Tea", None, "t1"))
-            row = conn.execute(sql.select_current, ("alice", "preference", "drink")).fetchone()
-            seq = conn.execute(sql.take_sequence, (2,)).fetchone()[0]
-            conn.execute(sql.update_memory, ("Green tea", "green tea", "s2", 2, "t2", seq, row["id"]))
-        assert store.get("alice", "preference", "drink") == {
-            "kind": "preference", "key": "drink", "value": "Green tea", "source_session": "s2", "revision": 2,
-            "created_at": "t1", "updated_at": "t2"}
-        assert [r["key"] for r in store.search("alice", "GREEN")] == ["drink"]
-        assert store.users() == {"alice": 1} and store.health()["counters_consistent"]
-        with store.transaction() as conn:
-            conn.execute(sql.delete_memory, (row["id"],))
-        assert store.get("alice", "preference", "drink") is None and store.users() == {}
-
-
 def test_forget_user_leaves_no_row_of_that_user(server):
     with PostgresStore(server, schema=fresh(), clock=FakeClock(step_seconds=1)) as store:
         fill(store, "alice")
