@@ -1,8 +1,9 @@
-"""What `appendfsync always` costs against the default `everysec`, for the window's append.
+"""What the workspace window's `appendfsync always` (the default) costs against `everysec`, for the window's append.
 
-The workspace's embedded redis-server (the `memkit chat` default) appends every write to its AOF
-before replying and fsyncs once a second: a killed process loses no acknowledged turn, a power
-cut may lose the last second or two. `always` fsyncs each write before the reply. This measures
+The workspace's embedded redis-server (the `memkit chat` default) fsyncs every write to its AOF
+before it replies, so no acknowledged turn is lost to a crash or a power cut. `everysec` fsyncs
+once a second, and while that fsync is slow Redis holds writes back for up to two seconds and
+still replies: a killed redis-server or a power cut may lose acknowledged turns. This measures
 one exchange appended (two turns, one transaction) on each, alternating rounds in one process,
 beside the disk's own fsync latency.
 

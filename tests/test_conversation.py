@@ -221,3 +221,22 @@ def test_forget_user_removes_the_user_from_store_archive_and_live_windows(worksp
     assert "T-1" not in again.stdout
     bob = memkit("chat", *ws, "--user", "bob", "--session", "s1", "--message", "What was my ticket number?")
     assert "T-1" in json.loads(bob.stdout)["turns"][0]["reply"]
+
+
+@pytest.mark.parametrize("asked, expected", [(None, "always"), ("everysec", "everysec")])
+def test_the_workspace_server_fsyncs_before_it_replies_unless_told_otherwise(tmp_path, asked, expected):
+    """The window holds the only copy of a turn until it is archived: the default is `always`
+    (Redis's `everysec` may hold a write back and still reply)."""
+    folder = tmp_path / "memory.sqlite3-window"
+    options = {} if asked is None else {"appendfsync": asked}
+    with WorkspaceRedis(folder, **options) as handle:
+        assert handle.client.config_get("appendfsync") in ({"appendfsync": expected}, {b"appendfsync": expected.encode()})
+    WorkspaceRedis.stop(folder)
+
+
+def test_an_unknown_appendfsync_is_refused_before_a_server_starts(tmp_path):
+    from memkit.errors import WindowError
+
+    with pytest.raises(WindowError, match="appendfsync is 'no'; use 'always' or 'everysec'"):
+        WorkspaceRedis(tmp_path / "w", appendfsync="no")
+    assert not (tmp_path / "w").exists()
