@@ -21,6 +21,7 @@ from ..errors import WindowError
 from ..store import MemoryStore
 from ..transcript import Turn
 from ..window import RedisWindow, connect_redis, start_embedded_redis
+from ..window.keys import LIFE_KEY
 from ..window.server import _is_alive
 from .workers import PathLike, run_worker, wait_for, worker
 
@@ -187,7 +188,7 @@ def refused_appends(folder: PathLike, *, attempts: int = 10, cause: str = "locke
 
 
 def older_state_restart(folder: PathLike, *, before: int = 10, after: int = 4, size: int = 3,
-                        snapshot_at: int = 5) -> dict[str, Any]:
+                        snapshot_at: int = 5, own_clients: bool = False) -> dict[str, Any]:
     """Run a session, restart its Redis from a snapshot older than the archive, and go on.
 
     A real embedded server (AOF in `folder`, reached at a TCP address that survives the restart)
@@ -197,6 +198,9 @@ def older_state_restart(folder: PathLike, *, before: int = 10, after: int = 4, s
     redis-server is killed and started again from the snapshot alone, at the same address: its
     counter is back at `snapshot_at` while the archive holds more. The early instance appends
     `after` turns (it remembers only the first two), then a new instance appends `after` more.
+    The windows connect to the URL themselves (kit clients, which note the server's life when they
+    connect), or with `own_clients` each gets a plain `redis.Redis.from_url` client (the script
+    then asks INFO on every append).
 
     Returns:
         `archived before the restart` (highest number), `counter after the restart`, `acknowledged
@@ -211,8 +215,18 @@ def older_state_restart(folder: PathLike, *, before: int = 10, after: int = 4, s
     with MemoryStore(folder / "memory.sqlite3") as store:
         first = start_embedded_redis(persistence="aof", directory=data)
         url = _listen_on_tcp(first)
-        options: dict[str, Any] = {"url": url, "size": size, "background": False, "prefix": "restart"}
-        early, writer = RedisWindow(store, **options), RedisWindow(store, **options)
+        options: dict[str, Any] = {"size": size, "background": False, "prefix": "restart"}
+        own: list[Any] = []
+
+        def window_on(url: str) -> RedisWindow:
+            if not own_clients:
+                return RedisWindow(store, url=url, **options)
+            import redis
+
+            own.append(redis.Redis.from_url(url))
+            return RedisWindow(store, own[-1], **options)
+
+        early, writer = window_on(url), window_on(url)
         acknowledged_before: dict[int, str] = {}
         for i in range(1, before + 1):
             turn = (early if i <= 2 else writer).append("alice", "s1", "user", f"before the restart {i}")
@@ -224,6 +238,7 @@ def older_state_restart(folder: PathLike, *, before: int = 10, after: int = 4, s
         writer.flush()
         archived_max = store.last_archived_turn("alice", "s1")
         writer.close()
+        first_life = first.client.info("server")["run_id"]
         _kill(first)
         shutil.rmtree(data)
         data.mkdir()
@@ -231,11 +246,15 @@ def older_state_restart(folder: PathLike, *, before: int = 10, after: int = 4, s
         second = start_embedded_redis(persistence="none", directory=data)
         try:
             _listen_on_tcp(second, url)
+            if own_clients:
+                # The handle's own (kit) client has already noted the new life; plain clients must
+                # not rely on that: give them the key as an older state brings it back.
+                second.client.set(LIFE_KEY, first_life)
             counter = int(second.client.get(early.keys("alice", "s1").seq) or 0)
             acknowledged_after: dict[int, str] = {}
             reused = 0
             late = None
-            for name, make in (("early", lambda: early), ("new", lambda: RedisWindow(store, **options))):
+            for name, make in (("early", lambda: early), ("new", lambda: window_on(url))):
                 window = late = make()
                 for i in range(1, after + 1):
                     taken = store.last_archived_turn("alice", "s1")
@@ -249,6 +268,8 @@ def older_state_restart(folder: PathLike, *, before: int = 10, after: int = 4, s
             early.close()
             late.close()
         finally:
+            for client in own:
+                client.close()
             second.close()
     counts = count_kept(whole, acknowledged_after)
     return {"archived before the restart": archived_max, "counter after the restart": counter,

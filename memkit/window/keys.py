@@ -11,6 +11,9 @@ one of the two index keys.
                                     the last write (a read slides only the session keys' TTL, which
                                     the sweeper checks before it retires a session)
 * `memkit:_archive`                 set of "user/session" that have pending turns
+* `memkit:_life`                    the server's run_id, one key per server whatever the prefix: set by
+                                    `memkit.window.server.note_server_life` when a kit client connects,
+                                    read by the append script (see `memkit.window.redis`)
 
 All keys of one session plus the two index keys are touched by one script, so on Redis Cluster
 they would need one hash slot; this kit targets one server.
@@ -28,6 +31,10 @@ from ..limits import DEFAULT_LIMITS, Limits
 log = logging.getLogger(__name__)
 
 _PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+LIFE_KEY = "memkit:_life"
+"""The server's run_id as the last kit client to connect found it (no prefix: it is the server's)."""
 
 
 class SessionKeys(NamedTuple):

@@ -13,7 +13,8 @@ Why no turn is lost or doubled:
   is moved past the archive: each append passes the highest number the instance knows is taken on
   this server (the archive's highest, read on its first touch of the session, and the numbers it
   handed out since); the script refuses knowledge from an earlier life of the server (its run_id
-  changed), and the caller reads the archive again. (Reading it on every append would cost more
+  changed: read from the life key that a kit client's connect hook keeps, else from INFO), and the
+  caller reads the archive again. (Reading it on every append would cost more
   than the append: the archiver's commits hold the store's lock.) A turn that still lands on an
   archived number is kept under a new one by the archiver, and reported (`memkit.window.archiver`).
 * Archiving is copy, then trim, keyed by turn number; `load_session` counts a turn once by its
@@ -37,7 +38,7 @@ from ..store import MemoryStore
 from ..transcript import Turn
 from .archiver import Archiver, OnArchived
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
-from .keys import KeyLayout, as_text
+from .keys import LIFE_KEY, KeyLayout, as_text
 from .numbering import TakenNumbers
 from .reads import SessionReads
 from .server import (
@@ -47,6 +48,7 @@ from .server import (
     connect_redis,
     display_url,
     embedded_handle,
+    notes_server_life,
     redis_errors,
     refuse_eviction,
 )
@@ -121,13 +123,21 @@ class RedisWindow(SessionReads, ShortTermWindow):
 --         and the highest this instance handed out); the counter moves past it if it is behind
 -- ARGV[6] the backlog limit: refuse when this append would leave more pending turns than that
 -- ARGV[7] "1" if the floor was read from the archive just now, "0" if the caller remembered it
+-- KEYS[6] the server's life key (memkit.window.keys.LIFE_KEY)
 -- ARGV[8] the run_id of the server the caller's remembered floors belong to
+-- ARGV[9] "1" if every connection of the caller's client set KEYS[6] to the server's run_id when
+--         it connected (memkit.window.server.note_server_life): read it there; "0": ask INFO
 -- Returns {turn number, pending count}. Nothing is written when it returns {-1} (the counter is
 -- gone: a new or retired session; the caller reads the archive and calls again with ARGV[7] "1"),
 -- {-2, pending count} (the backlog is full: the caller archives the session and calls again), or
 -- {-3, 0, run_id} (the server restarted since: it may have come back older; the caller forgets
 -- its floors, reads the archive and calls again with this run_id).
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+local run = false
+if ARGV[9] == '1' then run = redis.call('GET', KEYS[6]) end
+if not run then  -- no hook, or the key was removed (FLUSHALL): ask the server itself
+  run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+  if ARGV[9] == '1' then redis.call('SET', KEYS[6], run) end
+end
 if run ~= ARGV[8] then return {-3, 0, run} end
 local size = tonumber(ARGV[2])
 local overflow = redis.call('ZCARD', KEYS[1]) + 1 - size
@@ -202,6 +212,9 @@ return {n, redis.call('ZCARD', KEYS[2])}
         self.client = client
         self.url = self._handle.url if self._handle is not None else None
         self._where = display_url(self.url) if self.url else "the given client"
+        # A kit client notes the server's life on connect, so an append reads it from a key instead
+        # of asking INFO (see `note_server_life`); any other client keeps asking INFO.
+        self._life_from_key = int(notes_server_life(client))
         self._append_script = client.register_script(self.APPEND)
         self._read_script = client.register_script(self.READ)
         self.archiver = Archiver(
@@ -315,13 +328,13 @@ return {n, redis.call('ZCARD', KEYS[2])}
         at = iso(self._clock())
         bodies = [codec.dumps({"at": at, "content": text, "role": role}) for role, text in turns]
         ref = f"{user}/{session}"
-        script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue]
+        script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue, LIFE_KEY]
         backlog = max(self.max_backlog, len(bodies))
         read_archive = False
         for _ in range(_APPEND_ATTEMPTS):
             floor, fresh = self._numbers.floor(user, session, read_archive=read_archive)
             calls: list[list[Any]] = [[ref, self.size, self._ttl_ms, body, floor, backlog - (len(bodies) - 1 - number), int(fresh),
-                      self._numbers.run_id] for number, body in enumerate(bodies)]
+                      self._numbers.run_id, self._life_from_key] for number, body in enumerate(bodies)]
             with redis_errors(self._where, f"appending to {ref}"):
                 if len(calls) == 1:  # one script call is atomic by itself
                     results = [self._append_script(keys=script_keys, args=calls[0])]

@@ -26,6 +26,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
 from ..errors import ValidationError, WindowError
+from .keys import LIFE_KEY, as_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -126,6 +127,34 @@ def _check_timeout(timeout: object) -> float:
     return float(timeout)
 
 
+def note_server_life(connection: Any) -> None:
+    """redis-py's connect hook on every client the kit makes: note the server's life in `LIFE_KEY`.
+
+    A restarted Redis may have come back from an older state, with an older `LIFE_KEY` too; every
+    restart breaks every connection, and a connection's first command waits for this hook. So
+    before any command of a kit client runs on a server's life, `LIFE_KEY` holds that life's
+    run_id, and the append script reads it (one GET) instead of asking `INFO server` on every call
+    (about 20 µs of server time, a sixth of an append). Windows on other clients keep asking INFO.
+    Pass `redis_connect_func=note_server_life` to a client of your own to give it the same check.
+    """
+    connection.on_connect()  # what redis-py does when no hook is given: HELLO, AUTH, SELECT
+    connection.send_command("INFO", "server")
+    match = re.search(r"^run_id:(\w+)", as_text(connection.read_response()), re.MULTILINE)
+    if match is None:
+        raise _redis_module().ConnectionError("the server's INFO names no run_id; it is not a Redis the kit can use")
+    connection.send_command("GET", LIFE_KEY)
+    known = connection.read_response()
+    if known is None or as_text(known) != match.group(1):
+        connection.send_command("SET", LIFE_KEY, match.group(1))
+        connection.read_response()
+
+
+def notes_server_life(client: object) -> bool:
+    """True if every connection of `client` runs `note_server_life` when it connects."""
+    pool = getattr(client, "connection_pool", None)
+    return getattr(pool, "connection_kwargs", {}).get("redis_connect_func") is note_server_life
+
+
 def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> "redis.Redis":
     redis = _redis_module()
     from redis.backoff import ExponentialBackoff
@@ -137,7 +166,7 @@ def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> "redis.Redis":
     try:
         return redis.Redis.from_url(
             url, retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), 2, supported_errors=(redis.ConnectionError,)),
-            socket_connect_timeout=timeout, socket_timeout=timeout,
+            socket_connect_timeout=timeout, socket_timeout=timeout, redis_connect_func=note_server_life,
         )
     except (ValueError, TypeError) as exc:
         raise WindowError(f"the Redis URL {display_url(url)!r} is not one redis-py accepts: {exc}") from None
