@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .peer_bench import FSYNC, MEMKIT, MEMKIT_INDEXED, PEER_OPERATIONS, PEERS, WAL_PEER
-from .window_peers import CONTENDERS as WINDOW_CONTENDERS, MEMKIT as WINDOW_MEMKIT
+from .window_peers import CONTENDERS as WINDOW_CONTENDERS, MEMKIT as WINDOW_MEMKIT, ROUND_TRIP
 
 WRITE_OPS = ("put (new key)", "put (update)", "delete")
 READ_OPS = ("get", "search (hit)", "search (miss)")
@@ -86,15 +86,15 @@ def store_section(peers: dict[str, Any]) -> list[str]:
     users = peers["loads"][0]["users"] if peers.get("loads") else "?"
     out = [f"langgraph `SqliteStore` on the store benchmark's workload at {size:,} records ({users} users), "
            "memkit and both peer configurations (and the fsync probe, for writes) alternating in one process. "
-           f"Last column: memkit's time in fsyncs of this disk ({peers.get('fsync_call') or 'fsync'} after a "
-           "4 KiB write, timed in the same rounds).", ""]
+           f"Last columns: memkit's and {WAL_PEER}'s times in fsyncs of this disk "
+           f"({peers.get('fsync_call') or 'fsync'} after a 4 KiB write, timed in the same rounds).", ""]
     indexed = any(r["contender"] == MEMKIT_INDEXED for r in peers["rows"])
     for sync in runs:
         extra = f" | {MEMKIT_INDEXED}" if indexed else ""
         out += [f"**synchronous={sync}**", "",
                 f"| operation | memkit{extra} | {' | '.join(PEERS)} | {' | '.join(p + ' ÷ memkit' for p in PEERS)} "
-                f"| fsync | memkit in fsyncs |",
-                "|---|---:|" + "---:|" * (2 * len(PEERS) + indexed) + "---:|---:|"]
+                f"| fsync | memkit in fsyncs | {WAL_PEER} in fsyncs |",
+                "|---|---:|" + "---:|" * (2 * len(PEERS) + indexed) + "---:|---:|---:|"]
         for op in PEER_OPERATIONS:
             kit = med[(sync, op, MEMKIT)]
             times = [med[(sync, op, p)] for p in PEERS]
@@ -102,7 +102,8 @@ def store_section(peers: dict[str, Any]) -> list[str]:
             kept = f" | {_fmt(med.get((sync, op, MEMKIT_INDEXED)))}" if indexed else ""
             out.append(f"| {op} | {_fmt(kit)}{kept} | {' | '.join(_fmt(t) for t in times)} "
                        f"| {' | '.join(f'{t / kit:.2f}' for t in times)} | {_fmt(fsync)} "
-                       f"| {f'{kit / fsync:.2f}' if fsync else '–'} |")
+                       f"| {f'{kit / fsync:.2f}' if fsync else '–'} "
+                       f"| {f'{med[(sync, op, WAL_PEER)] / fsync:.2f}' if fsync else '–'} |")
         out.append("")
     if indexed:
         out += [f"`{MEMKIT_INDEXED}`: the same store with a per-user quota above `fts_min_user_rows`, so it keeps "
@@ -139,15 +140,22 @@ def window_section(window: dict[str, Any]) -> list[str]:
     cases = sorted({(r["synchronous"], r["history"]) for r in window["rows"] if r["history"] is not None},
                    key=lambda c: (c[0] != "FULL", c[1]))
     peers = WINDOW_CONTENDERS[1:]
+    floor = any(key[3] == ROUND_TRIP for key in wmed)  # runs before the probe have no such column
+    extra = [ROUND_TRIP, "memkit in round trips"] if floor else []
     out = [f"{window['redis']}; {window['rounds']} rounds of {window['reads']} reads and {window['appends']} "
-           "appends per contender; fresh sessions each round, filled with the history first.", "",
-           f"| run | history | operation | {' | '.join(WINDOW_CONTENDERS)} | {' | '.join(p + ' ÷ memkit' for p in peers)} |",
-           "|---|---:|---|" + "---:|" * (len(WINDOW_CONTENDERS) + len(peers))]
+           "appends per contender; fresh sessions each round, filled with the history first."
+           + (f" `{ROUND_TRIP}`: the window's own client sending PING to the same server in the same rounds, "
+              "the floor of any call to a server; last column: memkit's time over it." if floor else ""), "",
+           f"| run | history | operation | {' | '.join(WINDOW_CONTENDERS)} | {' | '.join(p + ' ÷ memkit' for p in peers)} |"
+           + "".join(f" {e} |" for e in extra),
+           "|---|---:|---|" + "---:|" * (len(WINDOW_CONTENDERS) + len(peers) + len(extra))]
     for sync, history in cases:
         for op in ("read last 10", "append"):
             times = [wmed[(sync, history, op, c)] for c in WINDOW_CONTENDERS]
+            ping = f" {_fmt(wmed[(sync, history, op, ROUND_TRIP)])} | {times[0] / wmed[(sync, history, op, ROUND_TRIP)]:.2f} |" \
+                if floor else ""
             out.append(f"| {sync} | {history:,} | {op} | {' | '.join(_fmt(t) for t in times)} "
-                       f"| {' | '.join(f'{t / times[0]:.2f}' for t in times[1:])} |")
+                       f"| {' | '.join(f'{t / times[0]:.2f}' for t in times[1:])} |" + ping)
     server = window.get("server_us") or {}
     if server:
         out += ["", "What each call costs the Redis server itself (`INFO commandstats`, µs per call, the archiver's "

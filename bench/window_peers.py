@@ -17,6 +17,10 @@ Contenders (one Redis server for both Redis contenders: REDIS_URL, else memkit's
 * `RedisSession`        a `redis.asyncio` client on the same server, `ttl` = memkit's TTL so both
                         expire idle sessions.
 
+And a floor, as the fsync probe is for the store: `PING (one round trip)`, the same sync client
+on the same server sending PING, timed in the same rounds. No client of a server can read or append
+in less than one round trip; "memkit in round trips" is memkit's time over it.
+
 The peers are async: each has its own event loop, and a batch is one coroutine that awaits the
 calls one after the other, timed inside the loop. Each round uses fresh sessions filled with the
 round's history (appends add `appends` turns to it); contenders alternate in rotating order. After
@@ -49,6 +53,7 @@ MEMKIT = "memkit RedisWindow"
 SQLITE_SESSION = "SQLiteSession"
 REDIS_SESSION = "RedisSession"
 CONTENDERS = (MEMKIT, SQLITE_SESSION, REDIS_SESSION)
+ROUND_TRIP = "PING (one round trip)"
 
 
 @dataclasses.dataclass
@@ -126,6 +131,37 @@ class MemkitWindow:
     def close(self) -> None:
         self.window.close()
         self.store.close()
+
+
+class RoundTrip:
+    """The floor of any call to a server: one PING on the window's own client, per read or append."""
+
+    name = ROUND_TRIP
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def fill(self, session: str, n: int) -> None:
+        pass  # it holds nothing
+
+    def _pings(self, n: int) -> float:
+        ping = self.client.ping
+
+        def body() -> float:
+            started = time.perf_counter()
+            for _ in range(n):
+                ping()
+            return (time.perf_counter() - started) / n
+        return _paused_gc(body)
+
+    def read_batch(self, session: str, n: int) -> float:
+        return self._pings(n)
+
+    def append_batch(self, session: str, first: int, n: int) -> float:
+        return self._pings(n)
+
+    def close(self) -> None:
+        pass  # the client is the window's
 
 
 class _AsyncPeer:
@@ -263,8 +299,9 @@ def run(config: WindowPeerConfig, log: Any = print) -> dict[str, Any]:
                 kit = MemkitWindow(folder, handle.client, synchronous)
                 contenders = [kit, AgentsSQLite(folder, synchronous),
                               AgentsRedis(handle.url, kit.window.ttl, synchronous)]
+                floor = RoundTrip(handle.client)
                 for history in config.histories:
-                    rows += _time_history(contenders, history, synchronous, config, log)
+                    rows += _time_history([*contenders, floor], history, synchronous, config, log)
                     checks += _check_history(contenders, history, synchronous, config)
                 settings += [{"synchronous_run": synchronous, "contender": c.name, **c.settings(synchronous)}
                              for c in contenders]
