@@ -38,7 +38,7 @@ import datetime as _dt
 import json
 import math
 from decimal import Decimal
-from typing import Any
+from typing import Any, Sequence
 
 from .jsonutil import canonical_json
 from .errors import ValidationError
@@ -70,6 +70,37 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text, object_hook=_from_json)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"not JSON text: {exc.msg} at position {exc.pos}") from None
+
+
+def loads_many(texts: Sequence[str | bytes]) -> list[Any]:
+    """`[loads(text) for text in texts]` for texts that `dumps` wrote, faster when there are many.
+
+    A window read decodes ten turns. When no text can hold a tag, they are decoded together as one
+    JSON array: one call of the C decoder instead of one Python round per text (about a third of
+    the time for ten turns). That is exact for texts that hold one JSON value each, as `dumps`
+    writes them (and as the window's append script stores them). Texts that do not split back into
+    as many values (one of them is cut, or holds two) are decoded one by one, which raises for the
+    first bad one; texts crafted to cut and join in equal numbers are not detected, so decode text
+    from elsewhere with `loads`.
+
+    Raises:
+        ValidationError: as `loads`, for the first text that is not JSON or holds a malformed tag.
+    """
+    if len(texts) > 1:
+        if all(isinstance(text, bytes) for text in texts):
+            joined: str | bytes = b"[" + b",".join(texts) + b"]"  # type: ignore[arg-type]
+        elif all(isinstance(text, str) for text in texts):
+            joined = "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
+        else:
+            joined = ""
+        if joined and _untagged(joined):
+            try:
+                values = json.loads(joined)
+            except json.JSONDecodeError:
+                values = None
+            if isinstance(values, list) and len(values) == len(texts):
+                return values
+    return [loads(text) for text in texts]
 
 
 def _untagged(text: str | bytes) -> bool:

@@ -91,3 +91,24 @@ def test_decoding_without_the_tag_hook_gives_what_the_hook_gives(value, ascii_on
             codec.loads(raw)
         return
     assert codec.loads(raw) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_values, max_size=12), st.booleans())
+def test_decoding_many_texts_gives_what_decoding_each_gives(values, as_bytes):
+    texts = [codec.dumps(value) for value in values]
+    raw = [text.encode() for text in texts] if as_bytes else texts
+    assert codec.loads_many(raw) == [codec.loads(text) for text in raw]
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+@pytest.mark.parametrize("texts", [
+    ['{"a":1}', '1,2'],              # joined, the second splits into two values: [{"a":1},1,2]
+    ['[1', '2]', '3'],               # two texts merge into one value: [[1,2],3]
+    ['{"a":1}', '{'],                # not JSON at all
+])
+def test_decoding_many_refuses_texts_that_do_not_split_back_into_as_many_values(texts, as_bytes):
+    # Decoded one by one, each of these raises; joined into one array the first two would parse,
+    # into more values or fewer than there are texts.
+    with pytest.raises(ValidationError, match="not JSON"):
+        codec.loads_many([text.encode() for text in texts] if as_bytes else texts)

@@ -217,6 +217,7 @@ return {n, redis.call('ZCARD', KEYS[2])}
         self._life_from_key = int(notes_server_life(client))
         self._append_script = client.register_script(self.APPEND)
         self._read_script = client.register_script(self.READ)
+        self._recent_script = client.register_script(self.RECENT)
         self.archiver = Archiver(
             client, store, self.layout, where=self._where, sweep_margin=sweep_margin,
             interval=float(interval if interval is not None else min(0.5, sweep_margin / 4)),
