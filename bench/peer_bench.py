@@ -31,6 +31,8 @@ WAL_PEER = "SqliteStore (WAL)"
 ROLLBACK_PEER = "SqliteStore (rollback journal)"
 PEERS = (ROLLBACK_PEER, WAL_PEER)
 FSYNC = FsyncProbe.name
+FRAME_PROBES = (4, 8)
+"""WAL frames per commit the frame probes write: about `SqliteStore`'s and memkit's pages per write."""
 
 
 @dataclasses.dataclass
@@ -80,7 +82,9 @@ def run(config: PeerConfig, log: Any = print) -> dict[str, Any]:
             settings += [{"synchronous_run": synchronous, "contender": p.name, **p.durability} for p in peers]
             probe = FsyncProbe(workdir / "fsync.probe")
             fsync_call = probe.call
-            contenders.append(probe)
+            # And the sync of as many WAL frames as the peer's and memkit's writes add (the page table).
+            probes = [probe] + [FsyncProbe(workdir / f"frames-{n}.probe", frames=n) for n in FRAME_PROBES]
+            contenders += probes
             loads.append({"synchronous": synchronous, "size": config.size, "users": len(data.users),
                           **{k: round(v, 2) for k, v in load.items()}})
             log(f"  synchronous={synchronous}, {config.size} records, {len(data.users)} users: loaded "
@@ -89,11 +93,12 @@ def run(config: PeerConfig, log: Any = print) -> dict[str, Any]:
             timed = time_operations(config.size, contenders, plan, PEER_OPERATIONS, config.store_config(), log)
             rows += [{**row, "synchronous": synchronous} for row in timed]
             # Settings again after the run: nothing switched them meanwhile (a checkpoint cannot).
-            for contender in contenders[:-1]:
+            stores = [c for c in contenders if not isinstance(c, FsyncProbe)]
+            for contender in stores:
                 mine = isinstance(contender, Kit)
                 check_durability(contender.name, contender.store.connection if mine else contender.conn,
                                  "WAL" if mine else contender.journal_mode, synchronous)
-            found = agreement(data, contenders[:-1], touched=written_users(plan))
+            found = agreement(data, stores, touched=written_users(plan))
             checks += [{**check, "synchronous": synchronous} for check in found]
         finally:
             for contender in contenders:

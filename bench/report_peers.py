@@ -89,12 +89,14 @@ def store_section(peers: dict[str, Any]) -> list[str]:
            f"Last columns: memkit's and {WAL_PEER}'s times in fsyncs of this disk "
            f"({peers.get('fsync_call') or 'fsync'} after a 4 KiB write, timed in the same rounds).", ""]
     indexed = any(r["contender"] == MEMKIT_INDEXED for r in peers["rows"])
+    frames = sorted({r["contender"] for r in peers["rows"] if r["contender"].endswith("WAL frames")},
+                    key=lambda name: int(name.split()[2]))  # "sync of N WAL frames"; older runs have none
     for sync in runs:
         extra = f" | {MEMKIT_INDEXED}" if indexed else ""
         out += [f"**synchronous={sync}**", "",
                 f"| operation | memkit{extra} | {' | '.join(PEERS)} | {' | '.join(p + ' ÷ memkit' for p in PEERS)} "
-                f"| fsync | memkit in fsyncs | {WAL_PEER} in fsyncs |",
-                "|---|---:|" + "---:|" * (2 * len(PEERS) + indexed) + "---:|---:|---:|"]
+                f"| fsync | memkit in fsyncs | {WAL_PEER} in fsyncs |" + "".join(f" {f} |" for f in frames),
+                "|---|---:|" + "---:|" * (2 * len(PEERS) + indexed) + "---:|---:|---:|" + "---:|" * len(frames)]
         for op in PEER_OPERATIONS:
             kit = med[(sync, op, MEMKIT)]
             times = [med[(sync, op, p)] for p in PEERS]
@@ -103,7 +105,8 @@ def store_section(peers: dict[str, Any]) -> list[str]:
             out.append(f"| {op} | {_fmt(kit)}{kept} | {' | '.join(_fmt(t) for t in times)} "
                        f"| {' | '.join(f'{t / kit:.2f}' for t in times)} | {_fmt(fsync)} "
                        f"| {f'{kit / fsync:.2f}' if fsync else '–'} "
-                       f"| {f'{med[(sync, op, WAL_PEER)] / fsync:.2f}' if fsync else '–'} |")
+                       f"| {f'{med[(sync, op, WAL_PEER)] / fsync:.2f}' if fsync else '–'} |"
+                       + "".join(f" {_fmt(med.get((sync, op, f)))} |" for f in frames))
         out.append("")
     if indexed:
         out += [f"`{MEMKIT_INDEXED}`: the same store with a per-user quota above `fts_min_user_rows`, so it keeps "
