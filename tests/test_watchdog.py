@@ -280,3 +280,47 @@ def test_a_pid_that_is_no_longer_the_watched_process_is_not_signalled(starters, 
     assert running(*starter.server) and not (tmp_path / "signal").exists()
     _stop(pid, token, signal.SIGTERM, 5.0)
     assert not running(*starter.server) and (tmp_path / "signal").read_text() == str(int(signal.SIGTERM))
+
+
+# -- a Jupyter kernel stopped the way nbval stops it -------------------------------------------------
+
+
+KERNEL_CELL = """
+    import json, psutil
+    from memkit import start_embedded_redis
+    from memkit.store import start_embedded_postgres
+    redis = start_embedded_redis()
+    pg = start_embedded_postgres(settings={"fsync": "off"})
+    print(json.dumps({"server": redis.pid, "folders": [pg.folder.as_posix()],
+                      "started": [p.pid for p in psutil.Process().children(recursive=True)]}))
+"""
+
+
+@pytest.mark.postgres
+def test_a_kernel_stopped_the_way_nbval_stops_it_leaves_no_server():
+    jupyter_client = pytest.importorskip("jupyter_client")
+    manager = jupyter_client.KernelManager(kernel_name="python3")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env.pop("REDIS_URL", None)
+    manager.start_kernel(cwd=str(REPO), env=env)
+    printed: list[str] = []
+    every: dict[int, float] = {}
+    try:
+        client = manager.client()
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
+        client.execute_interactive(textwrap.dedent(KERNEL_CELL), timeout=120, output_hook=lambda message: printed.append(
+            message["content"].get("text", "")) if message["msg_type"] == "stream" else None)
+        client.stop_channels()
+        report = json.loads("".join(printed))
+        every = identities([report["server"], *report["started"]])
+        assert len(every) >= 4  # redis-server, the postmaster and its helpers, two watchdogs
+    finally:
+        manager.shutdown_kernel(now=True)  # nbval's stop: SIGKILL to the kernel's process group
+    left = lambda: [pid for pid, created in every.items() if running(pid, created)]  # noqa: E731
+    try:
+        assert wait_for(lambda: not left(), GONE_WITHIN_S), f"still running: {left()}"
+        assert wait_for(lambda: not os.path.exists(report["folders"][0]), GONE_WITHIN_S)
+    finally:
+        for pid in left():
+            os.kill(pid, signal.SIGKILL)

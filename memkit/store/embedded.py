@@ -80,7 +80,11 @@ class EmbeddedPostgres:
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.folder = Path(tempfile.mkdtemp(prefix="memkit-pg-"))
-        self._watchdog = Watchdog(stop_signal=_STOP_SIGNALS["fast"], grace=60.0, remove=[self.folder])
+        try:  # stops the server and removes the folder if this process dies without close()
+            self._watchdog = Watchdog(stop_signal=_STOP_SIGNALS["fast"], grace=60.0, remove=[self.folder])
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         atexit.register(self.close)
         try:
             if len(str(self.folder / _SOCKET_NAME)) > 100:
