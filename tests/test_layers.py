@@ -13,7 +13,7 @@ from pathlib import Path
 import memkit
 
 LAYERS: list[set[str]] = [
-    {"errors", "limits", "clock", "jsonutil"},   # leaves: import nothing else of memkit
+    {"errors", "limits", "clock", "jsonutil", "watchdog"},   # leaves: import nothing else of memkit
     {"codec", "transcript"},
     {"store"},
     {"window"},

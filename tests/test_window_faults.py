@@ -65,6 +65,34 @@ def test_a_redis_restarted_from_an_older_snapshot_never_reuses_an_archived_turn_
     assert [t["content"] for t in whole if t["turn"] <= 7] == [f"before {i}" for i in range(1, 8)]
 
 
+def test_a_kit_client_notes_the_server_life_on_every_connect_and_a_plain_client_does_not(own_server):
+    import redis
+
+    from memkit.window import note_server_life
+    from memkit.window.keys import LIFE_KEY
+    from memkit.window.life import notes_server_life
+
+    handle = own_server()
+    client = handle.client
+    run_id = client.info("server")["run_id"]
+    assert client.get(LIFE_KEY) == run_id.encode()  # set when the handle's first connection opened
+    client.set(LIFE_KEY, "an-older-life")  # what a server restored from an older state brings back
+    client.connection_pool.disconnect()  # as a restart does to every connection
+    assert client.get(LIFE_KEY) == run_id.encode()  # the new connection put it right first
+    plain = redis.Redis(unix_socket_path=handle.url.removeprefix("unix://"))
+    hooked = redis.Redis(unix_socket_path=handle.url.removeprefix("unix://"), redis_connect_func=note_server_life)
+    try:
+        assert notes_server_life(client) and notes_server_life(hooked) and not notes_server_life(plain)
+        client.set(LIFE_KEY, "an-older-life")
+        plain.ping()
+        assert client.get(LIFE_KEY) == b"an-older-life"  # a plain client's connect changes nothing
+        hooked.ping()
+        assert client.get(LIFE_KEY) == run_id.encode()
+    finally:
+        plain.close()
+        hooked.close()
+
+
 def test_a_turn_whose_number_the_archive_holds_with_other_content_is_kept_and_reported(own_server, store, caplog):
     handle = own_server()
     window = RedisWindow(store, handle.client, size=1, background=False)

@@ -4,7 +4,9 @@
 Unix socket inside it: no TCP port, so nothing else on the machine reaches it or clashes with it.
 The binaries are the `pgserver` wheel's (PostgreSQL 16, no contrib: no `pg_trgm`) unless `bin_dir`
 names an installed PostgreSQL (Debian's are in /usr/lib/postgresql/15/bin). `close()` stops the
-server and removes the folder; so does the interpreter's exit, if `close()` was forgotten.
+server and removes the folder; so does the interpreter's exit, if `close()` was forgotten, and so
+does a watchdog process (`memkit.watchdog`) when the process that started the server dies without
+running exit hooks (SIGKILL: how nbval and Jupyter stop a kernel).
 
 PostgreSQL refuses to run as root. As root, the server runs as the `postgres` user where there is
 one, else as `nobody`, and that user owns the folder.
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Mapping
 
 from ..errors import StoreError
+from ..watchdog import Watchdog
 
 _STOP_SIGNALS = {"fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 _SOCKET_NAME = ".s.PGSQL.5432"
@@ -59,6 +62,8 @@ class EmbeddedPostgres:
 
     Use `start_embedded_postgres()` to make one. `stop()` and `start()` stop and restart the same
     server with its data (to show what clients see while it is down); `close()` ends it for good.
+    If this process dies without closing it (SIGKILL included), its watchdog stops the server (a
+    fast shutdown) and removes the folder.
 
     Attributes:
         url: `postgresql://postgres@/postgres?host=FOLDER`: the superuser, trust authentication on
@@ -75,6 +80,11 @@ class EmbeddedPostgres:
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.folder = Path(tempfile.mkdtemp(prefix="memkit-pg-"))
+        try:  # stops the server and removes the folder if this process dies without close()
+            self._watchdog = Watchdog(stop_signal=_STOP_SIGNALS["fast"], grace=60.0, remove=[self.folder])
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         atexit.register(self.close)
         try:
             if len(str(self.folder / _SOCKET_NAME)) > 100:
@@ -121,6 +131,7 @@ class EmbeddedPostgres:
         self._log = open(self.folder / "server.log", "ab")
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
                                          start_new_session=True, **self._as_server_user())
+        self._watchdog.watch(self._process.pid)
         deadline = time.monotonic() + self.startup_timeout
         while not self._accepts_connections():
             if self._process.poll() is not None or time.monotonic() > deadline:
@@ -147,6 +158,8 @@ class EmbeddedPostgres:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if process is not None:
+            self._watchdog.watch(None)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -155,6 +168,7 @@ class EmbeddedPostgres:
         """Stop the server and remove its folder. Safe to call twice."""
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
+        self._watchdog.disarm()
         atexit.unregister(self.close)
 
     def __enter__(self) -> "EmbeddedPostgres":

@@ -17,7 +17,7 @@ Two implementations share one interface, `ShortTermWindow`:
 
 The modules, from the leaves up: `server` (the embedded redis-server or `REDIS_URL`), `workspace`
 (the redis-server a workspace keeps beside its SQLite file), `keys` (the Redis key layout),
-`base`, `numbering` (the turn numbers an instance knows are taken), `reads` (the read path, and
+`life` (the connect hook by which an append notices a restarted server), `base`, `numbering` (the turn numbers an instance knows are taken), `reads` (the read path, and
 where a session's turns are), `archiver` (window to SQLite, exactly once), `redis`.
 """
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 from .archiver import Archiver
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, InProcessWindow, ShortTermWindow
 from .keys import KeyLayout, SessionKeys, session_keys
+from .life import note_server_life
 from .redis import DEFAULT_TTL_SECONDS, RedisWindow
 from .server import (
     DEFAULT_TIMEOUT_S,
@@ -40,7 +41,7 @@ from .server import (
 __all__ = [
     "ShortTermWindow", "InProcessWindow", "RedisWindow", "Archiver",
     "RedisHandle", "connect_redis", "start_embedded_redis", "display_url", "check_redis_url", "Persistence",
-    "DEFAULT_TIMEOUT_S",
+    "DEFAULT_TIMEOUT_S", "note_server_life",
     "SessionKeys", "KeyLayout", "session_keys",
     "DEFAULT_SIZE", "DEFAULT_TTL_SECONDS", "DEFAULT_MAX_CONTENT_CHARS",
 ]

@@ -12,7 +12,7 @@ one of the two index keys.
                                     the sweeper checks before it retires a session)
 * `memkit:_archive`                 set of "user/session" that have pending turns
 * `memkit:_life`                    the server's run_id, one key per server whatever the prefix: set by
-                                    `memkit.window.server.note_server_life` when a kit client connects,
+                                    `memkit.window.life.note_server_life` when a kit client connects,
                                     read by the append script (see `memkit.window.redis`)
 
 All keys of one session plus the two index keys are touched by one script, so on Redis Cluster

