@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from _store_helpers import DEBIAN_POSTGRES, TEST_SERVER_SETTINGS
-from memkit.lab.workers import WORKER_TIMEOUT_S, expect, read_answer, send
+from memkit.lab.workers import expect, read_answer, run_together, send
 from memkit.limits import Limits
 from memkit.store import PostgresStore, start_embedded_postgres
 
@@ -53,23 +53,8 @@ def consistent(store: PostgresStore) -> bool:
 
 
 def race(url: str, schema: str, plans: list[list[tuple[str, str, str, str]]], limits: dict[str, int]) -> list[list[str]]:
-    processes = [start("race", {"url": url, "schema": schema, "ops": plan, "limits": limits}) for plan in plans]
-    try:
-        for process in processes:
-            expect(process, "ready")
-        for process in processes:  # the start signal, as close together as the pipes allow
-            send(process, "go")
-        results = []
-        for process in processes:
-            out, err = process.communicate(timeout=WORKER_TIMEOUT_S)
-            assert process.returncode == 0, err
-            results.append(json.loads(out.strip().splitlines()[-1]))
-        return results
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+    return run_together([start("race", {"url": url, "schema": schema, "ops": plan, "limits": limits})
+                         for plan in plans], "race writer")
 
 
 # -- racing writers ---------------------------------------------------------------------------------

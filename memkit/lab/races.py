@@ -11,7 +11,6 @@ write (through a store whose own quota is out of the way): the check-then-insert
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from pathlib import Path
@@ -19,18 +18,7 @@ from typing import Any, Sequence
 
 from ..errors import LockedError, QuotaError, StoreError
 from ..store import MemoryStore, inspect_file
-from .workers import (
-    WORKER_TIMEOUT_S,
-    PathLike,
-    answer,
-    expect,
-    limits_from,
-    send,
-    start_worker,
-    stop,
-    wait_for_go,
-    worker,
-)
+from .workers import PathLike, answer, limits_from, run_together, start_worker, wait_for_go, worker
 
 Op = Sequence[str]
 """One write of a racer: (user, kind, key, value)."""
@@ -64,21 +52,7 @@ def run_racers(path: PathLike, plans: Sequence[Sequence[Op]], *, limits: dict[st
                               "naive": naive, "pause_s": pause_s, "session": f"{session}{number}"})
         for number, ops in enumerate(plans)
     ]
-    try:
-        for process in processes:
-            expect(process, "ready")
-        for process in processes:  # the start signal, as close together as the pipes allow
-            send(process, "go")
-        results = []
-        for process in processes:
-            out, err = process.communicate(timeout=WORKER_TIMEOUT_S)
-            if process.returncode != 0:
-                raise RuntimeError(f"a race writer failed (exit {process.returncode}): {err.strip()[-300:]}")
-            results.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        for process in processes:
-            stop(process)
-    return results
+    return run_together(processes, "race writer")
 
 
 @worker("race")

@@ -142,6 +142,26 @@ def finish(process: subprocess.Popen[str], what: str) -> Any:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def run_together(processes: Sequence[subprocess.Popen[str]], what: str) -> list[Any]:
+    """Start workers that each wait for "go" at once, then return each one's last JSON line, in order.
+
+    Each must say "ready" first; the "go" lines follow one another as closely as the pipes allow, so
+    the workers race for real. Whatever happens, no worker is left running.
+
+    Raises:
+        RuntimeError: a worker failed, or did not end within `WORKER_TIMEOUT_S`.
+    """
+    try:
+        for process in processes:
+            expect(process, "ready")
+        for process in processes:
+            send(process, "go")
+        return [finish(process, what) for process in processes]
+    finally:
+        for process in processes:
+            stop(process)
+
+
 def run_worker(mode: str, payload: dict[str, Any]) -> Any:
     """Run a worker to completion and return its one (last) JSON answer."""
     return finish(start_worker(mode, payload), mode)
