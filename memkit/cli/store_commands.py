@@ -7,15 +7,14 @@ cannot be written is told apart from a refusal (exit code 3, not 2).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..store import MemoryStore
+from ..store.files import write_private
 from ..window import ShortTermWindow
 from .options import CliError, cli_approvals, require_confirm, store_for, window_for, workspace_window
 from .output import emit
@@ -74,28 +73,13 @@ def _check_export_target(out: Path, store: MemoryStore, force: bool) -> None:
         raise CliError(f"--out {out} exists; pass --force to replace it")
 
 
-def _write_atomically(out: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `out`, fsync it, then rename it into place."""
-    handle, scratch = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent or ".")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(scratch, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(scratch)
-        raise
-
-
 def cmd_export(args: argparse.Namespace) -> None:
     with store_for(args) as store:
         if args.out is not None:
             out = Path(args.out)
             _check_export_target(out, store, args.force)
             bundle = store.export_user(args.user)
-            _write_atomically(out, bundle)
+            write_private(out, bundle.encode("utf-8"))
             header = json.loads(bundle.split("\n", 1)[0])
             emit({"user": args.user, "written": args.out, "records": header["records"]})
         else:

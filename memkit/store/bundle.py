@@ -20,6 +20,7 @@ from typing import Any, Iterable
 from ..errors import StoreError, ValidationError
 from ..limits import Limits, check_text
 from .db import SqliteDatabase
+from .files import write_private
 from .schema import SCHEMA_VERSION
 from .statements import RECORD_SQL, SQLITE_STATEMENTS, to_record
 
@@ -222,14 +223,8 @@ def export_user(db: SqliteDatabase, user: str, path: str | os.PathLike[str] | No
               for e in events]
     text = seal_bundle(lines)
     if path is not None:
-        target = Path(path)
-        partial = target.with_name(target.name + ".partial")
-        try:
-            # Bytes, not text mode: the checksum covers "\n" line ends, which text mode may translate.
-            partial.write_bytes(text.encode("utf-8"))
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
+        # Bytes, not text mode: the checksum covers "\n" line ends, which text mode may translate.
+        write_private(Path(path), text.encode("utf-8"))
     return text
 
 

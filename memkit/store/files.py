@@ -12,6 +12,7 @@ import os
 import re
 import sqlite3
 import stat
+import tempfile
 import threading
 import urllib.parse
 from pathlib import Path
@@ -216,3 +217,40 @@ def create_file(path: Path) -> None:
     finally:
         for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
             leftover.unlink(missing_ok=True)
+
+
+PRIVATE_FILE_MODE = 0o600
+"""The mode of every file memkit creates (databases, their -wal and -shm, exported bundles)."""
+
+
+def write_private(target: Path, data: bytes) -> None:
+    """Write `data` to `target` whole: a private temporary file beside it, fsynced, renamed into place.
+
+    The temporary file is made by `tempfile.mkstemp` (a random name, `O_CREAT | O_EXCL | O_NOFOLLOW`,
+    mode 0600 whatever the umask), so a symbolic link planted at a name memkit would use is never
+    written through. The rename replaces a file at `target`, never what a link there points to; a
+    link at `target` itself is refused, so a planted link is neither followed nor silently undone.
+    The new file is 0600: a bundle holds a user's whole memory.
+
+    Raises:
+        StoreError: `target` is a symbolic link or a folder. Nothing was written.
+        OSError: the folder cannot be written; no temporary file is left behind.
+    """
+    if target.is_symlink():
+        raise StoreError(
+            f"{target} is a symbolic link (to {os.readlink(target)}); memkit never writes through a link. "
+            "Remove the link or choose another path; nothing was written"
+        )
+    if target.is_dir():
+        raise StoreError(f"{target} is a folder; give a file path")
+    handle, scratch = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(scratch, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        raise

@@ -363,12 +363,15 @@ class MemoryStore:
 
         Args:
             user: whose memory to export.
-            path: when given, the bundle is also written there (through a temporary file and a rename).
+            path: when given, the bundle is also written there, mode 0600, through a private
+                temporary file beside it and a rename (`files.write_private`): a link planted at
+                any name memkit uses is never written through.
 
         Returns:
             The bundle text.
 
         Raises:
+            StoreError: `path` is a symbolic link or a folder (refused; nothing written).
             OSError: `path` could not be written (no partial file is left behind).
         """
         self.limits.check_id("user", user)
