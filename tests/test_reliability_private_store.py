@@ -86,3 +86,34 @@ def test_an_exported_bundle_replacing_a_readable_file_is_private(tmp_path, umask
         store.put("alice", "s1", "preference", "drink", "tea")
         store.export_user("alice", out)
     assert mode(out) == 0o600 and json.loads(out.read_text().splitlines()[0])["records"] == 1
+
+
+def test_every_file_the_store_creates_is_private_whatever_the_umask(tmp_path, figures, umask_022):
+    stores = scale(3, 20)
+    seen: dict[str, set[int]] = {"database": set(), "-wal": set(), "-shm": set()}
+    for n in range(stores):
+        path = tmp_path / f"memory-{n}.sqlite3"
+        with MemoryStore(path) as store:
+            store.put("alice", "s1", "preference", "drink", "tea")
+            store.archive_turns("alice", "s1", [{"turn": 1, "role": "user", "content": "hi", "at": "t"}])
+            for name, file in (("database", path), ("-wal", Path(f"{path}-wal")), ("-shm", Path(f"{path}-shm"))):
+                seen[name].add(mode(file))
+    # The command line creates its database through the same store (a --db file in an existing folder).
+    done = _memkit("put", "--db", "cli.sqlite3", "--user", "alice", "--key", "drink", "--value", "tea",
+                   "--confirm", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    cli_mode = mode(tmp_path / "cli.sqlite3")
+    # A database its owner made readable to their group keeps the mode they chose (never changed).
+    chosen = tmp_path / "shared.sqlite3"
+    MemoryStore(chosen).close()
+    chosen.chmod(0o640)
+    with MemoryStore(chosen) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+        kept = mode(chosen)
+    readable = [name for name, modes in seen.items() if modes != {0o600}] + ([] if cli_mode == 0o600 else ["cli"])
+    figures("Private store files (umask 022)",
+            **{"stores created": stores + 1, **{f"{name} modes": " ".join(f"{m:o}" for m in sorted(modes))
+                                                 for name, modes in seen.items()},
+               "CLI database mode": f"{cli_mode:o}", "readable by others": len(readable),
+               "an existing 0640 file kept": f"{kept:o}"})
+    assert readable == [] and kept == 0o640

@@ -23,6 +23,9 @@ from .wal import WalLog
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
+PRIVATE_FILE_MODE = 0o600
+"""The mode of every file the store creates (databases, their -wal and -shm, exported bundles)."""
+
 
 def sqlite_uri(path: str | os.PathLike[str], mode: str) -> str:
     """A `file:` URI for sqlite3 (`mode` ro, rw or rwc); the path is quoted, so '?' or '#' in it stay plain."""
@@ -191,12 +194,20 @@ def create_file(path: Path) -> None:
     file it would rightly refuse. `os.link` fails if another process linked its copy first; then
     that one is used and ours is dropped.
 
+    The file is 0600 whatever the umask (SQLite gives its `-wal` and `-shm` the same mode), so another
+    user of a shared machine cannot read the memory. An existing database keeps the mode its owner
+    gave it: memkit never changes the mode of a file it did not create.
+
     Raises:
         StoreError: the new database could not be built.
     """
     partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.creating")
     try:
         partial.unlink(missing_ok=True)  # a leftover of a crashed process that had our pid
+        # Made here, 0600 whatever the umask, before SQLite opens it: SQLite would make it 0644
+        # under umask 022, and it gives the -wal and -shm the database file's own mode.
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE))
+        os.chmod(partial, PRIVATE_FILE_MODE)  # the umask may have taken bits away, never added: exact 0600
         try:
             conn = sqlite3.connect(str(partial), isolation_level=None)
             try:
@@ -217,10 +228,6 @@ def create_file(path: Path) -> None:
     finally:
         for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
             leftover.unlink(missing_ok=True)
-
-
-PRIVATE_FILE_MODE = 0o600
-"""The mode of every file memkit creates (databases, their -wal and -shm, exported bundles)."""
 
 
 def write_private(target: Path, data: bytes) -> None:
