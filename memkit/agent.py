@@ -120,7 +120,10 @@ class MemoryAgent:
 
     async def _run(self, task: str) -> AgentReply:
         retrieved = retrieve(self.store, self.user, task)
-        recent = self.history.view(self.window.recent(self.user, self.session))
+        # A delete anywhere (this agent's tool, the CLI, the inspector, another process) retired
+        # the user's history before it: the store keeps when, the view leaves those turns out.
+        recent = self.history.view(self.window.recent(self.user, self.session),
+                                   retired_before=self.store.retired_before(self.user))
         request = Request(system=self.system_prompt, task=task, tools=self.tools.schemas,
                           memory=list(retrieved.memory), history=recent,
                           packing=list(retrieved.packing))

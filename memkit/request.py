@@ -45,11 +45,18 @@ class History:
         """How many recent turns hold `max_exchanges` exchanges: the window size the view can use."""
         return 2 * self.max_exchanges
 
-    def view(self, turns: Iterable[Turn]) -> list[dict[str, str]]:
-        """The exchanges of `turns` (oldest first) within the bounds, oldest dropped first."""
+    def view(self, turns: Iterable[Turn], retired_before: str | None = None) -> list[dict[str, str]]:
+        """The exchanges of `turns` (oldest first) within the bounds, oldest dropped first.
+
+        Args:
+            retired_before: leave out every turn at or before this time (`MemoryStore.retired_before`:
+                the user's last delete), so a deleted value leaves the request's history too.
+        """
         exchanges: list[dict[str, str]] = []
         asked: str | None = None
         for turn in turns:
+            if retired_before is not None and turn["at"] <= retired_before:
+                continue
             if turn["role"] == "user":
                 asked = turn["content"]
             elif turn["role"] == "assistant" and asked is not None:

@@ -23,6 +23,23 @@ from memkit.store import MemoryStore
 pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
 
 
+# -- a delete retires the user's recent history ---------------------------------------------------
+
+
+def test_a_delete_records_when_it_retired_the_users_history_and_forget_removes_it(clocked):
+    assert clocked.retired_before("alice") is None
+    clocked.put("alice", "s1", "preference", "drink", "tea")
+    clocked.put("bob", "s1", "preference", "drink", "tea")
+    assert not clocked.delete("alice", "preference", "food")  # nothing deleted, nothing retired
+    assert clocked.retired_before("alice") is None
+    assert clocked.delete("alice", "preference", "drink")
+    retired = clocked.retired_before("alice")
+    assert retired == clocked.history("alice", "preference", "drink")[-1]["at"]
+    assert clocked.retired_before("bob") is None  # another user's history is theirs
+    clocked.forget_user("alice")
+    assert clocked.retired_before("alice") is None
+
+
 # -- one row per key, revisions, history ---------------------------------------------------------
 
 

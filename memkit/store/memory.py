@@ -246,7 +246,27 @@ class MemoryStore:
             conn.execute(
                 SQL.insert_event, (user, kind, key, "delete", row["revision"], session, row["value"], None, confirmation, now)
             )
+            # Here, not in each caller: the CLI, the inspector, the agent's tool and any program
+            # delete through this method, and the next request of any process sees the mark.
+            conn.execute(SQL.retire_history, (user, now))
         return True
+
+    def retired_before(self, user: str) -> str | None:
+        """When `user`'s recent history was last retired (the time of their last delete), or None.
+
+        A deleted value may sit in the conversation's recent turns, in a window of this process, of
+        another one, or in Redis. Every delete records its time here, in its own transaction, and
+        `History.view` leaves out the turns from before it: the next request carries neither the
+        record nor the exchanges that spoke of it, whichever process deleted it. The turns stay in
+        the window and its archive (the transcript is a record, not a request); `forget_user`
+        removes them.
+
+        The comparison is by time: a window whose clock runs behind the store's (another host) hides
+        newer turns until its clock passes the delete, never shows older ones.
+        """
+        self.limits.check_id("user", user)
+        rows = self._db.fetch("SELECT at FROM history_retired WHERE user_id = ?", (user,))
+        return str(rows[0][0]) if rows else None
 
     def search(self, user: str, query: str = "", limit: int = 5, kind: str | None = None) -> list[Record]:
         """Memories of `user` whose key or value contains `query`, newest first (in commit order:
@@ -342,6 +362,7 @@ class MemoryStore:
                 "events": conn.execute("DELETE FROM memory_events WHERE user_id = ?", (user,)).rowcount,
                 "transcript": conn.execute("DELETE FROM transcript WHERE user_id = ?", (user,)).rowcount,
             }
+            conn.execute("DELETE FROM history_retired WHERE user_id = ?", (user,))
         return counts
 
     def traces(self, user: str) -> dict[str, int]:

@@ -171,6 +171,14 @@ PG_MIGRATIONS: list[list[str]] = [
     # PostgreSQL's pg_trgm indexes are ordinary GIN indexes that search plans around: nothing to do,
     # but the version moves with SQLite's, so version 5 names the same schema on both.
     [],
+    # (appended, issue 21): a delete retires the user's recent history (SQLite's step of the same
+    # name): when the user's last delete happened, written in the delete's transaction.
+    [
+        """CREATE TABLE history_retired (
+            user_id text COLLATE "C" PRIMARY KEY,
+            at text COLLATE "C" NOT NULL
+        )""",
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
@@ -193,6 +201,13 @@ PG_EXPECTED_TABLES: dict[str, set[str]] = {
 """Tables and columns of step 1 (SQLite's, and the two only PostgreSQL has); `expected_columns`
 adds what later steps add. tests/test_postgres.py checks them against what the steps make."""
 
+PG_LATER_TABLES: dict[str, set[str]] = {
+    "history_retired": {"user_id", "at"},
+}
+"""Tables later steps make, with their columns: expected from the step that creates them on."""
+
+_CREATES_TABLE = re.compile(r"CREATE TABLE (\w+)")
+
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 
 
@@ -201,6 +216,9 @@ def expected_columns(version: int = PG_SCHEMA_VERSION) -> dict[str, set[str]]:
     columns = {table: set(names) for table, names in PG_EXPECTED_TABLES.items()}
     for steps in PG_MIGRATIONS[:version]:
         for statement in steps:
+            for table in _CREATES_TABLE.findall(statement):
+                if table in PG_LATER_TABLES:
+                    columns[table] = set(PG_LATER_TABLES[table])
             for table, column in _ADDS_COLUMN.findall(statement):
                 columns[table].add(column)
     return columns

@@ -146,6 +146,15 @@ MIGRATIONS: list[list[str]] = [
     # The table stays; its triggers go, and it is emptied. A store adds them back at open where its
     # limits need the index (search.fit_index); search answers the same with or without it.
     list(DROP_SEARCH_INDEX),
+    # (appended, issue 21): a delete retires the user's recent history. Every delete records when it
+    # happened here, in the same transaction; a request's recent history leaves out the turns of the
+    # window from before it (`History.view`), whichever process or window holds them.
+    [
+        """CREATE TABLE history_retired (
+            user_id TEXT PRIMARY KEY,
+            at TEXT NOT NULL
+        ) WITHOUT ROWID""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -36,6 +36,8 @@ class Statements:
         delete_memory: (id).
         insert_event: (user, kind, key, action, revision, session, old_value, new_value,
             confirmation, at); `action` is create, update or delete.
+        retire_history: (user, at): the user's recent history up to `at` is retired (a delete
+            happened then); a later time replaces an earlier one, never the other way round.
         user_records: (user) -> the user's quota counter (no row for a user without records).
         total_records: () -> the store's total counter.
     """
@@ -49,6 +51,7 @@ class Statements:
     update_memory: str
     delete_memory: str
     insert_event: str
+    retire_history: str
     user_records: str
     total_records: str
 
@@ -78,6 +81,10 @@ SQLITE_STATEMENTS = Statements(
     insert_event=(
         "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
         " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ),
+    retire_history=(
+        "INSERT INTO history_retired (user_id, at) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET"
+        " at = CASE WHEN excluded.at > history_retired.at THEN excluded.at ELSE history_retired.at END"
     ),
     user_records="SELECT records FROM user_counts WHERE user_id = ?",
     total_records="SELECT records FROM total_count",
