@@ -15,6 +15,7 @@ from .clock import FakeClock
 from .errors import (
     ApprovalError,
     BudgetError,
+    CommittedThenFailedError,
     LockedError,
     MemkitError,
     ModelError,
@@ -47,7 +48,7 @@ __all__ = [
     "FakeClock",
     # errors
     "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ApprovalError",
-    "BudgetError", "ModelError", "WindowError",
+    "BudgetError", "ModelError", "WindowError", "CommittedThenFailedError",
 ]
 
 

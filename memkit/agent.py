@@ -21,10 +21,11 @@ from .approvals import Approvals
 from .budget import BudgetedModel, Measurement
 from .jsonutil import canonical_json
 from .request import ChatModel, History, Request
-from .errors import ValidationError
+from .errors import CommittedThenFailedError, MemkitError, ValidationError
 from .limits import check_text
 from .retrieval import RetrievedContext, retrieve
 from .store import MemoryStore
+from .models import ToolCall
 from .tools import MemoryTools
 from .window import InProcessWindow, ShortTermWindow
 
@@ -106,6 +107,9 @@ class MemoryAgent:
                 were not UTF-8), which no model request can carry faithfully; nothing was asked.
             WindowError: the window could not be read or written (Redis down); an exchange that
                 could not be stored is not answered.
+            CommittedThenFailedError: a confirmed save or delete of this ask was committed, then
+                one of the failures above (or the timeout) stopped it: `committed` names the
+                changes, which stand, and `cause` the failure.
             asyncio.CancelledError: the caller cancelled; the window is left as it was.
 
         The exchange is appended to the window only once the model has answered, and `ask`
@@ -115,10 +119,21 @@ class MemoryAgent:
         if not isinstance(task, str) or not task.strip():
             raise ValidationError("the task is empty; ask something")
         check_text("task", task)
-        async with asyncio.timeout(self.timeout_s):
-            return await self._run(task)
+        committed: list[str] = []
+        try:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    return await self._run(task, committed)
+            except TimeoutError as exc:
+                raise TimeoutError(f"the ask took longer than its {self.timeout_s} s (timeout_s); "
+                                   "no reply was stored") from exc
+        except (MemkitError, TimeoutError) as exc:
+            # A write committed before the failure stands: the caller must not read "nothing changed".
+            if committed:
+                raise CommittedThenFailedError(committed, exc) from exc
+            raise
 
-    async def _run(self, task: str) -> AgentReply:
+    async def _run(self, task: str, committed: list[str]) -> AgentReply:
         retrieved = retrieve(self.store, self.user, task)
         # A delete anywhere (this agent's tool, the CLI, the inspector, another process) retired
         # the user's history before it: the store keeps when, the view leaves those turns out.
@@ -142,6 +157,9 @@ class MemoryAgent:
                     stop_reason = "max_tool_calls"
                 else:
                     outcome = self.tools.call(tool_call.name, tool_call.arguments)
+                    change = _committed_change(self.user, tool_call, outcome)
+                    if change is not None:
+                        committed.append(change)
                     if tool_call.name == "memory_delete" and outcome["ok"] and outcome["result"]["deleted"]:
                         _forget_in_request(request, json.loads(tool_call.arguments))
                 tool_results.append({"name": tool_call.name, "arguments": tool_call.arguments, "outcome": outcome})
@@ -164,6 +182,18 @@ class MemoryAgent:
         restart, carries them as history.
         """
         self.window.retire_user(self.user)
+
+
+def _committed_change(user: str, tool_call: ToolCall, outcome: dict[str, Any]) -> str | None:
+    """What a tool call committed, in one sentence, or None when it changed nothing."""
+    result = outcome.get("result") if outcome.get("ok") else None
+    if tool_call.name == "memory_put" and isinstance(result, dict):
+        return f"{user}'s {result['kind']} {result['key']!r} saved at revision {result['revision']}"
+    if tool_call.name == "memory_delete" and isinstance(result, dict) and result.get("deleted"):
+        # The call succeeded, so its arguments were a JSON object with kind and key.
+        deleted = json.loads(tool_call.arguments)
+        return f"{user}'s {deleted['kind']} {deleted['key']!r} deleted"
+    return None
 
 
 def _forget_in_request(request: Request, deleted: dict[str, Any]) -> None:

@@ -46,3 +46,20 @@ class ModelError(MemkitError):
 
 class WindowError(MemkitError):
     """The short-term window (for example Redis) is unavailable or refused a command."""
+
+
+class CommittedThenFailedError(MemkitError):
+    """Changes were committed, then the operation failed before it finished: not "nothing changed".
+
+    An agent's ask that saved or deleted a memory (a confirmed tool call) and then could not go on
+    (the model's next call failed, the budget refused the next request, the window refused the
+    exchange, the ask timed out) raises this: the writes stand, and the caller must know.
+
+    Attributes:
+        committed: what was changed, one sentence per change, in order.
+        cause: the failure that came after.
+    """
+
+    def __init__(self, committed: list[str], cause: BaseException) -> None:
+        self.committed, self.cause = list(committed), cause
+        super().__init__(f"committed: {'; '.join(self.committed)}; then failed: {cause}")

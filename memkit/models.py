@@ -202,10 +202,81 @@ def _recall(history: list[dict[str, str]], thing: str) -> str | None:
 _EMPTY_TOOLS = ',"tools":[]}'
 
 
+def _shown(text: str, limit: int = 300) -> str:
+    """An endpoint's text in a message: one line, at most `limit` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _reply_of(response: Any, where: str) -> ModelReply:
+    """A chat completion as a `ModelReply`; anything else (a page, a body of another shape) a ModelError.
+
+    The SDK builds its response objects without validating them, so a reply of the wrong shape
+    arrives as a string or with fields of the wrong type: each is checked here before it is used.
+    """
+    def malformed(what: str) -> ModelError:
+        return ModelError(f"the live model at {where} answered with {what}, not a chat completion; is it an "
+                          "OpenAI-compatible chat-completions endpoint?")
+
+    if isinstance(response, (str, bytes)):
+        shown = response if isinstance(response, str) else repr(response)
+        raise malformed(f"text ({_shown(shown, 80)!r})")
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise malformed("no choices") if isinstance(choices, list) else malformed("a body without 'choices'")
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if message is None or not (content is None or isinstance(content, str)):
+        raise malformed("a first choice without a message of text")
+    raw_calls = getattr(message, "tool_calls", None) or []
+    if not isinstance(raw_calls, list):
+        raise malformed("'tool_calls' that is not a list")
+    calls = []
+    for c in raw_calls:
+        function = getattr(c, "function", None)
+        if function is None:
+            continue
+        name, arguments, call_id = (getattr(function, "name", None), getattr(function, "arguments", None),
+                                    getattr(c, "id", None))
+        if not isinstance(name, str) or not isinstance(call_id, str):
+            raise malformed("a tool call without a name or an id")
+        if not (arguments is None or isinstance(arguments, str)):
+            sent = "object" if isinstance(arguments, dict) else "array" if isinstance(arguments, list) else \
+                type(arguments).__name__
+            raise ModelError(f"the live model at {where} sent the arguments of tool call {name!r} as a JSON "
+                             f"{sent}, not as a JSON string; the chat-completions protocol "
+                             "sends them as a string. Nothing of this call was run")
+        calls.append(ToolCall(call_id, name, arguments or ""))
+    return ModelReply(content=content, tool_calls=tuple(calls))
+
+
 def _not_unicode(reason: str, position: int) -> ModelError:
     """The error for a request holding text with no UTF-8 form (a lone surrogate, from a JSON escape)."""
     return ModelError(f"the request holds text that is not valid Unicode ({reason} at character {position}); "
                       "it cannot be sent")
+
+
+DEFAULT_MODEL_TIMEOUT_S = 30.0
+"""How long the live model may take to answer one call, unless `timeout_s` or $MEMKIT_MODEL_TIMEOUT says."""
+
+
+def _model_timeout(given: float | None) -> float:
+    """`timeout_s`, else $MEMKIT_MODEL_TIMEOUT (seconds), else 30 s; refused unless a positive number."""
+    source = "timeout_s"
+    if given is None:
+        text = os.environ.get("MEMKIT_MODEL_TIMEOUT")
+        if not text:
+            return DEFAULT_MODEL_TIMEOUT_S
+        source = "MEMKIT_MODEL_TIMEOUT"
+        try:
+            given = float(text)
+        except ValueError:
+            raise ModelError(f"MEMKIT_MODEL_TIMEOUT is {text!r}; give the live model's timeout in seconds, "
+                             "e.g. 30") from None
+    if isinstance(given, bool) or not isinstance(given, (int, float)) or not 0 < given <= 3600:
+        raise ModelError(f"{source} is {given!r}; give the live model's timeout in seconds (more than 0, "
+                         "at most 3600)")
+    return float(given)
 
 
 class OpenAIModel:
@@ -215,15 +286,23 @@ class OpenAIModel:
     construction when a key or model name is missing: it never falls back to a fixture. Close it
     with `await model.aclose()` or `async with`.
 
+    Every failure of a call is a `ModelError` that names the endpoint: an HTTP error status, no
+    answer within the timeout, a connection refused, and a reply that is not a chat completion (an
+    HTML page, an empty body, tool-call arguments sent as a JSON object instead of a JSON string).
+
+    Args:
+        timeout_s: how long one call may take, in seconds; default $MEMKIT_MODEL_TIMEOUT, else 30.
+
     Raises:
-        ModelError: no credentials, no `openai` package, or a failed call.
+        ModelError: no credentials, no `openai` package, a bad timeout, or a failed call.
     """
 
     def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
-                 timeout_s: float = 60.0) -> None:
+                 timeout_s: float | None = None) -> None:
         api_key = api_key or os.environ.get("OPENAI_API_KEY")
         chosen = model or os.environ.get("OPENAI_MODEL")
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.timeout_s = _model_timeout(timeout_s)
         if not api_key:
             raise ModelError("OPENAI_API_KEY is not set: live mode needs a key (the fixture model needs none)")
         if not chosen:
@@ -236,7 +315,9 @@ class OpenAIModel:
         from openai.types.chat import ChatCompletion
 
         self._openai, self._completion_type = openai, ChatCompletion
-        self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+        self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=self.timeout_s, max_retries=0)
+        self.endpoint = str(self.client.base_url).rstrip("/") + "/chat/completions"
+        """Where the calls go (no key in it), for messages."""
         if "content" not in inspect.signature(self.client.post).parameters:
             raise ModelError(f"live mode needs openai 2.16 or later (found {openai.__version__}), which can send "
                              "a request body as it was measured: pip install 'memkit[live]'")
@@ -250,20 +331,28 @@ class OpenAIModel:
 
     async def _send(self, pending: Any) -> ModelReply:
         """Await a chat-completions call and convert its answer; any failure is a ModelError."""
+        openai = self._openai
+        where = self.endpoint
         try:
             response = await pending
-        except self._openai.OpenAIError as exc:
-            raise ModelError(f"the live model call failed: {exc}") from exc
+        except openai.APITimeoutError as exc:
+            raise ModelError(f"the live model call failed: {where} gave no answer within {self.timeout_s:g} s; "
+                             "try again later, or give it longer with MEMKIT_MODEL_TIMEOUT (seconds)") from exc
+        except openai.APIStatusError as exc:
+            body = exc.body if isinstance(exc.body, dict) else {}
+            detail = str(body["message"]) if isinstance(body.get("message"), str) else exc.message
+            raise ModelError(f"the live model call failed: {where} answered HTTP {exc.status_code}: {_shown(detail)}") from exc
+        except openai.APIConnectionError as exc:
+            raise ModelError(f"the live model call failed: cannot connect to {where} "
+                             f"({_shown(str(exc.__cause__ or exc))})") from exc
+        except openai.OpenAIError as exc:
+            raise ModelError(f"the live model call failed: {where}: {_shown(str(exc))}") from exc
         except UnicodeEncodeError as exc:
             raise _not_unicode(exc.reason, exc.start) from None
-        if not response.choices:
-            raise ModelError("the live model answered with no choices")
-        message = response.choices[0].message
-        calls = tuple(
-            ToolCall(c.id, c.function.name, c.function.arguments or "")
-            for c in (message.tool_calls or []) if getattr(c, "function", None) is not None
-        )
-        return ModelReply(content=message.content, tool_calls=calls)
+        except ValueError as exc:  # the body was not JSON at all (an empty body): json's own error
+            raise ModelError(f"the live model at {where} answered with a body that is not JSON ({exc}); "
+                             "is it an OpenAI-compatible chat-completions endpoint?") from exc
+        return _reply_of(response, where)
 
     async def complete_encoded(self, body: str, messages: list[dict[str, Any]],
                                tools: list[dict[str, Any]]) -> ModelReply:

@@ -8,6 +8,8 @@ Exit codes (scripts can tell them apart):
   2  refused: bad input or a database that cannot be used, `error: ...` on stderr, nothing changed;
   3  the change WAS committed, but its report could not be written (stdout closed or full):
      `error: committed: ...` on stderr says what was changed. Do not simply retry a put or delete.
+  4  changes WERE committed, then the command failed before it finished (in `chat`: the model's
+     next call, the budget, the window): `error: committed: ...; then failed: ...` on stderr.
   130 interrupted.
 """
 
@@ -17,11 +19,12 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from ..errors import MemkitError
+from ..errors import CommittedThenFailedError, MemkitError
 from ..limits import KINDS
 from .chat import cmd_chat
 from .options import check_args
-from .output import EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain, discard_stdout
+from .output import (EXIT_COMMITTED_THEN_FAILED, EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain,
+                     discard_stdout)
 from .store_commands import (cmd_delete, cmd_export, cmd_forget_user, cmd_get, cmd_health, cmd_history,
                              cmd_import, cmd_put, cmd_search)
 
@@ -116,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         complain(f"error: committed: {exc.committed}; only writing its report failed ({exc.cause})")
         discard_stdout()
         return EXIT_COMMITTED_UNREPORTED
+    except CommittedThenFailedError as exc:  # before MemkitError: the changes stand, "refused" would lie
+        complain(f"error: {exc}")
+        return EXIT_COMMITTED_THEN_FAILED
     except (MemkitError, OSError) as exc:  # OSError: a path given on the command line that cannot be used
         complain(f"error: {exc}")
         discard_stdout()

@@ -1,7 +1,9 @@
 """What a command reports, and how its exit code tells a script what happened.
 
 A report that cannot be written after a change was committed is `ReportFailed`, never a plain
-error: the change stands, and exit code 3 says so (see `memkit.cli`).
+error: the change stands, and exit code 3 says so (see `memkit.cli`). A command that committed a
+change and then failed (`CommittedThenFailedError`) exits with 4, never with 2 ("refused, nothing
+changed").
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from typing import Any
 
 EXIT_REFUSED = 2
 EXIT_COMMITTED_UNREPORTED = 3
+EXIT_COMMITTED_THEN_FAILED = 4
+"""Changes were committed, then the command failed before it finished (the model's next call, the
+budget, the window): stderr names what was committed and what failed (`CommittedThenFailedError`)."""
 
 
 class ReportFailed(Exception):
