@@ -146,6 +146,12 @@ MIGRATIONS: list[list[str]] = [
     # The table stays; its triggers go, and it is emptied. A store adds them back at open where its
     # limits need the index (search.fit_index); search answers the same with or without it.
     list(DROP_SEARCH_INDEX),
+    # 6: the store's own limits, one row per `Limits` field (store_limits.py). Recorded when the
+    # store is made, or at the first write open of an older store; every open that passes no limits
+    # of its own uses them. `memkit limits --set` changes them, never below what is stored.
+    [
+        "CREATE TABLE store_limits (name TEXT PRIMARY KEY, value INTEGER NOT NULL CHECK (value >= 1)) WITHOUT ROWID",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
