@@ -488,3 +488,96 @@ def test_a_url_string_opens_postgresql_read_only_and_never_shows_the_password(pg
     assert all(SECRET not in text for text in shown)
     assert any(":***@" in text for text in shown)
     inspector.close()
+
+
+# -- other frameworks' memory, read-only (issue 24.4) ------------------------------------------------
+
+from _peer_files import PEERS  # noqa: E402
+
+from memkit.notebook import NotInspectable, PeerInspector, inspect  # noqa: E402
+
+PEER_EXPECTED = {
+    # format: (group of the first listing, items of that group, a search text, what it must find)
+    "openai-agents SQLiteSession": ("alice-1", 2, "OSLO", "bob-7"),
+    "LangGraph SqliteStore": ("memories.alice", 2, "oslo", "memories.bob"),
+    "LangGraph SqliteSaver": ("thread-alice", 3, "THREAD-BOB", "thread-bob"),
+    "mem0 history": ("5a7e2d90-1b4c-4f0a-8e2d-6c9b3a1f4e22", 2, "oolong", "9b2f6c1e-3d1a-4d8e-9c61-0f3b1e2a7d10"),
+}
+
+
+@pytest.mark.parametrize("name", list(PEERS))
+def test_another_frameworks_file_is_browsed_read_only_and_left_byte_identical(tmp_path, name):
+    path = PEERS[name](tmp_path / "peer.db")
+    before = _look(path)
+    first_group, items, text, found_in = PEER_EXPECTED[name]
+    viewer = inspect(path)
+    assert isinstance(viewer, PeerInspector) and viewer.format == name and name in viewer.note()
+    groups = viewer.groups()
+    assert len(groups) == 2 and viewer.group == first_group
+    assert len(viewer.items()) == items
+    assert found_in in set(viewer.set_query(text).iloc[:, 0])
+    viewer.widget
+    assert name in viewer.controls["note"].value and "<table" in viewer.controls["items"].value
+    other = [g for g in groups.iloc[:, 0] if g != first_group][0]
+    viewer.controls["query"].value = ""
+    viewer.controls["group"].value = other  # typing a whole id selects it
+    assert viewer.group == other
+    with pytest.raises(StoreError, match="holds no"):
+        viewer.select_format("not a format")
+    viewer.close()
+    assert _look(path) == before  # the same bytes and mtime, nothing beside it
+
+
+def test_a_langgraph_store_shows_its_ttl_and_a_mem0_delete_its_events(tmp_path):
+    store = inspect(PEERS["LangGraph SqliteStore"](tmp_path / "store.db"))
+    trip = store.items().set_index("key").loc["trip"]
+    assert trip["ttl_minutes"] == 10080.0 and trip["expires_at"] == "2026-05-08 10:00:00"
+    history = inspect(PEERS["mem0 history"](tmp_path / "history.db"))
+    assert list(history.items()["event"]) == ["ADD", "DELETE"]
+    saver = inspect(PEERS["LangGraph SqliteSaver"](tmp_path / "saver.db"))
+    checkpoints = saver.items()
+    assert list(checkpoints["writes"]) == [1, 0, 0] and '"step": 2' in checkpoints["metadata"].iloc[0]
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"", "is empty (0 bytes)"),
+    (b"just some notes\n", "not a SQLite database"),
+    (None, "is not a memkit store, nor openai-agents, LangGraph or mem0 memory: a SQLite database with tables"),
+    ("empty", "an empty SQLite database"),
+])
+def test_an_unknown_file_gets_one_line_never_a_traceback(tmp_path, content, says):
+    path = tmp_path / "mystery.db"
+    if content is None:
+        _make_foreign(path)
+    elif content == "empty":
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE scratch (x)")
+        conn.execute("DROP TABLE scratch")  # a whole SQLite file, with no table left
+        conn.close()
+    else:
+        path.write_bytes(content)
+    before = _look(path)
+    viewer = inspect(path)
+    assert isinstance(viewer, NotInspectable) and says in viewer.line and "\n" not in viewer.line
+    assert says in html.unescape(viewer.widget.value) and "Traceback" not in viewer.widget.value
+    assert _look(path) == before
+
+
+def _make_foreign(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.commit()
+    conn.close()
+
+
+def test_inspect_opens_memkit_stores_and_says_why_one_cannot_be(tmp_path):
+    path = _closed_store(tmp_path / "mine.sqlite3")
+    viewer = inspect(path)
+    assert isinstance(viewer, MemoryInspector) and not viewer.editing
+    viewer.close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    newer = inspect(path)
+    assert isinstance(newer, NotInspectable) and "newer than this memkit knows" in newer.line
+    assert isinstance(inspect(tmp_path / "missing.db"), NotInspectable)
