@@ -581,3 +581,110 @@ def test_inspect_opens_memkit_stores_and_says_why_one_cannot_be(tmp_path):
     newer = inspect(path)
     assert isinstance(newer, NotInspectable) and "newer than this memkit knows" in newer.line
     assert isinstance(inspect(tmp_path / "missing.db"), NotInspectable)
+
+
+# -- made for a database of real size (issue 24.3) -----------------------------------------------------
+
+from memkit.window import InProcessWindow  # noqa: E402
+
+
+@pytest.fixture
+def crowd(tmp_path):
+    """300 users; u0042 holds 45 records, two of them deleted since, and two sessions with turns."""
+    limits = Limits(max_records_total=5000, max_records_per_user=100)
+    with MemoryStore(tmp_path / "crowd.sqlite3", limits=limits, clock=FakeClock(step_seconds=1)) as store:
+        with store.transaction():
+            for n in range(300):
+                store.put(f"u{n:04d}", "s0", "preference", "drink", f"drink {n}")
+            for n in range(47):
+                store.put("u0042", "s0", "episode", f"note.{n:02d}", f"note number {n}")
+        store.delete("u0042", "episode", "note.03", session="s1")
+        store.delete("u0042", "episode", "note.05", session="s1")
+        store.archive_turns("u0042", "morning", [
+            {"turn": 1, "role": "user", "content": "my drink is tea", "at": "2026-05-01T09:00:00Z"},
+            {"turn": 2, "role": "assistant", "content": "noted", "at": "2026-05-01T09:00:01Z"}])
+        yield store
+
+
+def test_a_user_is_found_by_typing_among_hundreds(crowd):
+    inspector = MemoryInspector(crowd)
+    assert len(inspector.users()) == 300
+    assert inspector.find_users("u004") == [f"u{n:04d}" for n in range(40, 50)]
+    assert inspector.find_users("U0042") == ["u0042"] and inspector.find_users("zz") == []
+    inspector.widget
+    inspector.controls["user"].value = "u004"  # part of an id: a hint, no change of user
+    assert inspector.user == "u0000" and "u0040, u0041" in inspector.controls["status"].value
+    inspector.controls["user"].value = "u0042"  # a whole id selects
+    assert inspector.user == "u0042"
+
+
+def test_records_are_paged_and_sorted_with_the_history_beside_them(crowd):
+    inspector = MemoryInspector(crowd, page_size=20)
+    inspector.select_user("u0042")
+    assert inspector.pages() == 3 and len(inspector.table()) == 20
+    assert list(inspector.table()["key"])[:2] == ["note.00", "note.01"]  # kind, key
+    assert len(inspector.set_page(2)) == 6  # 46 records: 20 + 20 + 6
+    with pytest.raises(ValidationError, match="pages are 0 to 2"):
+        inspector.set_page(3)
+    newest = inspector.set_sort("newest")
+    assert inspector.page == 0 and list(newest["key"])[:2] == ["note.46", "note.45"]
+    assert list(inspector.set_sort("key")["key"])[0] == "drink"
+    inspector.widget
+    c = inspector.controls
+    assert "page 1 of 3 (46 records)" in c["page"].value and c["previous"].disabled
+    c["next"].click()
+    assert inspector.page == 1 and "page 2 of 3" in c["page"].value
+    c["key"].value = c["key"].options[0]
+    assert "create" in c["history"].value
+    # The records and the selected key sit side by side: history and edit controls never below the list.
+    side_by_side = [child for child in inspector.widget.children if len(getattr(child, "children", ())) == 2
+                    and c["records"] in getattr(child.children[0], "children", ())
+                    and c["history"] in getattr(child.children[1], "children", ())
+                    and c["confirm"] in child.children[1].children[4].children]
+    assert len(side_by_side) == 1
+
+
+def test_deleted_keys_are_listed_on_request_with_their_history(crowd):
+    inspector = MemoryInspector(crowd)
+    inspector.select_user("u0042")
+    deleted = inspector.deleted()
+    assert list(deleted["key"]) == ["note.05", "note.03"] and list(deleted["events"]) == [2, 2]
+    assert list(deleted["value"]) == ["note number 5", "note number 3"]
+    assert list(inspector.select_key("episode", "note.03")["action"]) == ["create", "delete"]
+    inspector.widget
+    c = inspector.controls
+    assert c["deleted"].value == ""
+    c["show_deleted"].value = True
+    assert "note.05" in c["deleted"].value and "note.03" in c["deleted"].value
+
+
+def test_a_users_sessions_show_what_was_said_archive_and_live_window(crowd):
+    window = InProcessWindow(4, store=crowd)
+    window.append("u0042", "evening", "user", "call me Sam")
+    inspector = MemoryInspector(crowd, window=window)
+    inspector.select_user("u0042")
+    sessions = inspector.sessions()
+    assert list(sessions["session"]) == ["morning"] and list(sessions["turns"]) == [2]
+    turns = inspector.turns("morning")
+    assert list(turns["content"]) == ["my drink is tea", "noted"] and set(turns["where"]) == {"archive"}
+    live = inspector.turns("evening")  # not archived yet: only the window has it
+    assert list(live["content"]) == ["call me Sam"] and list(live["where"]) == ["window"]
+    inspector.widget
+    c = inspector.controls
+    c["session"].value = "morning"
+    assert "my drink is tea" in c["turns"].value and "morning" in c["sessions"].value
+
+
+def test_confirm_compiles_the_tool_schemas_once_and_says_it_is_working(crowd):
+    inspector = MemoryInspector(crowd)
+    inspector.select_user("u0042")
+    inspector.widget
+    seen = []
+    inspector.controls["status"].observe(lambda ch: seen.append(ch["new"]), names="value")
+    for value in ("a", "b"):
+        inspector.select_key("preference", "drink")
+        inspector.stage_edit(value)
+        inspector.controls["confirm"].click()
+    assert list(inspector._tools) == ["u0042"] and len(inspector.approvals.spent) == 2
+    assert any("writing" in text for text in seen)  # shown while the write ran
+    assert "done: edit" in inspector.controls["status"].value
