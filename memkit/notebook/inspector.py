@@ -126,6 +126,10 @@ class MemoryInspector(_View):
         self.staged: dict[str, Any] | None = None
         self.notice: tuple[str, bool] | None = None
         """What the status line says when nothing is staged: the last change done or refused (text, ok)."""
+        self.done: list[dict[str, Any]] = []
+        """Every change `confirm` made, oldest first: action, user, kind, key, value and the
+        confirmation id the history recorded (what an exercise check reads to tell a change made
+        through the inspector from one written around it)."""
         self.busy: str | None = None
         """What a slow action is doing right now (shown in the status line while it runs)."""
         self.controls: dict[str, Any] = {}
@@ -136,8 +140,16 @@ class MemoryInspector(_View):
         users = self.users()
         if users:
             self.user = users[0]
+        self.warming: threading.Thread | None = None
+        """The background import of jsonschema started when editing begins (None when read-only)."""
         if self.editing:
-            threading.Thread(target=_warm_tools, daemon=True).start()
+            self._warm()
+
+    def _warm(self) -> None:
+        # The first Confirm needs jsonschema, whose import takes seconds with jupyter's format
+        # checkers installed: start it now, while the person is still choosing what to change.
+        self.warming = threading.Thread(target=_warm_tools, name="memkit-inspector-warm", daemon=True)
+        self.warming.start()
 
     def _open(self, target: str | os.PathLike[str], edit: bool) -> MemoryStore:
         conninfo = postgres_conninfo(target) if isinstance(target, str) else None
@@ -194,7 +206,7 @@ class MemoryInspector(_View):
         self.store, self.staged, self._tools = reopened, None, {}
         self.notice = (self.note(), True)
         if on:
-            threading.Thread(target=_warm_tools, daemon=True).start()
+            self._warm()
         self._changed(None)
         return self.note()
 
@@ -445,17 +457,26 @@ class MemoryInspector(_View):
         tools = self._tools_for(user)
         self.busy = f"writing: {staged['describe']}"
         self._changed(None)
+        def refuse_if_changed() -> None:
+            changed = self._differences(staged, self.store.get(user, kind, key))
+            if changed:
+                raise ApprovalError(
+                    f"{kind} {key!r} changed since it was staged ({'; '.join(changed)}); nothing was "
+                    "written. Look again and stage a new change")
+
+        try:
+            refuse_if_changed()  # a first look, before any confirmation is made for it
+        except ApprovalError:
+            self.staged, self.busy = None, None
+            self._changed(None)
+            raise
         if staged["action"] == "edit":
             confirmation = self.approvals.confirm_put(kind, key, staged["new_value"])
         else:
             confirmation = self.approvals.confirm_delete(kind, key)
         try:
             with self.store.transaction():
-                changed = self._differences(staged, self.store.get(user, kind, key))
-                if changed:
-                    raise ApprovalError(
-                        f"{kind} {key!r} changed since it was staged ({'; '.join(changed)}); nothing was "
-                        "written. Look again and stage a new change")
+                refuse_if_changed()  # again holding the write lock: nothing can slip in between
                 if staged["action"] == "edit":
                     outcome = tools.call("memory_put", {"kind": kind, "key": key, "value": staged["new_value"]})
                 else:
@@ -478,6 +499,8 @@ class MemoryInspector(_View):
         # The id the event history recorded: the tool spends the first waiting confirmation of
         # exactly this change, which is an older one if a person had already confirmed it.
         recorded = self.store.history(user, kind, key)[-1]["confirmation"]
+        self.done.append({"action": staged["action"], "user": user, "kind": kind, "key": key,
+                          "value": staged["new_value"], "revision": revision, "confirmation": recorded})
         self.notice = (f"done: {staged['describe']}, on confirmation {recorded}", True)
         self._changed(None)
         return {"done": staged["action"], "kind": kind, "key": key, "confirmation": recorded, "revision": revision}
@@ -517,6 +540,7 @@ class MemoryInspector(_View):
         c["confirm"] = w.Button(description="Confirm", button_style="danger", icon="check")
         c["cancel"] = w.Button(description="Cancel")
         c["status"] = w.HTML()
+        c["status"].add_class("memkit-inspector-status")  # found by the browser test wherever it sits
         c["show_deleted"] = w.Checkbox(value=self.show_deleted, description="list deleted keys")
         c["deleted"] = w.HTML()
         c["session"] = w.Dropdown(description="session", options=[])
