@@ -444,11 +444,16 @@ def test_another_scheme_is_refused_without_its_password(tmp_path, target):
 @pytest.mark.parametrize("target", [f"POSTGRESQL://ann:{SECRET}@127.0.0.1:9/db?connect_timeout=2",
                                     f"postgresql+psycopg://ann:{SECRET}@127.0.0.1:9/db?connect_timeout=2",
                                     f"host=127.0.0.1 port=9 user=ann password={SECRET} connect_timeout=2"])
-def test_an_unreachable_url_is_refused_without_its_password_and_makes_no_file(tmp_path, target, monkeypatch):
+def test_an_unreachable_url_is_refused_without_its_password_and_makes_no_file(tmp_path, target, monkeypatch,
+                                                                             caplog):
     pytest.importorskip("psycopg")
     monkeypatch.chdir(tmp_path)
+    caplog.set_level("DEBUG")
     with pytest.raises(StoreError) as refused:
         MemoryInspector(target)
+    viewer = inspect(target)
+    assert isinstance(viewer, NotInspectable) and SECRET not in viewer.line + viewer.widget.value
+    assert SECRET not in caplog.text
     assert SECRET not in str(refused.value) and "***" in str(refused.value) and "cannot connect" in str(refused.value)
     cli = subprocess.run([sys.executable, "-m", "memkit", "get", "--db", target, "--user", "a", "--key", "b"],
                          capture_output=True, text=True)
@@ -466,8 +471,9 @@ def _fresh_database(pg_url: str, name: str) -> str:
     return pg_url.replace("/postgres?", f"/{name}?", 1)
 
 
-def test_a_url_string_opens_postgresql_read_only_and_never_shows_the_password(pg_url):
+def test_a_url_string_opens_postgresql_read_only_and_never_shows_the_password(pg_url, caplog):
     pytest.importorskip("psycopg")
+    caplog.set_level("DEBUG")
     url = _fresh_database(pg_url, "inspector_url")
     with open_store(url) as store:
         store.put("alice", "s0", "preference", "drink", "tea")
@@ -488,6 +494,7 @@ def test_a_url_string_opens_postgresql_read_only_and_never_shows_the_password(pg
     assert all(SECRET not in text for text in shown)
     assert any(":***@" in text for text in shown)
     inspector.close()
+    assert SECRET not in caplog.text
 
 
 # -- other frameworks' memory, read-only (issue 24.4) ------------------------------------------------
