@@ -386,8 +386,8 @@ def column(table: dict[str, Any], name: str) -> list[str]:
 
 
 def status_text(widget: Locator) -> str:
-    """The inspector's status line: the last HTML widget of its box."""
-    return (widget.locator(".widget-html-content").last.text_content() or "").strip()
+    """The inspector's status line (its HTML widget carries the class `memkit-inspector-status`)."""
+    return (widget.locator(".memkit-inspector-status").first.text_content() or "").strip()
 
 
 def labelled(widget: Locator, label: str) -> Locator:
@@ -464,14 +464,17 @@ def check_inspector(opened: OpenNotebook) -> None:
     widget = find_widget(opened, steps, "button:text-is('Stage edit')", "the memory inspector")
     if widget is None:
         return steps.finish()
+    # The user box is a combobox: typing offers the ids (a <datalist>), a whole id selects that user.
     user = labelled(widget, "user")
-    users = [o for o in user.locator("option").all_text_contents()]
+    users = widget.locator("datalist option").evaluate_all("os => os.map(o => o.value)")
     if not steps.check("it offers at least two users", len(users) >= 2, f"users {users}"):
         return steps.finish()
+    steps.check("it says how the database is open", "read-only" in widget.inner_text()
+                or "editing" in widget.inner_text(), f"text {widget.inner_text()[:200]!r}")
     # Choose a user: the records table must change to that user's records.
     before = html_after(widget, "search")
     chosen = next(u for u in users if u != user.input_value())
-    steps.act(f"choose user {chosen!r}", lambda: user.select_option(chosen))
+    steps.act(f"type user {chosen!r}", lambda: user.fill(chosen))
     steps.check(f"choosing user {chosen!r} changes the records table",
                 steps.wait(lambda: html_after(widget, "search")["html"] != before["html"]),
                 f"the table still shows {before['text'][:120]!r}")
@@ -544,6 +547,13 @@ def check_inspector(opened: OpenNotebook) -> None:
     steps.check("after Confirm nothing is left staged",
                 steps.wait(lambda: not confirm.is_enabled() and "not written yet" not in status_text(widget)),
                 f"Confirm enabled {confirm.is_enabled()}; status {status_text(widget)!r}")
+    # The deleted keys, listed on request under the records.
+    steps.act("open the 'deleted keys' section",
+              widget.get_by_text("deleted keys", exact=True).first.click)
+    steps.act("tick 'list deleted keys'", widget.get_by_label("list deleted keys").first.check)
+    steps.check("the deleted keys are listed (or said to be none)",
+                steps.wait(lambda: "no deleted keys" in widget.inner_text() or "deleted_at" in widget.inner_text()),
+                f"text {widget.inner_text()[-300:]!r}")
     page.wait_for_timeout(200)
     steps.finish()
 

@@ -132,7 +132,17 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "    inspector.select_key('preference', 'city')\n    inspector.stage_edit('bergen')\n    inspector.confirm()",
          "not right yet", "exactly 'Bergen'"),
         ("def move_to_bergen(inspector, user):\n    inspector.store.put(user, 'cli', 'preference', 'city', 'Bergen')",
-         "not right yet", "not the inspector"),
+         "not right yet", "not through the inspector"),
+        # Around the rule: the inspector's session name and a confirmation id that looks like its own
+        # (issue 22): the check reads which confirmations a Confirm of the inspector made.
+        ("def move_to_bergen(inspector, user):\n"
+         "    inspector.store.put(user, 'inspector', 'preference', 'city', 'Bergen', confirmation='inspector#1')",
+         "not right yet", "no Confirm of the inspector made"),
+        ("def move_to_bergen(inspector, user):\n    inspector.select_user(user)\n"
+         "    inspector.select_key('preference', 'city')\n    inspector.stage_edit('Bergenx')\n    inspector.confirm()\n"
+         "    inspector.store.put(user, 'inspector', 'preference', 'city', 'Bergen',\n"
+         "                        confirmation=inspector.done[-1]['confirmation'])",
+         "not right yet", "not through the inspector"),
         ("def move_to_bergen(inspector, user):\n    inspector.select_user('bob')\n"
          "    inspector.select_key('preference', 'city')\n    inspector.stage_edit('Bergen')",
          "not right yet", "inspector.select_user(user)"),

@@ -209,3 +209,489 @@ def test_widget_tables_have_padding_and_the_kind_labels_fit(demo):
     assert "padding" in inspector.controls["records"].value and 'class="dataframe memkit-table"' in inspector.controls["records"].value
     width = int(inspector.controls["kind"].style.button_width.removesuffix("px"))
     assert width >= 10 * len("preference")  # about 10 px a character at the default size
+
+
+# -- read-only by default (issue 24.1) ---------------------------------------------------------------
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import stat  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from memkit import FakeClock  # noqa: E402
+from memkit.store import SCHEMA_VERSION, MIGRATIONS  # noqa: E402
+
+
+def _look(path: Path) -> tuple[str, int, list[str]]:
+    """What inspecting must not change: the file's bytes, its mtime, and the files of its folder."""
+    return (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns, sorted(os.listdir(path.parent)))
+
+
+def _closed_store(path: Path) -> Path:
+    with MemoryStore(path, clock=FakeClock(step_seconds=1)) as store:
+        for user, drink in (("alice", "jasmine tea"), ("bob", "espresso")):
+            store.put(user, "s0", "preference", "drink", drink)
+        store.put("alice", "s0", "preference", "city", "Lisbon")
+        store.delete("alice", "preference", "city")
+    return path
+
+
+def _browse_everything(inspector: MemoryInspector) -> None:
+    inspector.widget
+    for user in inspector.users():
+        inspector.select_user(user)
+        inspector.set_sort("newest")
+        inspector.set_query("e")
+        inspector.select_key("preference", "drink")
+        inspector.deleted()
+        inspector.sessions()
+
+
+def test_the_inspector_opens_read_only_and_changes_nothing(tmp_path):
+    path = _closed_store(tmp_path / "theirs.sqlite3")
+    before = _look(path)
+    inspector = MemoryInspector(path)
+    assert not inspector.editing and "read-only" in inspector.note()
+    _browse_everything(inspector)
+    inspector.select_key("preference", "drink")
+    with pytest.raises(ApprovalError, match="open read-only; switch Edit on"):
+        inspector.stage_edit("coffee")
+    assert "switch Edit on" in inspector.controls["status"].value and inspector.controls["stage_edit"].disabled
+    with pytest.raises(StoreError, match="read-only; nothing was written"):
+        inspector.store.put("alice", "s1", "preference", "drink", "around the inspector")
+    inspector.close()
+    assert _look(path) == before  # same bytes, same mtime, no -wal or -shm beside it
+
+
+def test_a_read_only_file_and_a_read_only_folder_open(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    path = _closed_store(folder / "theirs.sqlite3")
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        before = _look(path)
+        inspector = MemoryInspector(path)
+        assert inspector.users() == ["alice", "bob"]
+        _browse_everything(inspector)
+        with pytest.raises(StoreError, match="read-only"):
+            inspector.set_edit(True)  # the file is read-only: writing is refused, reading goes on
+        assert not inspector.editing and inspector.users() == ["alice", "bob"]
+        inspector.close()
+        assert _look(path) == before
+    finally:
+        folder.chmod(0o755)
+
+
+def test_a_live_writer_is_seen_and_its_sidecars_left_as_they_were(tmp_path):
+    path = _closed_store(tmp_path / "live.sqlite3")
+    inspector = MemoryInspector(path)
+    assert inspector.store.opened["how"] == "immutable"  # no sidecars: SQLite makes none
+    with MemoryStore(path) as writer:  # another program starts writing: its -wal appears
+        writer.put("carol", "s0", "preference", "drink", "mate")
+        assert "carol" in inspector.users()  # reopened through the writer's -wal
+        assert inspector.store.opened["how"] == "ro"
+        sidecars = sorted(os.listdir(tmp_path))
+    inspector.close()
+    assert sorted(os.listdir(tmp_path)) <= sidecars
+
+
+def _file_at_version(path: Path, version: int) -> Path:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for steps in MIGRATIONS[:version]:
+        for statement in steps:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision, created_at,"
+                 " updated_at, key_fold, value_fold) VALUES ('bob', 'preference', 'drink', 'Tea', 's0', 1,"
+                 " '2025-01-01T00:00:00Z', '2025-01-01T00:00:00Z', 'drink', 'tea')")
+    conn.close()
+    return path
+
+
+def test_an_older_schema_is_shown_with_its_version_and_never_migrated(tmp_path):
+    path = _file_at_version(tmp_path / "old.sqlite3", 1)
+    before = _look(path)
+    inspector = MemoryInspector(path)
+    assert list(inspector.select_user("bob")["value"]) == ["Tea"]
+    assert list(inspector.set_query("TE")["key"]) == ["drink"]
+    note = inspector.note()
+    assert f"schema is version 1, older than this memkit's {SCHEMA_VERSION}" in note and "never migrated" in note
+    inspector.widget
+    assert "version 1" in inspector.controls["note"].value
+    inspector.close()
+    assert _look(path) == before
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+def test_memkit_migrate_migrates_only_when_confirmed_and_says_from_which_version(tmp_path):
+    path = _file_at_version(tmp_path / "old.sqlite3", 1)
+    before = _look(path)
+    refused = subprocess.run([sys.executable, "-m", "memkit", "migrate", "--db", str(path)],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and f"from schema version 1 to {SCHEMA_VERSION}" in refused.stderr
+    assert "newer than this memkit knows" in refused.stderr and _look(path) == before
+    done = subprocess.run([sys.executable, "-m", "memkit", "migrate", "--db", str(path), "--confirm"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["from_version"], report["to_version"], report["migrated"]) == (1, SCHEMA_VERSION, True)
+    again = json.loads(subprocess.run([sys.executable, "-m", "memkit", "migrate", "--db", str(path), "--confirm"],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert (again["from_version"], again["migrated"]) == (SCHEMA_VERSION, False)
+    with MemoryStore(path, read_only=True) as store:
+        assert store.get("bob", "preference", "drink")["value"] == "Tea"
+
+
+def test_the_edit_switch_reopens_for_writing_and_back(tmp_path):
+    path = _closed_store(tmp_path / "mine.sqlite3")
+    inspector = MemoryInspector(path)
+    inspector.widget
+    inspector.select_key("preference", "drink")
+    inspector.controls["edit"].value = True  # the Edit switch
+    assert inspector.editing and "editing" in inspector.controls["note"].value
+    assert inspector.state()["selected"] == "preference:drink"  # the view is kept
+    inspector.stage_edit("green tea")
+    assert inspector.confirm()["revision"] == 2
+    inspector.controls["edit"].value = False
+    assert not inspector.editing
+    with pytest.raises(ApprovalError, match="read-only"):
+        inspector.stage_delete()
+    inspector.close()
+    editing = MemoryInspector(path, edit=True)
+    assert editing.editing and editing.store.opened["how"] == "rw"
+    editing.close()
+
+
+def test_a_store_passed_in_keeps_its_own_mode(demo):
+    inspector = MemoryInspector(demo)
+    assert inspector.editing  # a store opened for writing
+    with pytest.raises(ValidationError, match="given an open store"):
+        inspector.set_edit(False)
+
+
+# -- the inspector confirms only the record it showed (issue 21.5) -----------------------------------
+
+
+@pytest.mark.parametrize("action", ["edit", "delete"])
+@pytest.mark.parametrize("same_time", [False, True], ids=["clock moves", "clock stands still"])
+def test_a_key_forgotten_and_written_again_is_not_the_record_shown(tmp_path, action, same_time):
+    # A clock that stands still and the same value: revision, value and times all come back the
+    # same; only the store's write number tells the new record from the one shown.
+    clock = FakeClock(step_seconds=0 if same_time else 1)
+    with MemoryStore(tmp_path / "m.sqlite3", clock=clock) as store:
+        store.put("alice", "s0", "preference", "drink", "tea")
+        inspector = MemoryInspector(store)
+        inspector.select_key("preference", "drink")
+        inspector.stage_edit("coffee") if action == "edit" else inspector.stage_delete()
+        store.forget_user("alice")
+        rewritten = store.put("alice", "s9", "preference", "drink", "tea" if same_time else "secret")
+        assert rewritten["revision"] == 1
+        with pytest.raises(ApprovalError, match="changed since it was staged"):
+            inspector.confirm()
+        assert store.get("alice", "preference", "drink") == rewritten
+        assert [e["action"] for e in store.history("alice", "preference", "drink")] == ["create"]
+        assert inspector.staged is None and inspector.approvals.pending == []
+
+
+def test_a_change_to_any_shown_field_refuses_the_confirm(demo):
+    inspector = MemoryInspector(demo)
+    inspector.select_key("preference", "drink")
+    inspector.stage_delete()
+    demo.put("alice", "elsewhere", "preference", "drink", "oolong")
+    with pytest.raises(ApprovalError, match="value 'jasmine tea' -> 'oolong'"):
+        inspector.confirm()
+    assert demo.get("alice", "preference", "drink")["value"] == "oolong"
+
+
+# -- PostgreSQL URLs: every spelling recognised, the password never shown (issues 24.5, 21.11) --------
+
+from memkit.store import open_store  # noqa: E402
+from memkit.store.targets import is_database_url, masked, postgres_conninfo  # noqa: E402
+
+SECRET = "hunter2-Pw"
+
+
+@pytest.mark.parametrize("target, expected", [
+    (f"postgresql://ann:{SECRET}@db/m", f"postgresql://ann:{SECRET}@db/m"),
+    (f"postgres://ann:{SECRET}@db/m", f"postgresql://ann:{SECRET}@db/m"),
+    (f"postgresql+psycopg://ann:{SECRET}@db/m", f"postgresql://ann:{SECRET}@db/m"),
+    (f"POSTGRESQL://ann:{SECRET}@db/m", f"postgresql://ann:{SECRET}@db/m"),
+    (f"  PostgreSQL+psycopg2://ann:{SECRET}@db/m ", f"postgresql://ann:{SECRET}@db/m"),
+    (f"host=db dbname=m user=ann password={SECRET}", f"host=db dbname=m user=ann password={SECRET}"),
+    (f"dbname = m password = '{SECRET}'", f"dbname = m password = '{SECRET}'"),
+    ("memory.sqlite3", None),
+    ("state/memory.sqlite3", None),
+    ("a=b.sqlite3", None),
+])
+def test_every_postgresql_spelling_is_recognised(target, expected):
+    assert postgres_conninfo(target) == expected
+    assert is_database_url(target) is (expected is not None)
+
+
+@pytest.mark.parametrize("target", [f"mysql://ann:{SECRET}@db/m", f"redis://:{SECRET}@localhost:6379/0",
+                                    f"postgresq://ann:{SECRET}@db/m"])
+def test_another_scheme_is_refused_without_its_password(tmp_path, target):
+    for opener in (open_store, MemoryInspector, MemoryStore):
+        with pytest.raises(StoreError) as refused:
+            opener(target)
+        assert SECRET not in str(refused.value) and "***" in str(refused.value), opener
+    assert os.listdir(tmp_path) == [] and not any(SECRET in name for name in os.listdir("."))
+
+
+@pytest.mark.parametrize("target", [f"POSTGRESQL://ann:{SECRET}@127.0.0.1:9/db?connect_timeout=2",
+                                    f"postgresql+psycopg://ann:{SECRET}@127.0.0.1:9/db?connect_timeout=2",
+                                    f"host=127.0.0.1 port=9 user=ann password={SECRET} connect_timeout=2"])
+def test_an_unreachable_url_is_refused_without_its_password_and_makes_no_file(tmp_path, target, monkeypatch,
+                                                                             caplog):
+    pytest.importorskip("psycopg")
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level("DEBUG")
+    with pytest.raises(StoreError) as refused:
+        MemoryInspector(target)
+    viewer = inspect(target)
+    assert isinstance(viewer, NotInspectable) and SECRET not in viewer.line + viewer.widget.value
+    assert SECRET not in caplog.text
+    assert SECRET not in str(refused.value) and "***" in str(refused.value) and "cannot connect" in str(refused.value)
+    cli = subprocess.run([sys.executable, "-m", "memkit", "get", "--db", target, "--user", "a", "--key", "b"],
+                         capture_output=True, text=True)
+    assert cli.returncode == 2 and SECRET not in cli.stderr + cli.stdout and "***" in cli.stderr
+    assert os.listdir(tmp_path) == []
+    assert masked(target).count(SECRET) == 0
+
+
+def _fresh_database(pg_url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return pg_url.replace("/postgres?", f"/{name}?", 1)
+
+
+def test_a_url_string_opens_postgresql_read_only_and_never_shows_the_password(pg_url, caplog):
+    pytest.importorskip("psycopg")
+    caplog.set_level("DEBUG")
+    url = _fresh_database(pg_url, "inspector_url")
+    with open_store(url) as store:
+        store.put("alice", "s0", "preference", "drink", "tea")
+    with_password = url.replace("postgresql://postgres@", f"POSTGRESQL+psycopg://postgres:{SECRET}@", 1)
+    inspector = MemoryInspector(with_password)
+    assert inspector.users() == ["alice"] and not inspector.editing
+    inspector.widget
+    inspector.select_key("preference", "drink")
+    with pytest.raises(ApprovalError, match="read-only"):
+        inspector.stage_edit("coffee")
+    with pytest.raises(StoreError):
+        inspector.store.put("alice", "s1", "preference", "drink", "around")  # the server refuses it
+    inspector.set_edit(True)
+    inspector.stage_edit("coffee")
+    assert inspector.confirm()["revision"] == 2
+    shown = [repr(inspector), repr(inspector.store), inspector.note(), inspector.where,
+             json.dumps(inspector.store.health()), *(str(getattr(c, "value", "")) for c in inspector.controls.values())]
+    assert all(SECRET not in text for text in shown)
+    assert any(":***@" in text for text in shown)
+    inspector.close()
+    assert SECRET not in caplog.text
+
+
+# -- other frameworks' memory, read-only (issue 24.4) ------------------------------------------------
+
+from _peer_files import PEERS  # noqa: E402
+
+from memkit.notebook import NotInspectable, PeerInspector, inspect  # noqa: E402
+
+PEER_EXPECTED = {
+    # format: (group of the first listing, items of that group, a search text, what it must find)
+    "openai-agents SQLiteSession": ("alice-1", 2, "OSLO", "bob-7"),
+    "LangGraph SqliteStore": ("memories.alice", 2, "oslo", "memories.bob"),
+    "LangGraph SqliteSaver": ("thread-alice", 3, "THREAD-BOB", "thread-bob"),
+    "mem0 history": ("5a7e2d90-1b4c-4f0a-8e2d-6c9b3a1f4e22", 2, "oolong", "9b2f6c1e-3d1a-4d8e-9c61-0f3b1e2a7d10"),
+}
+
+
+@pytest.mark.parametrize("name", list(PEERS))
+def test_another_frameworks_file_is_browsed_read_only_and_left_byte_identical(tmp_path, name):
+    path = PEERS[name](tmp_path / "peer.db")
+    before = _look(path)
+    first_group, items, text, found_in = PEER_EXPECTED[name]
+    viewer = inspect(path)
+    assert isinstance(viewer, PeerInspector) and viewer.format == name and name in viewer.note()
+    groups = viewer.groups()
+    assert len(groups) == 2 and viewer.group == first_group
+    assert len(viewer.items()) == items
+    assert found_in in set(viewer.set_query(text).iloc[:, 0])
+    viewer.widget
+    assert name in viewer.controls["note"].value and "<table" in viewer.controls["items"].value
+    other = [g for g in groups.iloc[:, 0] if g != first_group][0]
+    viewer.controls["query"].value = ""
+    viewer.controls["group"].value = other  # typing a whole id selects it
+    assert viewer.group == other
+    with pytest.raises(StoreError, match="holds no"):
+        viewer.select_format("not a format")
+    viewer.close()
+    assert _look(path) == before  # the same bytes and mtime, nothing beside it
+
+
+def test_a_langgraph_store_shows_its_ttl_and_a_mem0_delete_its_events(tmp_path):
+    store = inspect(PEERS["LangGraph SqliteStore"](tmp_path / "store.db"))
+    trip = store.items().set_index("key").loc["trip"]
+    assert trip["ttl_minutes"] == 10080.0 and trip["expires_at"] == "2026-05-08 10:00:00"
+    history = inspect(PEERS["mem0 history"](tmp_path / "history.db"))
+    assert list(history.items()["event"]) == ["ADD", "DELETE"]
+    saver = inspect(PEERS["LangGraph SqliteSaver"](tmp_path / "saver.db"))
+    checkpoints = saver.items()
+    assert list(checkpoints["writes"]) == [1, 0, 0] and '"step": 2' in checkpoints["metadata"].iloc[0]
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"", "is empty (0 bytes)"),
+    (b"just some notes\n", "not a SQLite database"),
+    (None, "is not a memkit store, nor openai-agents, LangGraph or mem0 memory: a SQLite database with tables"),
+    ("empty", "an empty SQLite database"),
+])
+def test_an_unknown_file_gets_one_line_never_a_traceback(tmp_path, content, says):
+    path = tmp_path / "mystery.db"
+    if content is None:
+        _make_foreign(path)
+    elif content == "empty":
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE scratch (x)")
+        conn.execute("DROP TABLE scratch")  # a whole SQLite file, with no table left
+        conn.close()
+    else:
+        path.write_bytes(content)
+    before = _look(path)
+    viewer = inspect(path)
+    assert isinstance(viewer, NotInspectable) and says in viewer.line and "\n" not in viewer.line
+    assert says in html.unescape(viewer.widget.value) and "Traceback" not in viewer.widget.value
+    assert _look(path) == before
+
+
+def _make_foreign(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.commit()
+    conn.close()
+
+
+def test_inspect_opens_memkit_stores_and_says_why_one_cannot_be(tmp_path):
+    path = _closed_store(tmp_path / "mine.sqlite3")
+    viewer = inspect(path)
+    assert isinstance(viewer, MemoryInspector) and not viewer.editing
+    viewer.close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    newer = inspect(path)
+    assert isinstance(newer, NotInspectable) and "newer than this memkit knows" in newer.line
+    assert isinstance(inspect(tmp_path / "missing.db"), NotInspectable)
+
+
+# -- made for a database of real size (issue 24.3) -----------------------------------------------------
+
+from memkit.window import InProcessWindow  # noqa: E402
+
+
+@pytest.fixture
+def crowd(tmp_path):
+    """300 users; u0042 holds 45 records, two of them deleted since, and two sessions with turns."""
+    limits = Limits(max_records_total=5000, max_records_per_user=100)
+    with MemoryStore(tmp_path / "crowd.sqlite3", limits=limits, clock=FakeClock(step_seconds=1)) as store:
+        with store.transaction():
+            for n in range(300):
+                store.put(f"u{n:04d}", "s0", "preference", "drink", f"drink {n}")
+            for n in range(47):
+                store.put("u0042", "s0", "episode", f"note.{n:02d}", f"note number {n}")
+        store.delete("u0042", "episode", "note.03", session="s1")
+        store.delete("u0042", "episode", "note.05", session="s1")
+        store.archive_turns("u0042", "morning", [
+            {"turn": 1, "role": "user", "content": "my drink is tea", "at": "2026-05-01T09:00:00Z"},
+            {"turn": 2, "role": "assistant", "content": "noted", "at": "2026-05-01T09:00:01Z"}])
+        yield store
+
+
+def test_a_user_is_found_by_typing_among_hundreds(crowd):
+    inspector = MemoryInspector(crowd)
+    assert len(inspector.users()) == 300
+    assert inspector.find_users("u004") == [f"u{n:04d}" for n in range(40, 50)]
+    assert inspector.find_users("U0042") == ["u0042"] and inspector.find_users("zz") == []
+    inspector.widget
+    inspector.controls["user"].value = "u004"  # part of an id: a hint, no change of user
+    assert inspector.user == "u0000" and "u0040, u0041" in inspector.controls["status"].value
+    inspector.controls["user"].value = "u0042"  # a whole id selects
+    assert inspector.user == "u0042"
+
+
+def test_records_are_paged_and_sorted_with_the_history_beside_them(crowd):
+    inspector = MemoryInspector(crowd, page_size=20)
+    inspector.select_user("u0042")
+    assert inspector.pages() == 3 and len(inspector.table()) == 20
+    assert list(inspector.table()["key"])[:2] == ["note.00", "note.01"]  # kind, key
+    assert len(inspector.set_page(2)) == 6  # 46 records: 20 + 20 + 6
+    with pytest.raises(ValidationError, match="pages are 0 to 2"):
+        inspector.set_page(3)
+    newest = inspector.set_sort("newest")
+    assert inspector.page == 0 and list(newest["key"])[:2] == ["note.46", "note.45"]
+    assert list(inspector.set_sort("key")["key"])[0] == "drink"
+    inspector.widget
+    c = inspector.controls
+    assert "page 1 of 3 (46 records)" in c["page"].value and c["previous"].disabled
+    c["next"].click()
+    assert inspector.page == 1 and "page 2 of 3" in c["page"].value
+    c["key"].value = c["key"].options[0]
+    assert "create" in c["history"].value
+    # The records and the selected key sit side by side: history and edit controls never below the list.
+    side_by_side = [child for child in inspector.widget.children if len(getattr(child, "children", ())) == 2
+                    and c["records"] in getattr(child.children[0], "children", ())
+                    and c["history"] in getattr(child.children[1], "children", ())
+                    and c["confirm"] in child.children[1].children[4].children]
+    assert len(side_by_side) == 1
+
+
+def test_deleted_keys_are_listed_on_request_with_their_history(crowd):
+    inspector = MemoryInspector(crowd)
+    inspector.select_user("u0042")
+    deleted = inspector.deleted()
+    assert list(deleted["key"]) == ["note.05", "note.03"] and list(deleted["events"]) == [2, 2]
+    assert list(deleted["value"]) == ["note number 5", "note number 3"]
+    assert list(inspector.select_key("episode", "note.03")["action"]) == ["create", "delete"]
+    inspector.widget
+    c = inspector.controls
+    assert c["deleted"].value == ""
+    c["show_deleted"].value = True
+    assert "note.05" in c["deleted"].value and "note.03" in c["deleted"].value
+
+
+def test_a_users_sessions_show_what_was_said_archive_and_live_window(crowd):
+    window = InProcessWindow(4, store=crowd)
+    window.append("u0042", "evening", "user", "call me Sam")
+    inspector = MemoryInspector(crowd, window=window)
+    inspector.select_user("u0042")
+    sessions = inspector.sessions()
+    assert list(sessions["session"]) == ["morning"] and list(sessions["turns"]) == [2]
+    turns = inspector.turns("morning")
+    assert list(turns["content"]) == ["my drink is tea", "noted"] and set(turns["where"]) == {"archive"}
+    live = inspector.turns("evening")  # not archived yet: only the window has it
+    assert list(live["content"]) == ["call me Sam"] and list(live["where"]) == ["window"]
+    inspector.widget
+    c = inspector.controls
+    c["session"].value = "morning"
+    assert "my drink is tea" in c["turns"].value and "morning" in c["sessions"].value
+
+
+def test_confirm_compiles_the_tool_schemas_once_and_says_it_is_working(crowd):
+    inspector = MemoryInspector(crowd)
+    inspector.select_user("u0042")
+    inspector.widget
+    seen = []
+    inspector.controls["status"].observe(lambda ch: seen.append(ch["new"]), names="value")
+    for value in ("a", "b"):
+        inspector.select_key("preference", "drink")
+        inspector.stage_edit(value)
+        inspector.controls["confirm"].click()
+    assert list(inspector._tools) == ["u0042"] and len(inspector.approvals.spent) == 2
+    assert any("writing" in text for text in seen)  # shown while the write ran
+    assert "done: edit" in inspector.controls["status"].value

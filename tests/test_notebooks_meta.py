@@ -295,7 +295,8 @@ INTRODUCED = {
     "memkit.notebook.what_user_sees": "06", "memkit.notebook.UserSwitcher": "06",
     "RedisWindow": "07", "start_embedded_redis": "07", "WindowError": "07", "memkit.window.connect_redis": "07",
     "MemoryInspector": "08", "ApprovalError": "08", "StoreError": "08", "MemkitError": "08",
-    "memkit.notebook.MemoryInspector": "08",
+    "memkit.notebook.MemoryInspector": "08", "memkit.notebook.inspect": "08",
+    "memkit.notebook.peer_samples.make_peer_file": "08",
     "memkit.store.open_store": "09", "memkit.store.start_embedded_postgres": "09",
 }
 """The curriculum. A notebook that uses a name before the notebook that introduces it fails; the

@@ -181,7 +181,7 @@ def test_opening_and_searching_while_another_process_holds_the_write_lock_never_
         with open_store(path, limits=Limits().replace(busy_timeout_ms=5000)) as store:
             assert has_search_index(store.connection)
             assert _answers(store) == before
-    with open_store(path) as store:  # the lock is free again: now the index goes
+    with open_store(path, limits=Limits()) as store:  # the lock is free again: now the index goes
         assert not has_search_index(store.connection)
         holder = sqlite3.connect(path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")

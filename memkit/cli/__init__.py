@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from ..errors import CommittedThenFailedError, MemkitError
 from ..limits import KINDS
 from .chat import cmd_chat
+from .maintenance import cmd_limits, cmd_migrate
 from .options import check_args
 from .output import (EXIT_COMMITTED_THEN_FAILED, EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain,
                      discard_stdout)
@@ -90,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     identity(sub, key=False)
     sub.add_argument("--confirm", action="store_true")
     command("health", cmd_health, "schema, journal mode, sizes and quotas of a database")
+    sub = command("migrate", cmd_migrate, "bring a store to this memkit's schema version (needs --confirm)")
+    sub.add_argument("--confirm", action="store_true", help="I confirm the migration (older programs then refuse it)")
+    sub = command("limits", cmd_limits, "show the limits a store recorded; change them with --set (needs --confirm)")
+    sub.add_argument("--set", action="append", metavar="NAME=VALUE", help="a new limit (repeatable)")
+    sub.add_argument("--confirm", action="store_true", help="I confirm these new limits")
     sub = command("chat", cmd_chat, "talk to the agent (fixture model, or --live)")
     identity(sub, key=False)
     sub.add_argument("--message", "--task", dest="message", action="append",

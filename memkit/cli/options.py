@@ -18,6 +18,7 @@ from ..errors import MemkitError
 from ..limits import DEFAULT_LIMITS, check_text
 from ..request import History
 from ..store import MemoryStore, is_database_url, open_store
+from ..store.targets import postgres_conninfo
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
 from ..window.workspace import WorkspaceRedis, window_folder
 
@@ -54,8 +55,12 @@ def _refuse_empty(args: argparse.Namespace) -> None:
 def database_url(args: argparse.Namespace) -> str | None:
     """`--db postgresql://...`, else $DATABASE_URL when neither --db, --workspace nor $MEMKIT_DB names a file."""
     _refuse_empty(args)
-    if args.db and is_database_url(args.db):
-        return str(args.db)
+    if args.db:
+        # Any PostgreSQL spelling (postgresql+psycopg://, upper case, key=value) is one; another
+        # scheme is refused here, its password masked, never taken for a file name.
+        conninfo = postgres_conninfo(args.db)
+        if conninfo is not None:
+            return conninfo
     if args.db or args.workspace is not None or os.environ.get("MEMKIT_DB"):
         return None
     url = os.environ.get("DATABASE_URL") or None

@@ -3,7 +3,8 @@
 - `tables`: records, histories, tool results, messages and confirmations as DataFrames;
 - `charts`: a request's parts against its budget, and the scripted conversation behind the chart;
 - `views`: the budget explorer, the confirm form, the user switcher and the isolation scans;
-- `inspector`: `MemoryInspector`, for any memkit database, with confirm-gated corrections;
+- `inspector`: `MemoryInspector`, for any memkit database (read-only unless asked), with
+  confirm-gated corrections; `PeerInspector` for other frameworks' memory files; `inspect` picks;
 - `workspace`: a notebook run's own temporary folder, and fresh names for its experiments;
 - `processes`: a function written in a cell, run in new processes (to race them, or to kill one);
 - `exercises`: the verdicts of the exercises' check cells.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from ._support import run_sync
 from .charts import DEFAULT_TASKS, PARTS, budget_chart, budget_summary, conversation_rows, measurement_rows
-from .inspector import MemoryInspector
+from .inspector import MemoryInspector, NotInspectable, PeerInspector, inspect
 from .tables import approvals_table, history_table, messages_table, records_table, tool_results_table
 from .views import (BudgetExplorer, ConfirmForm, UserSwitcher, confirm_from_form, cross_user_scan, scan_requests,
                     what_user_sees)
@@ -33,7 +34,7 @@ __all__ = [
     "BudgetExplorer", "ConfirmForm", "confirm_from_form", "UserSwitcher", "what_user_sees",
     "scan_requests", "cross_user_scan", "run_sync",
     # the inspector
-    "MemoryInspector",
+    "MemoryInspector", "PeerInspector", "NotInspectable", "inspect",
     # a notebook's workspace
     "Workspace",
 ]

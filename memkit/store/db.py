@@ -123,6 +123,18 @@ class SqliteDatabase:
             return StoreError(f"cannot use {self.path}: {exc}; the file was left as it was")
         return StoreError(f"{self.path} is damaged or not a database ({exc}); memkit left it as it was")
 
+    def use_limits(self, limits: Limits) -> None:
+        """Enforce `limits` from now on (the store's recorded ones, read after opening)."""
+        with self.lock:
+            if limits == self.limits:
+                return
+            self.limits = limits
+            conn = self.connection
+            conn.execute(f"PRAGMA busy_timeout = {int(limits.busy_timeout_ms)}")
+            if not conn.execute("PRAGMA query_only").fetchone()[0]:
+                conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, min(1000, limits.max_db_bytes // self.page_size))}")
+                conn.execute(f"PRAGMA journal_size_limit = {int(limits.max_db_bytes)}")
+
     # -- connection life ---------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -17,9 +17,12 @@ from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError
 from ..limits import DEFAULT_LIMITS, KINDS, Limits
 from ..transcript import Turn
-from . import archive, health, search
+from . import archive, browse, health, search
 from . import bundle as bundle_format
 from .db import SqliteDatabase
+from .readonly import ReadOnlyDatabase
+from .store_limits import has_table as has_limits_table, limits_from, record as record_limits, recorded as recorded_limits
+from .targets import check_sqlite_target
 from .statements import RECORD_SQL, SQLITE_STATEMENTS as SQL, Record, Statements, put_read_args, to_record
 
 
@@ -38,7 +41,9 @@ class MemoryStore:
             refused. A new database is never made beside a leftover `-wal` or `-shm` (they would
             bring back the commits of the database that was deleted), an existing one never opened
             with a `-wal` of another database; half-made files of creators that died are removed.
-        limits: the bounds to enforce (see `Limits`); raise them for large experiments. The size cap
+        limits: the bounds to enforce (see `Limits`); raise them for large experiments. Without
+            them, the limits the store recorded when it was made (`memkit limits`); a new store
+            records the limits it is made with. The size cap
             bounds the `-wal` file too (checkpoints, `journal_size_limit`, a truncation after a
             write the cap refused).
         synchronous: `"FULL"` (default) makes each commit durable through a power cut: it waits for
@@ -46,6 +51,9 @@ class MemoryStore:
             consistent, but the last commits before a power cut (not a process crash) may be lost.
         clock: where timestamps come from (tests pass a `FakeClock`).
         check_integrity: run `PRAGMA quick_check` when opening an existing file (cost grows with size).
+        read_only: read the file without changing it (store/readonly.py): no write, no migration,
+            no `-wal`/`-shm` made; a read-only file or folder opens; an older schema is read from a
+            migrated copy in memory. Every write raises `ReadOnlyError`.
 
     Raises:
         StoreError: the file is not a memkit database, is damaged, newer, read-only or locked, or a
@@ -78,23 +86,46 @@ class MemoryStore:
         self,
         path: str | os.PathLike[str],
         *,
-        limits: Limits = DEFAULT_LIMITS,
+        limits: Limits | None = None,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         clock: Clock = utc_now,
         check_integrity: bool = True,
+        read_only: bool = False,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValidationError(f"synchronous is {synchronous!r}; use 'FULL' or 'NORMAL'")
+        check_sqlite_target(path)
         self.path = Path(path)
-        self.limits = limits
         self.synchronous = synchronous
+        self.read_only = read_only
         self._clock = clock
-        self._db = SqliteDatabase(self.path, limits, synchronous, check_integrity)
+        opening = limits or DEFAULT_LIMITS
+        if read_only:
+            self._db: SqliteDatabase = ReadOnlyDatabase(self.path, opening, synchronous, check_integrity)
+        else:
+            self._db = SqliteDatabase(self.path, opening, synchronous, check_integrity)
         try:
-            search.fit_index(self._db, limits, self.fts_min_user_rows)
+            self.limits = self._own_limits(limits)
+            if not read_only:
+                search.fit_index(self._db, self.limits, self.fts_min_user_rows)
         except BaseException:
             self._db.close()
             raise
+
+    def _own_limits(self, given: Limits | None) -> Limits:
+        """The limits this open enforces: `given`, else the ones the store recorded (store_limits.py).
+
+        A store that has recorded none yet (new, or made before the table) records `given` (or the
+        defaults) now, unless it is open read-only.
+        """
+        values = recorded_limits(self._db.fetch("SELECT name, value FROM store_limits")) \
+            if has_limits_table(self._db.connection) else None
+        chosen = given if given is not None else limits_from(values or {})
+        if not values and values is not None and not self.read_only:
+            with self._db.transaction() as conn:
+                record_limits(conn, chosen)
+        self._db.use_limits(chosen)
+        return chosen
 
     @staticmethod
     def statements() -> Statements:
@@ -347,6 +378,29 @@ class MemoryStore:
              "confirmation": r["confirmation"], "at": r["at"]}
             for r in rows
         ]
+
+    def deleted_keys(self, user: str) -> list[dict[str, Any]]:
+        """`user`'s keys whose history ends in a delete, newest first (see `store.browse`)."""
+        self.limits.check_id("user", user)
+        return browse.deleted_keys(self._db, user)
+
+    def sessions(self, user: str) -> list[dict[str, Any]]:
+        """`user`'s sessions with archived turns: turns, first and last time (see `store.browse`)."""
+        self.limits.check_id("user", user)
+        return browse.sessions(self._db, user)
+
+    def write_number(self, user: str, kind: str, key: str) -> int | None:
+        """The sequence number of the record's last write, None without a record: two reads of one key
+        with the same number saw the same write (see `store.browse.write_number`)."""
+        self._check_identity(user, kind, key)
+        return browse.write_number(self._db, user, kind, key)
+
+    @property
+    def opened(self) -> dict[str, Any]:
+        """How this store reads its database: read_only, how (`rw`, `ro`, `immutable`, `snapshot`:
+        an older schema read from a migrated copy in memory) and the file's own schema version."""
+        return {"read_only": self.read_only, "how": getattr(self._db, "how", "rw"),
+                "file_version": getattr(self._db, "file_version", None)}
 
     def forget_user(self, user: str) -> dict[str, int]:
         """Remove every trace of `user`: records, event history and archived transcript.

@@ -1,4 +1,6 @@
-"""One way to open either backend: a path opens SQLite, a `postgresql://` URL opens PostgreSQL."""
+"""One way to open either backend: a path opens SQLite; a PostgreSQL URL (any spelling) or a libpq
+`key=value` string opens PostgreSQL (see `targets`: another URL scheme is refused, never taken for a
+file name, and no message shows a password)."""
 
 from __future__ import annotations
 
@@ -6,26 +8,24 @@ import os
 from typing import Any
 
 from .memory import MemoryStore
+from .targets import is_database_url, masked, postgres_conninfo
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_database_url(target: object) -> bool:
-    """Whether `target` names a PostgreSQL database (a `postgresql://` or `postgres://` URL)."""
-    return isinstance(target, str) and target.startswith(POSTGRES_SCHEMES)
+__all__ = ["open_store", "is_database_url", "masked"]
 
 
 def open_store(target: str | os.PathLike[str], **options: Any) -> MemoryStore:
     """Open the long-term store at `target`, on whichever backend it names.
 
     Args:
-        target: a path (SQLite: a `MemoryStore`) or a `postgresql://` URL (a `PostgresStore`,
-            which needs the `postgres` extra).
-        options: passed on: `limits`, `synchronous` and `clock` for both; `check_integrity` for
-            SQLite; `schema`, `pool_size` and `create` for PostgreSQL.
+        target: a path (SQLite: a `MemoryStore`), or a PostgreSQL database (a `PostgresStore`, which
+            needs the `postgres` extra): `postgresql://`, `postgres://`, `postgresql+psycopg://` in
+            any letter case, or a `key=value` connection string.
+        options: passed on: `limits`, `synchronous`, `clock` and `read_only` for both;
+            `check_integrity` for SQLite; `schema`, `pool_size` and `create` for PostgreSQL.
 
     Raises:
-        StoreError: the store cannot be opened (see `MemoryStore` and `PostgresStore`).
+        StoreError: the store cannot be opened (see `MemoryStore` and `PostgresStore`), or `target`
+            is a URL of another scheme (its password masked in the message).
         ImportError: a URL was given and psycopg is not installed.
 
     Example:
@@ -33,8 +33,9 @@ def open_store(target: str | os.PathLike[str], **options: Any) -> MemoryStore:
         ...     store.put("alice", "s1", "preference", "drink", "tea")["revision"]
         1
     """
-    if is_database_url(target):
+    conninfo = postgres_conninfo(target) if isinstance(target, str) else None
+    if conninfo is not None:
         from .pg_store import PostgresStore  # psycopg is an optional extra: imported only for a URL
 
-        return PostgresStore(str(target), **options)
+        return PostgresStore(conninfo, **options)
     return MemoryStore(target, **options)

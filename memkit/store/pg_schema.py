@@ -171,13 +171,17 @@ PG_MIGRATIONS: list[list[str]] = [
     # PostgreSQL's pg_trgm indexes are ordinary GIN indexes that search plans around: nothing to do,
     # but the version moves with SQLite's, so version 5 names the same schema on both.
     [],
-    # (appended, issue 21): a delete retires the user's recent history (SQLite's step of the same
-    # name): when the user's last delete happened, written in the delete's transaction.
+    # 6: a delete retires the user's recent history (SQLite's step 6): when the user's last
+    # delete happened, written in the delete's transaction.
     [
         """CREATE TABLE history_retired (
             user_id text COLLATE "C" PRIMARY KEY,
             at text COLLATE "C" NOT NULL
         )""",
+    ],
+    # 7: the store's own limits (store_limits.py), as SQLite's step 7.
+    [
+        "CREATE TABLE store_limits (name text PRIMARY KEY, value bigint NOT NULL CHECK (value >= 1))",
     ],
 ]
 
@@ -201,24 +205,37 @@ PG_EXPECTED_TABLES: dict[str, set[str]] = {
 """Tables and columns of step 1 (SQLite's, and the two only PostgreSQL has); `expected_columns`
 adds what later steps add. tests/test_postgres.py checks them against what the steps make."""
 
-PG_LATER_TABLES: dict[str, set[str]] = {
-    "history_retired": {"user_id", "at"},
-}
-"""Tables later steps make, with their columns: expected from the step that creates them on."""
-
-_CREATES_TABLE = re.compile(r"CREATE TABLE (\w+)")
-
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+_CREATES_TABLE = re.compile(r"\s*CREATE TABLE (\w+) \((.*)\)\s*$", re.S)
+_CONSTRAINTS = ("PRIMARY", "UNIQUE", "CHECK", "CONSTRAINT", "FOREIGN")
+
+
+def _created_columns(statement: str) -> tuple[str, set[str]] | None:
+    """(table, columns) of a `CREATE TABLE t (...)` statement, or None for any other statement."""
+    match = _CREATES_TABLE.match(statement)
+    if match is None:
+        return None
+    parts, depth, current = [], 0, ""
+    for char in match[2]:
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return match[1], {p.split()[0] for p in parts if p.split() and p.split()[0].upper() not in _CONSTRAINTS}
 
 
 def expected_columns(version: int = PG_SCHEMA_VERSION) -> dict[str, set[str]]:
-    """The columns each table has after the first `version` steps (step 1's, and every ADD COLUMN since)."""
+    """The columns each table has after the first `version` steps (step 1's, the tables later steps
+    create, and every ADD COLUMN since)."""
     columns = {table: set(names) for table, names in PG_EXPECTED_TABLES.items()}
-    for steps in PG_MIGRATIONS[:version]:
+    for number, steps in enumerate(PG_MIGRATIONS[:version], start=1):
         for statement in steps:
-            for table in _CREATES_TABLE.findall(statement):
-                if table in PG_LATER_TABLES:
-                    columns[table] = set(PG_LATER_TABLES[table])
+            created = _created_columns(statement) if number > 1 else None
+            if created is not None:
+                columns[created[0]] = created[1]
             for table, column in _ADDS_COLUMN.findall(statement):
                 columns[table].add(column)
     return columns

@@ -20,6 +20,7 @@ from .pg_connection import PgConnection
 from .pg_schema import read_version
 from .postgres import PG_STATEMENTS, PostgresDatabase, db_bytes
 from .statements import Record, Statements
+from .store_limits import limits_from, record as record_limits, recorded as recorded_limits
 
 
 class PostgresStore(MemoryStore):
@@ -58,27 +59,45 @@ class PostgresStore(MemoryStore):
         self,
         url: str,
         *,
-        limits: Limits = DEFAULT_LIMITS,
+        limits: Limits | None = None,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         clock: Clock = utc_now,
         schema: str = "public",
         pool_size: int = 4,
         create: bool = True,
+        read_only: bool = False,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValidationError(f"synchronous is {synchronous!r}; use 'FULL' or 'NORMAL'")
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or not 1 <= pool_size <= 100:
             raise ValidationError(f"pool_size is {pool_size!r}; use 1 to 100 connections")
-        self.limits = limits
         self.synchronous = synchronous
+        self.read_only = read_only
         self._clock = clock
-        self._pg = PostgresDatabase(url, limits, synchronous, schema, pool_size, create)
+        self._pg = PostgresDatabase(url, limits or DEFAULT_LIMITS, synchronous, schema, pool_size,
+                                    create and not read_only, read_only=read_only)
         self.url = self._pg.where
         """The database's URL, its password masked."""
         self.schema = self._pg.schema
         # The shared façade code uses only what both databases offer (transaction, fetch, reading,
         # the quota and size checks); the shared modules are annotated with the SQLite class.
         self._db = cast(SqliteDatabase, self._pg)
+        try:
+            self.limits = self._pg_limits(limits)
+        except BaseException:
+            self._pg.close()
+            raise
+
+    def _pg_limits(self, given: Limits | None) -> Limits:
+        """As `MemoryStore._own_limits`: `given`, else the recorded ones; a store without any records
+        `given` (or the defaults) unless open read-only."""
+        values = recorded_limits(self._pg.fetch("SELECT name, value FROM store_limits"))
+        chosen = given if given is not None else limits_from(values)
+        if not values and not self.read_only:
+            with self._pg.transaction() as conn:
+                record_limits(conn, chosen)
+        self._pg.limits = chosen
+        return chosen
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r}, schema={self.schema!r})"

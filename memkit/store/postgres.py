@@ -43,7 +43,8 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from ..errors import LockedError, QuotaError, StoreError
 from ..limits import Limits
 from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, mask, password_of, scrub
-from .pg_schema import check_schema, check_schema_name, ensure_search_index, migrate
+from .pg_schema import (PG_SCHEMA_VERSION, check_schema, check_schema_name, ensure_search_index,
+                        has_search_index, migrate, read_version)
 from .statements import SQLITE_STATEMENTS, Statements
 
 PAGE_BYTES = 8192
@@ -91,8 +92,10 @@ class PostgresDatabase:
     """Whether searches may use the trigram index (the server has `pg_trgm`); set at open."""
 
     def __init__(self, conninfo: str, limits: Limits, synchronous: str, schema: str, pool_size: int,
-                 create: bool = True) -> None:
+                 create: bool = True, read_only: bool = False) -> None:
         self.limits = limits
+        self.read_only = read_only
+        self.how = "read-only transactions" if read_only else "rw"
         self.schema = check_schema_name(schema)
         self.pool_size = pool_size
         self._secret = password_of(conninfo)
@@ -120,6 +123,8 @@ class PostgresDatabase:
             raise StoreError(f"{self.where} is not a valid PostgreSQL URL: {self._text(exc)}") from None
         settings = (f"-c search_path={self.schema} -c lock_timeout={int(self.limits.busy_timeout_ms)}"
                     f" -c synchronous_commit={'on' if synchronous == 'FULL' else 'off'}")
+        if self.read_only:  # the server itself refuses every write of this store's sessions
+            settings += " -c default_transaction_read_only=on"
         extra: dict[str, Any] = {"options": f"{given.get('options', '')} {settings}".strip()}
         extra.setdefault("application_name", given.get("application_name", "memkit"))
         if "connect_timeout" not in given:
@@ -138,8 +143,16 @@ class PostgresDatabase:
         try:
             if check_schema(conn, self.where, self.schema) == 0 and not create:
                 raise StoreError(f"schema {self.schema!r} of {self.where} holds no memkit store; nothing was created")
-            migrate(conn, self.schema)
-            self.search_index = ensure_search_index(conn, self.schema)
+            if self.read_only:  # never migrated nor indexed: an older schema is refused, not changed
+                if read_version(conn, self.schema) < PG_SCHEMA_VERSION:
+                    raise StoreError(
+                        f"schema {self.schema!r} of {self.where} is at version {read_version(conn, self.schema)}, "
+                        f"older than this memkit's {PG_SCHEMA_VERSION}; it was not changed. Migrate it with "
+                        "`memkit migrate --db URL --confirm`, or inspect it with an older memkit")
+                self.search_index = has_search_index(conn, self.schema)
+            else:
+                migrate(conn, self.schema)
+                self.search_index = ensure_search_index(conn, self.schema)
             host, port, dbname = conn.execute(
                 "SELECT host(inet_server_addr()), current_setting('port'), current_database()").fetchall()[0]
             self.location = f"host={host or raw.info.host} port={port} dbname={dbname} schema={self.schema}"

@@ -146,7 +146,7 @@ MIGRATIONS: list[list[str]] = [
     # The table stays; its triggers go, and it is emptied. A store adds them back at open where its
     # limits need the index (search.fit_index); search answers the same with or without it.
     list(DROP_SEARCH_INDEX),
-    # (appended, issue 21): a delete retires the user's recent history. Every delete records when it
+    # 6: a delete retires the user's recent history. Every delete records when it
     # happened here, in the same transaction; a request's recent history leaves out the turns of the
     # window from before it (`History.view`), whichever process or window holds them.
     [
@@ -154,6 +154,12 @@ MIGRATIONS: list[list[str]] = [
             user_id TEXT PRIMARY KEY,
             at TEXT NOT NULL
         ) WITHOUT ROWID""",
+    ],
+    # 7: the store's own limits, one row per `Limits` field (store_limits.py). Recorded when the
+    # store is made, or at the first write open of an older store; every open that passes no limits
+    # of its own uses them. `memkit limits --set` changes them, never below what is stored.
+    [
+        "CREATE TABLE store_limits (name TEXT PRIMARY KEY, value INTEGER NOT NULL CHECK (value >= 1)) WITHOUT ROWID",
     ],
 ]
 

@@ -1,0 +1,168 @@
+"""The memory inspector at size: 10,000 records of 500 users, each click's plain method timed.
+
+    python -m bench.inspector_bench                      # 10,000 records, 500 users, 7 rounds
+    python -m bench.inspector_bench --records 2000 --users 100 --rounds 2   # a smoke run
+
+Every widget control calls a plain method; this times those methods, headless, on a store of the
+size the issue names (each user holds 20 records, some updated and deleted, and archived turns).
+Each click is timed twice: the plain method alone, and the method with the widget displayed (every
+control brought in line, what a click costs in a notebook). The figure to read is the median per
+click, against a plain store read (`MemoryStore.records` of one user) as the floor a view cannot go
+under. The first Confirm after switching Edit on is timed separately: it used to compile four
+JSON-Schema validators on every click. Timings are printed as a Markdown section for
+bench/RESULTS.md; nothing asserts on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from memkit import Limits, MemoryStore
+from memkit.notebook import MemoryInspector
+
+
+def build(path: Path, records: int, users: int) -> None:
+    """`records` memories over `users` users; one in ten updated, one in twenty deleted; 6 turns a user."""
+    per_user = records // users
+    limits = Limits(max_records_total=records * 2, max_records_per_user=per_user * 2, max_db_bytes=512 * 1024 * 1024)
+    with MemoryStore(path, limits=limits, synchronous="NORMAL") as store:
+        with store.transaction():
+            for n in range(records):
+                user = f"user-{n % users:04d}"
+                kind = "preference" if n % 3 else "episode"
+                store.put(user, "s0", kind, f"key.{n // users:03d}", f"value {n} of {user}")
+                if n % 10 == 0:
+                    store.put(user, "s1", kind, f"key.{n // users:03d}", f"updated value {n}")
+                if n % 20 == 5:
+                    store.put(user, "s0", "episode", f"gone.{n // users:03d}", "to be deleted")
+                    store.delete(user, "episode", f"gone.{n // users:03d}", session="s1")
+            for u in range(users):
+                store.archive_turns(f"user-{u:04d}", "chat-1", [
+                    {"turn": t, "role": "user" if t % 2 else "assistant", "content": f"turn {t}",
+                     "at": f"2026-05-01T10:00:{t:02d}Z"} for t in range(1, 7)])
+
+
+def median_ms(action: Callable[[], Any], rounds: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        action()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def run(records: int, users: int, rounds: int) -> list[tuple[str, float, float | None]]:
+    """(click, median ms of the plain method, median ms with the widget displayed or None)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "big.sqlite3"
+        build(path, records, users)
+        rows: list[tuple[str, float, float | None]] = []
+        opened = median_ms(lambda: MemoryInspector(path).close(), rounds)
+        headless = MemoryInspector(path, page_size=10)  # 20 records a user: two pages
+        shown = MemoryInspector(path, page_size=10)
+        shown.widget  # displayed: every method now also brings the controls in line
+        target = f"user-{users // 2:04d}"
+        store = headless.store
+        rows.append(("open read-only (and list the users)", opened, None))
+        pick = store.records(target, "preference")[0]
+        kind, key = pick["kind"], pick["key"]
+        floor = median_ms(lambda: store.records(target), rounds)
+        rows.append(("floor: MemoryStore.records of one user", floor, None))
+
+        def both(name: str, act: Callable[[MemoryInspector], Any]) -> None:
+            rows.append((name, median_ms(lambda: act(headless), rounds), median_ms(lambda: act(shown), rounds)))
+
+        both("find a user by typing (find_users)", lambda i: i.find_users("025"))
+        both("select a user", lambda i: i.select_user(target))
+        both("sort newest first", lambda i: (i.set_sort("newest"), i.set_sort("kind, key")))
+        both("next page", lambda i: (i.set_page(1 if i.page == 0 else 0)))
+        both("search text", lambda i: (i.set_query("updated"), i.set_query("")))
+        both("select a key (its history)", lambda i: i.select_key(kind, key))
+        both("list deleted keys", lambda i: i.set_show_deleted(not i.show_deleted))
+        both("a session's turns", lambda i: i.turns("chat-1"))
+        headless.close()
+        shown.close()
+
+        for wait, name in ((False, "first Confirm in a new process, at once after opening for editing"),
+                           (True, "first Confirm in a new process, the person taking a moment (import done)")):
+            rows.append((name, statistics.median(fresh_confirm(path, target, kind, key, wait)
+                                                 for _ in range(rounds)), None))
+        later = MemoryInspector(path, edit=True)
+        later.select_user(target)
+
+        def confirm_again() -> None:
+            later.select_key(kind, key)
+            later.stage_edit(f"value {time.perf_counter_ns()}")
+            later.confirm()
+
+        confirm_again()
+        rows.append(("a later Confirm (stage and write)", median_ms(confirm_again, rounds), None))
+        later.close()
+        return rows
+
+
+FRESH_CONFIRM = """
+import sys, time
+from memkit.notebook import MemoryInspector
+path, user, kind, key, wait = sys.argv[1:6]
+inspector = MemoryInspector(path, edit=True)
+inspector.select_user(user)
+inspector.select_key(kind, key)
+inspector.stage_edit("fresh %d" % time.perf_counter_ns())
+if wait == "1":
+    inspector.warming.join()
+started = time.perf_counter()
+inspector.confirm()
+print((time.perf_counter() - started) * 1000)
+"""
+
+
+def fresh_confirm(path: Path, user: str, kind: str, key: str, wait: bool) -> float:
+    """The first Confirm of a new Python process (ms): what a notebook's first click costs."""
+    done = subprocess.run([sys.executable, "-c", FRESH_CONFIRM, str(path), user, kind, key, "1" if wait else "0"],
+                          capture_output=True, text=True, check=True)
+    return float(done.stdout.strip())
+
+
+def markdown(rows: list[tuple[str, float, float | None]], records: int, users: int, rounds: int) -> str:
+    lines = [
+        "## Inspector at size",
+        "",
+        f"`python -m bench.inspector_bench`: {records:,} records of {users} users (20 each, one in ten",
+        "updated, one in twenty deleted, 6 archived turns each), the store opened read-only; median of",
+        f"{rounds} rounds, Python {platform.python_version()}, on the machine that ran it. \"With the widget\" is",
+        "the same method with the widget displayed (every control brought in line, what a click costs).",
+        "",
+        "| click | plain method (ms) | with the widget (ms) | widget / plain | of the 500 ms feedback line |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, ms, widget in rows:
+        ratio = f"{widget / ms:.1f}" if widget is not None and ms > 0 else ""
+        share = f"{(widget if widget is not None else ms) / 500:.0%}"
+        lines.append(f"| {name} | {ms:.2f} | {'' if widget is None else f'{widget:.2f}'} | {ratio} | {share} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.inspector_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--users", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    if args.records < args.users * 4:
+        parser.error("give at least 4 records a user")
+    rows = run(args.records, args.users, args.rounds)
+    sys.stdout.write(markdown(rows, args.records, args.users, args.rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

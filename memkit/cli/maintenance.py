@@ -1,0 +1,98 @@
+"""The commands that change a store's own settings: `migrate` (its schema) and `limits`.
+
+Neither happens by accident: opening a database to look at it never migrates it (the inspector
+reads an older file as it is), and a store's limits are recorded in it (`store_limits`) and used by
+every open. Both commands report what was and what is; each change needs `--confirm`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import StoreError
+from ..store import SCHEMA_VERSION, MemoryStore, open_store
+from ..store.readonly import ReadOnlyDatabase
+from ..store.store_limits import (LIMIT_NAMES, check_floors, floors, has_table, parse_settings,
+                                  recorded as recorded_limits, write as write_limits)
+from .options import CliError, database_url, db_path, require_confirm
+
+OLDER_PROGRAM = ("a memkit older than this one refuses the migrated store as 'newer than this memkit "
+                 "knows' and leaves it unchanged; upgrade every program that opens it")
+
+
+def _file_version(args: argparse.Namespace) -> tuple[str, int]:
+    """Where the store is (as it may be printed) and its schema version, read without changing it."""
+    url = database_url(args)
+    if url is not None:
+        from ..store.pg_connection import PgConnection, connect, scrub, password_of
+        from ..store.pg_schema import read_version
+
+        try:
+            raw = connect(url)
+        except Exception as exc:  # psycopg's errors: the message is scrubbed of the password
+            raise StoreError(f"cannot connect to {scrub(url, password_of(url))}: "
+                             f"{scrub(str(exc), password_of(url))}") from None
+        try:
+            return scrub(url, password_of(url)), read_version(PgConnection(raw, pooled=False), "public")
+        finally:
+            raw.close()
+    path, _ = db_path(args)
+    if not path.exists():
+        raise CliError(f"there is no database at {path}; nothing to migrate")
+    with MemoryStore(path, read_only=True) as store:
+        db = store._db
+        return str(path), db.file_version if isinstance(db, ReadOnlyDatabase) else SCHEMA_VERSION
+
+
+def cmd_migrate(args: argparse.Namespace) -> None:
+    """Bring a store to this memkit's schema version, on purpose (`--confirm`), saying from which to which."""
+    from .output import emit
+
+    where, before = _file_version(args)
+    if before == 0:
+        raise CliError(f"{where} holds no memkit store; nothing to migrate (a write creates one)")
+    if before >= SCHEMA_VERSION:
+        emit({"db": where, "from_version": before, "to_version": before, "migrated": False})
+        return
+    require_confirm(args, f"migrate (from schema version {before} to {SCHEMA_VERSION}; afterwards {OLDER_PROGRAM})")
+    url = database_url(args)
+    target: Any = url if url is not None else db_path(args)[0]
+    options = {"create": False} if url is not None else {}
+    with open_store(target, **options) as store:  # a write open runs the missing steps
+        after = store.health()["schema_version"]
+    emit({"db": where, "from_version": before, "to_version": after, "migrated": True, "note": OLDER_PROGRAM},
+         committed=f"{where} migrated from schema version {before} to {after}")
+
+
+def _open_for_limits(args: argparse.Namespace, writing: bool) -> MemoryStore:
+    url = database_url(args)
+    if url is not None:
+        return open_store(url, create=False, read_only=not writing)
+    path, _ = db_path(args)
+    if not path.exists():
+        raise CliError(f"there is no database at {path}; its limits are recorded when it is created")
+    return MemoryStore(path, read_only=not writing)
+
+
+def cmd_limits(args: argparse.Namespace) -> None:
+    """Show the limits the store recorded, and what it holds against them; with `--set name=value`
+    (repeatable) and `--confirm`, change them, never below what it holds."""
+    from .output import emit
+
+    changes = parse_settings(args.set) if args.set else {}
+    if changes:
+        require_confirm(args, f"limits --set {' '.join(args.set)}")
+    with _open_for_limits(args, writing=bool(changes)) as store:
+        size = int(store.health()["db_bytes"])
+        if changes:
+            with store.transaction() as conn:
+                check_floors(changes, floors(conn, size))
+                write_limits(conn, changes)
+        conn = store.connection
+        recorded = recorded_limits(conn.execute("SELECT name, value FROM store_limits").fetchall()) \
+            if has_table(conn) else {}
+        held = floors(conn, size)
+    report = {"limits": {name: recorded.get(name) for name in LIMIT_NAMES},
+              "recorded": bool(recorded), "holds": held, "changed": changes}
+    emit(report, committed=f"limits changed: {changes}" if changes else None)

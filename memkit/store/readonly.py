@@ -1,0 +1,194 @@
+"""Reading a SQLite file without changing it: no write, no migration, no `-wal` or `-shm` made.
+
+Inspecting a database must leave it as it was: the same bytes, the same mtime, no new file beside
+it, whoever owns it (a read-only file, a read-only folder, another program's memory). SQLite offers
+two ways to read, and neither fits every case, so `connect_read_only` chooses:
+
+- `mode=ro` when a `-wal` or `-shm` is already beside the file (a writer has it open, or one was
+  killed): the connection reads the live database through them, the writer's latest commits
+  included, and creates nothing. Without them it would create both (SQLite needs the `-shm` to
+  read a WAL database) and leave them behind when it closes.
+- `immutable=1` when neither is there: SQLite takes no lock and creates no file. The price is that
+  SQLite assumes nobody changes the file meanwhile; a write by another process while it reads
+  could show a torn or stale view. So `ReadOnlyDatabase` looks before every read: when a `-wal`
+  appeared (a writer opened the file) or the file's size or mtime changed, it reopens, the `mode=ro`
+  way if the sidecars are now there. A checkpoint racing one read can still be missed; the next
+  read sees it.
+
+A file of an older memkit schema is never migrated: its content is copied into memory (SQLite's
+backup API reads it like any reader) and that copy is migrated, so every reading method of the
+store works on it. The copy is a snapshot of the moment of opening (`ReadOnlyDatabase.snapshot`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import LockedError, StoreError
+from ..limits import Limits
+from .db import SqliteDatabase
+from .files import SQLITE_MAGIC, check_length, check_wal, sqlite_uri
+from .schema import SCHEMA_VERSION, check_schema, migrate
+
+
+class ReadOnlyError(LockedError):
+    """A write asked of a store opened read-only. Nothing was written.
+
+    A `LockedError` (a lock that never frees): what a store does on its own when the lock is taken
+    (keeping the search index up to date) it skips here as well, and goes on reading.
+    """
+
+
+def sidecars(path: Path) -> list[Path]:
+    """The `-wal` and `-shm` files beside `path` that exist now."""
+    return [p for p in (Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+
+
+def check_readable(path: Path) -> None:
+    """Refuse, before SQLite opens it, what is not a whole SQLite file (nothing is changed).
+
+    Raises:
+        StoreError: missing, a folder, empty, not SQLite, truncated.
+    """
+    if not path.exists():
+        raise StoreError(f"there is no database at {path}; nothing was created")
+    if not path.is_file():
+        raise StoreError(f"{path} is not a regular file")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except PermissionError:
+        raise StoreError(f"{path} cannot be read by this user (mode {stat.filemode(path.stat().st_mode)})") from None
+    if not header:
+        raise StoreError(f"{path} is empty (0 bytes), not a database")
+    if not header.startswith(SQLITE_MAGIC):
+        raise StoreError(f"{path} is not a SQLite database (it starts with {header[:16]!r})")
+    if len(header) < 100:
+        raise StoreError(f"{path} is truncated ({len(header)} bytes, shorter than a SQLite header)")
+    check_length(path, header)
+
+
+def connect_read_only(path: Path, timeout_s: float = 5.0) -> tuple[sqlite3.Connection, str]:
+    """A connection that reads `path` and can change nothing; returns it and how it reads (`ro`,
+    `immutable`). See the module docstring for the choice.
+
+    Raises:
+        StoreError: the file cannot be opened (named, with SQLite's reason).
+    """
+    check_readable(path)
+    how = "ro" if sidecars(path) else "immutable"
+    uri = sqlite_uri(path, "ro") + ("&immutable=1" if how == "immutable" else "")
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout_s)
+        conn.execute("PRAGMA query_only = 1")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read {path}: {exc}; it was left as it was") from None
+    return conn, how
+
+
+def _stamp(path: Path) -> tuple[int, int, bool]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size, Path(f"{path}-wal").exists()
+
+
+class ReadOnlyDatabase(SqliteDatabase):
+    """A memkit SQLite file opened for reading only: every write is refused with `ReadOnlyError`.
+
+    Attributes:
+        how: `ro`, `immutable` or `snapshot` (an older schema, migrated in a copy in memory).
+        file_version: the file's own schema version (older than `SCHEMA_VERSION` for a snapshot).
+    """
+
+    how: str = "ro"
+    file_version: int = SCHEMA_VERSION
+
+    def _open(self, check_integrity: bool) -> sqlite3.Connection:
+        path = self.path
+        check_readable(path)
+        check_wal(path)
+        conn, self.how = connect_read_only(path, self.limits.busy_timeout_ms / 1000)
+        try:
+            check_schema(conn, path, check_integrity)
+            self.file_version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if self.file_version == 0:
+                raise StoreError(f"{path} holds no memkit store (an empty SQLite file); it was left as it was")
+            if self.file_version < SCHEMA_VERSION:
+                conn = self._snapshot(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._open_error(exc) from None
+        except BaseException:
+            conn.close()
+            raise
+        conn.row_factory = sqlite3.Row
+        self._stamp = _stamp(path)
+        return conn
+
+    def _snapshot(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        try:
+            conn.backup(copy)
+            migrate(copy)
+            copy.execute("PRAGMA query_only = 1")
+        except BaseException:
+            copy.close()
+            raise
+        finally:
+            conn.close()
+        self.how = "snapshot"
+        return copy
+
+    @property
+    def snapshot(self) -> bool:
+        """Whether this reads a copy in memory (an older schema), made when it was opened."""
+        return self.how == "snapshot"
+
+    def _fresh(self) -> None:
+        """Reopen an `immutable` connection when another process has started to write the file."""
+        if self.how != "immutable" or self._conn is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            if _stamp(self.path) == self._stamp:
+                return
+            conn, self.how = connect_read_only(self.path, self.limits.busy_timeout_ms / 1000)
+            conn.row_factory = sqlite3.Row
+            self._conn.close()
+            self._conn, self._stamp = conn, _stamp(self.path)
+
+    def refused(self) -> ReadOnlyError:
+        """The error for a write: names the file and how to open it for writing."""
+        return ReadOnlyError(
+            f"{self.path} is open read-only; nothing was written. Open it for writing "
+            "(MemoryStore(path), or the inspector's edit=True) to change it"
+        )
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """Refused: a read-only store writes nothing (`ReadOnlyError`)."""
+        raise self.refused()
+        yield self.connection  # pragma: no cover - a generator, never reached
+
+    def fetch(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """As `SqliteDatabase.fetch`, after reopening if another process wrote the file meanwhile."""
+        with self.lock:
+            self._fresh()
+            return super().fetch(sql, args)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """As `SqliteDatabase.reading`, after reopening if another process wrote the file meanwhile."""
+        with self.lock:
+            self._fresh()
+            with super().reading() as conn:
+                yield conn
+
+
+def file_mode(path: str | os.PathLike[str]) -> str:
+    """`-rw-------`-style mode of `path` (for the inspector's note about the file it reads)."""
+    return stat.filemode(Path(path).stat().st_mode)

@@ -1,0 +1,122 @@
+"""The limits a store was made with, kept in the store itself (table `store_limits`, both backends).
+
+A store records its `Limits` when it is created, and a store made before the table existed records
+the limits of its next write open (the defaults, unless that open passed others). Every later open
+that passes no limits of its own uses the recorded ones, so the `memkit` command, a notebook and a
+worker process all enforce what the store was made for. Changing them is `change_limits`: explicit,
+and never below what the store already holds (a quota under the records already stored would make
+every later write refuse).
+
+The SQL here is standard and uses `?` placeholders: it runs on a SQLite connection and on the
+PostgreSQL one (`PgConnection`) alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from typing import Any, Mapping
+
+from ..errors import ValidationError
+from ..limits import DEFAULT_LIMITS, Limits
+
+LIMIT_NAMES = tuple(field.name for field in dataclasses.fields(Limits))
+"""Every limit a store records (all of `Limits`: the store's own bounds and its agent's budgets)."""
+
+
+def has_table(conn: Any) -> bool:
+    """Whether the store's schema has the limits table (files older than its step have not)."""
+    try:
+        conn.execute("SELECT count(*) FROM store_limits").fetchone()
+    except sqlite3.Error:
+        return False
+    except Exception as exc:  # psycopg's UndefinedTable: psycopg is an optional extra, not imported here
+        if type(exc).__name__ != "UndefinedTable":
+            raise
+        return False
+    return True
+
+
+def recorded(rows: list[Any]) -> dict[str, int]:
+    """`{name: value}` from the rows of `SELECT name, value FROM store_limits` (unknown names kept)."""
+    return {str(row[0]): int(row[1]) for row in rows}
+
+
+def limits_from(values: Mapping[str, int], base: Limits = DEFAULT_LIMITS) -> Limits:
+    """`base` with every recorded limit it knows applied (a name this memkit does not know is ignored:
+    a newer memkit may record more)."""
+    return base.replace(**{name: int(value) for name, value in values.items() if name in LIMIT_NAMES})
+
+
+def record(conn: Any, limits: Limits) -> None:
+    """Record every limit not recorded yet (inside the caller's write transaction)."""
+    for name in LIMIT_NAMES:
+        conn.execute("INSERT INTO store_limits (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+                     (name, int(getattr(limits, name))))
+
+
+FLOOR_SQL: dict[str, str] = {
+    "max_records_per_user": "SELECT coalesce(max(records), 0) FROM user_counts",
+    "max_records_total": "SELECT coalesce(max(records), 0) FROM total_count",
+    "max_value_chars": "SELECT coalesce(max(length(value)), 0) FROM memories",
+    "max_key_chars": "SELECT coalesce(max(length(memory_key)), 0) FROM memories",
+    "max_id_chars": "SELECT coalesce(max(n), 0) FROM (SELECT max(length(user_id)) AS n FROM memories"
+                    " UNION ALL SELECT max(length(source_session)) FROM memories"
+                    " UNION ALL SELECT max(length(user_id)) FROM transcript"
+                    " UNION ALL SELECT max(length(session_id)) FROM transcript) AS ids",
+}
+"""For each limit that bounds stored data, the smallest value that still admits everything stored."""
+
+
+def floors(conn: Any, size_bytes: int) -> dict[str, int]:
+    """The least each limit may be set to: what the store already holds (`size_bytes`: its size now)."""
+    found = {name: int(conn.execute(sql).fetchone()[0] or 0) for name, sql in FLOOR_SQL.items()}
+    found["max_db_bytes"] = size_bytes
+    return found
+
+
+def parse_settings(settings: list[str]) -> dict[str, int]:
+    """`["max_records_total=200000", ...]` -> `{name: value}`; refuses unknown names and bad numbers.
+
+    Raises:
+        ValidationError: naming the setting and what is allowed.
+    """
+    changes: dict[str, int] = {}
+    for setting in settings:
+        name, sep, text = setting.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ValidationError(f"--set {setting!r} is not name=value (e.g. max_records_total=200000)")
+        if name not in LIMIT_NAMES:
+            raise ValidationError(f"--set {name!r}: no such limit; the limits are {', '.join(LIMIT_NAMES)}")
+        try:
+            value = int(text.strip().replace("_", ""))
+        except ValueError:
+            raise ValidationError(f"--set {name}={text!r}: the value must be a whole number") from None
+        if value < 1:
+            raise ValidationError(f"--set {name}={value}: a limit must be a positive integer")
+        changes[name] = value
+    if not changes:
+        raise ValidationError("nothing to set; give --set name=value")
+    return changes
+
+
+def check_floors(changes: Mapping[str, int], least: Mapping[str, int]) -> None:
+    """Refuse any change below what the store already holds (`floors`).
+
+    Raises:
+        ValidationError: naming the limit, the value asked and what is stored.
+    """
+    for name, value in changes.items():
+        if value < least.get(name, 1):
+            raise ValidationError(
+                f"{name}={value} is below what the store already holds ({least[name]}); nothing was changed. "
+                f"Set it to {least[name]} or more, or delete data first"
+            )
+
+
+def write(conn: Any, changes: Mapping[str, int]) -> None:
+    """Store the changed limits (inside the caller's write transaction, after `check_floors`)."""
+    for name, value in changes.items():
+        conn.execute("INSERT INTO store_limits (name, value) VALUES (?, ?)"
+                     " ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, int(value)))

@@ -1,0 +1,115 @@
+"""A store's own limits travel with it: recorded at creation (both backends), used by every later
+open that passes none, shown and changed by `memkit limits` (never below what is stored)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from memkit import Limits, MemoryStore
+from memkit.errors import QuotaError, StoreError, ValidationError
+from memkit.store import MIGRATIONS, open_store
+from memkit.store.store_limits import LIMIT_NAMES, parse_settings
+
+LARGE = Limits(max_records_total=3000, max_records_per_user=2000, max_value_chars=1000)
+
+
+def memkit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memkit", *args], capture_output=True, text=True)
+
+
+def _fill(store: MemoryStore, records: int, users: int = 10) -> None:
+    with store.transaction():
+        for n in range(records):
+            store.put(f"u{n % users}", "s0", "preference", f"k{n}", "v")
+
+
+def test_a_store_made_with_larger_limits_is_written_to_by_the_cli(tmp_path):
+    path = tmp_path / "big.sqlite3"
+    with MemoryStore(path, limits=LARGE) as store:
+        _fill(store, 1100)  # more than the default global quota (1024)
+    with MemoryStore(path) as store:  # no limits given: the recorded ones
+        assert store.limits == LARGE
+    put = memkit("put", "--db", str(path), "--user", "newcomer", "--key", "drink", "--value", "tea", "--confirm")
+    assert put.returncode == 0, put.stderr
+    shown = json.loads(memkit("limits", "--db", str(path)).stdout)
+    assert shown["recorded"] and shown["limits"]["max_records_total"] == 3000
+    assert shown["holds"]["max_records_total"] == 1101 and shown["holds"]["max_records_per_user"] == 110
+    assert set(shown["limits"]) == set(LIMIT_NAMES)
+
+
+def test_limits_change_only_confirmed_and_never_below_what_is_stored(tmp_path):
+    path = tmp_path / "big.sqlite3"
+    with MemoryStore(path, limits=LARGE) as store:
+        _fill(store, 1100)
+    before = path.read_bytes()
+    unconfirmed = memkit("limits", "--db", str(path), "--set", "max_records_total=5000")
+    assert unconfirmed.returncode == 2 and "needs --confirm" in unconfirmed.stderr
+    below = memkit("limits", "--db", str(path), "--set", "max_records_total=1000", "--confirm")
+    assert below.returncode == 2 and "below what the store already holds (1100)" in below.stderr
+    for bad, says in (("max_records=5", "no such limit"), ("max_records_total=lots", "whole number"),
+                      ("max_records_total=0", "positive")):
+        refused = memkit("limits", "--db", str(path), "--set", bad, "--confirm")
+        assert refused.returncode == 2 and says in refused.stderr, bad
+    assert path.read_bytes() == before
+    done = memkit("limits", "--db", str(path), "--set", "max_records_total=1100", "--set",
+                  "max_records_per_user=110", "--confirm")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["changed"] == {"max_records_total": 1100, "max_records_per_user": 110}
+    full = memkit("put", "--db", str(path), "--user", "newcomer", "--key", "drink", "--value", "tea", "--confirm")
+    assert full.returncode == 2 and "global quota is 1100" in full.stderr
+    with MemoryStore(path) as store:
+        assert store.limits.max_records_total == 1100
+        with pytest.raises(QuotaError):
+            store.put("newcomer", "s0", "preference", "drink", "tea")
+
+
+def test_an_older_store_records_the_defaults_on_its_next_write_open_only(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for steps in MIGRATIONS[:5]:
+        for statement in steps:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 5")
+    conn.close()
+    with MemoryStore(path, read_only=True) as store:  # read-only: nothing recorded, nothing migrated
+        assert store.limits == Limits()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 5
+    with MemoryStore(path) as store:
+        assert store.limits == Limits()
+    rows = dict(sqlite3.connect(path).execute("SELECT name, value FROM store_limits").fetchall())
+    assert rows == {name: getattr(Limits(), name) for name in LIMIT_NAMES}
+
+
+def test_limits_given_to_an_open_apply_to_it_and_leave_the_recorded_ones(tmp_path):
+    path = tmp_path / "m.sqlite3"
+    MemoryStore(path, limits=LARGE).close()
+    with MemoryStore(path, limits=Limits()) as store:
+        assert store.limits == Limits()
+    with MemoryStore(path) as store:
+        assert store.limits == LARGE
+
+
+def test_parse_settings_names_what_is_wrong():
+    assert parse_settings(["max_db_bytes=64_000_000"]) == {"max_db_bytes": 64_000_000}
+    with pytest.raises(ValidationError, match="name=value"):
+        parse_settings(["max_db_bytes"])
+
+
+def test_postgresql_records_its_limits_too(pg_url):
+    pytest.importorskip("psycopg")
+    schema = "limits_travel"
+    with open_store(pg_url, schema=schema, limits=LARGE) as store:
+        _fill(store, 1100)
+    with open_store(pg_url, schema=schema) as store:
+        assert store.limits == LARGE
+        store.put("newcomer", "s0", "preference", "drink", "tea")  # past the default global quota
+    with open_store(pg_url, schema=schema, read_only=True) as store:
+        assert store.limits == LARGE
+        with pytest.raises(StoreError):
+            store.put("newcomer", "s0", "preference", "food", "rice")
