@@ -26,7 +26,7 @@ from .errors import (
 from .limits import Limits
 from .models import FixtureModel, OpenAIModel, ScriptedModel
 from .retrieval import retrieve
-from .store import MemoryStore, Record, open_store, start_embedded_postgres
+from .store import MemoryStore, Proposal, Record, open_store, start_embedded_postgres
 from .tools import MemoryTools
 from .window import InProcessWindow, RedisWindow, ShortTermWindow, start_embedded_redis
 
@@ -37,7 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     # long-term memory: SQLite, or PostgreSQL (the `postgres` extra)
-    "MemoryStore", "Record", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
+    "MemoryStore", "Record", "Proposal", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
     # the agent and what it is made of
     "MemoryAgent", "AgentReply", "MemoryTools", "Approvals", "retrieve", "BudgetedModel",
     "FixtureModel", "ScriptedModel", "OpenAIModel",

@@ -25,7 +25,7 @@ from .errors import ValidationError
 from .limits import check_text
 from .retrieval import RetrievedContext, retrieve
 from .store import MemoryStore
-from .tools import MemoryTools
+from .tools import MemoryTools, Unconfirmed
 from .window import InProcessWindow, ShortTermWindow
 
 SYSTEM_PROMPT = (
@@ -73,6 +73,8 @@ class MemoryAgent:
         max_turns: model calls per `ask`.
         max_tool_calls: tool calls per `ask`; further calls are answered with an error.
         timeout_s: wall time per `ask`; past it `TimeoutError` is raised.
+        unconfirmed: what a write or delete without a waiting confirmation does: `"refuse"`, or
+            `"propose"` (kept as a proposal of the user for a person to approve; see `MemoryTools`).
 
     Example:
         >>> agent = MemoryAgent(store, "alice", "s1", FixtureModel())          # doctest: +SKIP
@@ -84,13 +86,15 @@ class MemoryAgent:
                  approvals: Approvals | None = None, window: ShortTermWindow | None = None,
                  history: History | None = None,
                  budget_chars: int | None = None, max_turns: int = 4, max_tool_calls: int = 8,
-                 timeout_s: float = 60.0, system_prompt: str = SYSTEM_PROMPT) -> None:
+                 timeout_s: float = 60.0, system_prompt: str = SYSTEM_PROMPT,
+                 unconfirmed: Unconfirmed = "refuse") -> None:
         self.store = store
         self.approvals = approvals if approvals is not None else Approvals(limits=store.limits)
         self.history = history if history is not None else History(limits=store.limits)
         self.window = window if window is not None else InProcessWindow(self.history.turns_needed,
                                                                          limits=store.limits)
-        self.tools = MemoryTools(store, user, session, self.approvals, on_delete=self._forget_recent)
+        self.tools = MemoryTools(store, user, session, self.approvals, on_delete=self._forget_recent,
+                                 unconfirmed=unconfirmed)
         self.user, self.session = self.tools.user, self.tools.session
         self.model = BudgetedModel(model, budget_chars, store.limits)
         self.max_turns, self.max_tool_calls, self.timeout_s = max_turns, max_tool_calls, timeout_s
@@ -139,7 +143,7 @@ class MemoryAgent:
                     stop_reason = "max_tool_calls"
                 else:
                     outcome = self.tools.call(tool_call.name, tool_call.arguments)
-                    if tool_call.name == "memory_delete" and outcome["ok"] and outcome["result"]["deleted"]:
+                    if tool_call.name == "memory_delete" and outcome["ok"] and outcome["result"].get("deleted") is True:
                         _forget_in_request(request, json.loads(tool_call.arguments))
                 tool_results.append({"name": tool_call.name, "arguments": tool_call.arguments, "outcome": outcome})
                 results.append({"role": "tool", "tool_call_id": tool_call.id, "content": canonical_json(outcome)})

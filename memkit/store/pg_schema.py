@@ -171,6 +171,33 @@ PG_MIGRATIONS: list[list[str]] = [
     # PostgreSQL's pg_trgm indexes are ordinary GIN indexes that search plans around: nothing to do,
     # but the version moves with SQLite's, so version 5 names the same schema on both.
     [],
+    # (proposals) SQLite's proposals table (see schema.py), counted by the size trigger like every
+    # stored row. An identity id is never reused.
+    [
+        """CREATE TABLE proposals (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            user_id text COLLATE "C" NOT NULL,
+            session_id text COLLATE "C" NOT NULL,
+            action text COLLATE "C" NOT NULL CHECK (action IN ('put', 'delete')),
+            kind text COLLATE "C" NOT NULL CHECK (kind IN ('preference', 'episode')),
+            memory_key text COLLATE "C" NOT NULL,
+            value text COLLATE "C",
+            base_value text COLLATE "C",
+            base_revision bigint,
+            base_event bigint,
+            status text COLLATE "C" NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'approved', 'rejected')),
+            created_at text COLLATE "C" NOT NULL,
+            expires_at text COLLATE "C" NOT NULL,
+            decided_at text COLLATE "C",
+            decided_by text COLLATE "C",
+            CHECK ((action = 'put') = (value IS NOT NULL))
+        )""",
+        "CREATE INDEX proposals_by_user ON proposals (user_id, status, id)",
+        *[f"""CREATE TRIGGER proposals_size_{event.lower()} AFTER {event} ON proposals
+            REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION memkit_size_change()"""
+          for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
+                                    ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))],
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
@@ -193,7 +220,15 @@ PG_EXPECTED_TABLES: dict[str, set[str]] = {
 """Tables and columns of step 1 (SQLite's, and the two only PostgreSQL has); `expected_columns`
 adds what later steps add. tests/test_postgres.py checks them against what the steps make."""
 
+LATER_TABLES: dict[str, set[str]] = {
+    "proposals": {"id", "user_id", "session_id", "action", "kind", "memory_key", "value", "base_value",
+                  "base_revision", "base_event", "status", "created_at", "expires_at", "decided_at",
+                  "decided_by"},
+}
+"""Tables a later step creates, with their columns: `expected_columns` counts them from that step on."""
+
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+_CREATES_TABLE = re.compile(r"CREATE TABLE (\w+)")
 
 
 def expected_columns(version: int = PG_SCHEMA_VERSION) -> dict[str, set[str]]:
@@ -201,6 +236,9 @@ def expected_columns(version: int = PG_SCHEMA_VERSION) -> dict[str, set[str]]:
     columns = {table: set(names) for table, names in PG_EXPECTED_TABLES.items()}
     for steps in PG_MIGRATIONS[:version]:
         for statement in steps:
+            for table in _CREATES_TABLE.findall(statement):
+                if table in LATER_TABLES:
+                    columns[table] = set(LATER_TABLES[table])
             for table, column in _ADDS_COLUMN.findall(statement):
                 columns[table].add(column)
     return columns
