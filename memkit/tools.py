@@ -24,18 +24,16 @@ Unconfirmed = Literal["refuse", "propose"]
 """What the tools do with a write or delete no confirmation allows: refuse it, or keep it as a proposal."""
 
 PUT_WHEN = (
-    "Propose saving a memory of the current user: a lasting fact or preference they stated about "
-    "themselves (where they live, what to call them, what they eat, a standing preference) as a "
-    "preference, or something that happened to them as an episode. Do not save one-off instructions "
-    "for this conversation (\"answer in French this time\"), guesses, or what someone else said. "
-    "Unless the user confirmed exactly this value outside the chat, nothing is saved: the proposal "
-    "waits for the person to approve it, and the result says so. Never tell the user it was saved "
-    "unless the result says saved."
+    "Propose saving a lasting fact or preference the user stated about themselves (where they live, "
+    "what to call them, their diet, a standing preference) as a preference, or something that "
+    "happened to them as an episode; not a one-off instruction for this conversation. Unless the "
+    "user confirmed this exact value outside the chat, nothing is saved: it waits for the person to "
+    "approve it, as the result says. Never say it was saved unless the result shows a revision."
 )
 DELETE_WHEN = (
-    "Propose deleting a memory of the current user, when they ask you to forget it or say it no "
-    "longer holds. Unless the user confirmed the delete outside the chat, nothing is deleted: the "
-    "proposal waits for the person to approve it, and the result says so."
+    "Propose deleting a memory of the user when they ask you to forget it or it no longer holds. "
+    "Unless they confirmed the delete outside the chat, nothing is deleted: it waits for the person "
+    "to approve it, as the result says."
 )
 
 

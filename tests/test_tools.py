@@ -152,7 +152,7 @@ def test_proposals_are_bounded_and_the_model_is_told_so(tmp_path):
 
 def test_the_proposing_tools_tell_a_model_when_to_propose(proposing, tools):
     put = {s["function"]["name"]: s["function"]["description"] for s in proposing.schemas}["memory_put"]
-    assert "lasting fact or preference" in put and "one-off instructions" in put and "waits for the person" in put
+    assert "lasting fact or preference" in put and "one-off instruction" in put and "waits for the person" in put
     assert {s["function"]["name"]: s["function"]["description"] for s in tools.schemas}["memory_put"] == (
         "Save a memory. Works only if the user confirmed exactly this value outside the chat.")
     with pytest.raises(Exception, match="unconfirmed is 'save'; use 'refuse' or 'propose'"):

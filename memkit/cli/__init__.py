@@ -1,6 +1,6 @@
 """The `memkit` command: the store and the agent from a shell, JSON on stdout.
 
-Every command that changes memory (put, delete, import, forget-user) does nothing without
+Every command that changes memory (put, delete, import, forget-user, approve) does nothing without
 `--confirm`: the flag is the person's confirmation, made outside any model.
 
 Exit codes (scripts can tell them apart):
@@ -21,6 +21,7 @@ from ..errors import MemkitError
 from ..limits import KINDS
 from .chat import cmd_chat
 from .options import check_args
+from .proposal_commands import add_commands as add_proposal_commands
 from .output import EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain, discard_stdout
 from .store_commands import (cmd_delete, cmd_export, cmd_forget_user, cmd_get, cmd_health, cmd_history,
                              cmd_import, cmd_put, cmd_search)
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     identity(sub, key=False)
     sub.add_argument("--confirm", action="store_true")
     command("health", cmd_health, "schema, journal mode, sizes and quotas of a database")
+    add_proposal_commands(command)
     sub = command("chat", cmd_chat, "talk to the agent (fixture model, or --live)")
     identity(sub, key=False)
     sub.add_argument("--message", "--task", dest="message", action="append",

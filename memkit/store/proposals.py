@@ -181,7 +181,8 @@ def waiting(conn: Any, user: str, proposal_id: int, now: _dt.datetime, deciding:
     if proposal is None:
         raise ApprovalError(
             f"user {user!r} has no proposal {proposal_id} (unknown, another user's, or removed long "
-            "after it was decided); nothing was changed. proposals(user) lists theirs"
+            "after it was decided); nothing was changed. Their proposals are listed by proposals(user) "
+            f"(`memkit proposals --user {user}`)"
         )
     if proposal["status"] != "pending":
         raise ApprovalError(
