@@ -18,6 +18,7 @@ from .errors import (
     LockedError,
     MemkitError,
     ModelError,
+    ProposalError,
     QuotaError,
     StoreError,
     ValidationError,
@@ -46,7 +47,7 @@ __all__ = [
     # time, for tests and notebooks
     "FakeClock",
     # errors
-    "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ApprovalError",
+    "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ApprovalError", "ProposalError",
     "BudgetError", "ModelError", "WindowError",
 ]
 

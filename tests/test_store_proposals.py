@@ -12,7 +12,7 @@ import pytest
 
 from _store_helpers import open_store
 from memkit.clock import FakeClock
-from memkit.errors import ApprovalError, QuotaError, ValidationError
+from memkit.errors import ApprovalError, ProposalError, QuotaError, ValidationError
 from memkit.limits import Limits
 from memkit.store import MemoryStore
 
@@ -114,8 +114,9 @@ def test_a_decided_proposal_cannot_be_decided_again(store):
     assert store.get("alice", "preference", "name") is None
     before = everything(store)
     for decide in (store.approve, store.reject):
-        with pytest.raises(ApprovalError, match=f"proposal {approved['id']} .* was already approved"):
+        with pytest.raises(ProposalError, match=f"proposal {approved['id']} .* was already approved") as refused:
             decide("alice", approved["id"], origin="cli")
+        assert refused.value.reason == "decided"
         with pytest.raises(ApprovalError, match=f"proposal {rejected['id']} .* was already rejected"):
             decide("alice", rejected["id"], origin="cli")
     assert everything(store) == before
@@ -135,8 +136,9 @@ def test_a_stale_proposal_is_refused_and_changes_nothing(store, change):
         store.delete("alice", "preference", "city")
     assert store.proposals("alice")[0]["stale"] is True
     before = everything(store)
-    with pytest.raises(ApprovalError, match="has changed since; nothing was changed"):
+    with pytest.raises(ApprovalError, match="has changed since; nothing was changed") as refused:
         store.approve("alice", proposal["id"], origin="cli")
+    assert isinstance(refused.value, ProposalError) and refused.value.reason == "stale"
     assert everything(store) == before
     assert store.reject("alice", proposal["id"], origin="cli")["status"] == "rejected"  # a person may clear it
 
@@ -146,8 +148,9 @@ def test_an_expired_proposal_is_refused_and_stops_counting(store, clock):
     clock.advance(3600)
     assert store.proposals("alice")[0]["expired"] is True
     before = everything(store)
-    with pytest.raises(ApprovalError, match="expired at .*nothing was changed"):
+    with pytest.raises(ProposalError, match="expired at .*nothing was changed") as refused:
         store.approve("alice", proposal["id"], origin="cli")
+    assert refused.value.reason == "expired"
     assert everything(store) == before
     again = store.propose_put("alice", "s1", "preference", "city", "Porto")
     assert again["id"] != proposal["id"] and again["new"] is True  # not the expired one again
@@ -161,8 +164,9 @@ def test_unknown_and_foreign_ids_get_the_same_refusal(store):
     before = everything(store)
     for decide in (store.approve, store.reject):
         for user, number in (("bob", mine["id"]), ("alice", mine["id"] + 1000)):
-            with pytest.raises(ApprovalError, match=f"user '{user}' has no proposal {number} "):
+            with pytest.raises(ProposalError, match=f"user '{user}' has no proposal {number} ") as refused:
                 decide(user, number, origin="cli")
+            assert refused.value.reason == "unknown"
         for bad in (0, -1, "1", 1.0, True, None):
             with pytest.raises(ValidationError, match="not a proposal id"):
                 decide("alice", bad, origin="cli")  # type: ignore[arg-type]

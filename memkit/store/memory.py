@@ -404,8 +404,9 @@ class MemoryStore:
             `{"proposal": ..., "deleted": True}` for a delete.
 
         Raises:
-            ApprovalError: unknown or another user's id, already approved or rejected, expired, or
-                the record changed since the proposal was made. ValidationError: a bad argument.
+            ProposalError: (an ApprovalError) unknown or another user's id, already approved or
+                rejected, expired, or the record changed since the proposal was made; its `reason`
+                says which. ValidationError: a bad argument.
             QuotaError: the save would pass a quota or the size cap. StoreError: locked or failed.
             In every case nothing was changed and the proposal still waits (unless decided before).
         """
@@ -442,7 +443,7 @@ class MemoryStore:
             The proposal, now rejected.
 
         Raises:
-            ApprovalError: unknown or another user's id, or already approved or rejected.
+            ProposalError: unknown or another user's id, or already approved or rejected.
             ValidationError: a bad argument. Nothing was changed.
         """
         self.limits.check_id("user", user)

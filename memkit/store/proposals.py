@@ -25,7 +25,7 @@ import datetime as _dt
 from typing import Any, Literal
 
 from ..clock import iso
-from ..errors import ApprovalError, QuotaError, ValidationError
+from ..errors import ProposalError, QuotaError, ValidationError
 from ..limits import Limits
 
 Proposal = dict[str, Any]
@@ -174,33 +174,33 @@ def waiting(conn: Any, user: str, proposal_id: int, now: _dt.datetime, deciding:
     """The proposal `proposal_id` of `user` if it may still be decided (`deciding`: approve or reject).
 
     Raises:
-        ApprovalError: unknown or another user's (the same message, so ids of other users cannot be
-            probed), already decided, or (for an approval) expired or stale.
+        ProposalError: unknown or another user's (the same message, so ids of other users cannot be
+            probed), already decided, or (for an approval) expired or stale; `reason` says which.
     """
     proposal = fetch(conn, user, proposal_id, now)
     if proposal is None:
-        raise ApprovalError(
+        raise ProposalError(
             f"user {user!r} has no proposal {proposal_id} (unknown, another user's, or removed long "
             "after it was decided); nothing was changed. Their proposals are listed by proposals(user) "
-            f"(`memkit proposals --user {user}`)"
+            f"(`memkit proposals --user {user}`)", "unknown"
         )
     if proposal["status"] != "pending":
-        raise ApprovalError(
+        raise ProposalError(
             f"proposal {proposal_id} ({describe(proposal)}) was already {proposal['status']} at "
-            f"{proposal['decided_at']} (by {proposal['decided_by']}); nothing was changed"
+            f"{proposal['decided_at']} (by {proposal['decided_by']}); nothing was changed", "decided"
         )
     if deciding == "approve" and proposal["expired"]:
-        raise ApprovalError(
+        raise ProposalError(
             f"proposal {proposal_id} ({describe(proposal)}) expired at {proposal['expires_at']}; "
-            "nothing was changed. Reject it, or let the model propose it again"
+            "nothing was changed. Reject it, or let the model propose it again", "expired"
         )
     if deciding == "approve" and proposal["stale"]:
         was = (f"revision {proposal['against_revision']} ({proposal['against_value']!r})"
                if proposal["against_revision"] is not None else "no record")
-        raise ApprovalError(
+        raise ProposalError(
             f"proposal {proposal_id} ({describe(proposal)}) was made against {was}, and "
             f"{proposal['kind']} {proposal['key']!r} has changed since; nothing was changed. "
-            "Reject it, or let the model propose again from the current value"
+            "Reject it, or let the model propose again from the current value", "stale"
         )
     return proposal
 
@@ -213,7 +213,8 @@ def decide(conn: Any, proposal_id: int, status: Literal["approved", "rejected"],
         (status, iso(now), origin, proposal_id),
     ).rowcount
     if changed != 1:  # the caller holds the user's proposal lock: no one else can have decided it
-        raise ApprovalError(f"proposal {proposal_id} was decided by someone else meanwhile; nothing was changed")
+        raise ProposalError(f"proposal {proposal_id} was decided by someone else meanwhile; nothing was changed",
+                            "decided")
 
 
 def confirmation_of(proposal: Proposal, origin: str) -> str:
