@@ -497,6 +497,10 @@ class MemoryStore:
         and per event; the last line is the SHA-256 of all the lines before it. The bundle has no
         timestamp of its own, so exporting the same data twice gives the same bytes.
 
+        Proposals are not exported: a proposal is a question to a person about this store's
+        records, not memory; an approved one is in the bundle as the change it made, its event
+        naming it (`proposal#ID approved via ...`). Waiting ones stay here (`proposals(user)`).
+
         Args:
             user: whose memory to export.
             path: when given, the bundle is also written there (through a temporary file and a rename).
@@ -515,6 +519,9 @@ class MemoryStore:
 
         The records and their event history arrive exactly as exported (revisions, sessions,
         timestamps, confirmations); the import itself adds no event. The CLI asks for `--confirm`.
+        Bundles carry no proposals, so none is imported; a proposal already waiting here for the
+        target user was made against the records as they were, so once the import brings that key
+        a history it is stale and its approval is refused.
 
         Args:
             bundle: the bundle text (a `str`), or a `pathlib.Path` to a bundle file.
