@@ -19,6 +19,7 @@ from .errors import (
     LockedError,
     MemkitError,
     ModelError,
+    ProposalError,
     QuotaError,
     StoreError,
     ValidationError,
@@ -27,7 +28,7 @@ from .errors import (
 from .limits import Limits
 from .models import FixtureModel, OpenAIModel, ScriptedModel
 from .retrieval import retrieve
-from .store import MemoryStore, Record, open_store, start_embedded_postgres
+from .store import MemoryStore, Proposal, Record, open_store, start_embedded_postgres
 from .tools import MemoryTools
 from .window import InProcessWindow, RedisWindow, ShortTermWindow, start_embedded_redis
 
@@ -38,7 +39,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     # long-term memory: SQLite, or PostgreSQL (the `postgres` extra)
-    "MemoryStore", "Record", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
+    "MemoryStore", "Record", "Proposal", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
     # the agent and what it is made of
     "MemoryAgent", "AgentReply", "MemoryTools", "Approvals", "retrieve", "BudgetedModel",
     "FixtureModel", "ScriptedModel", "OpenAIModel",
@@ -48,7 +49,7 @@ __all__ = [
     "FakeClock",
     # errors
     "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ApprovalError",
-    "BudgetError", "ModelError", "WindowError", "CommittedThenFailedError",
+    "ProposalError", "BudgetError", "ModelError", "WindowError", "CommittedThenFailedError",
 ]
 
 

@@ -26,7 +26,7 @@ from .limits import check_text
 from .retrieval import RetrievedContext, retrieve
 from .store import MemoryStore
 from .models import ToolCall
-from .tools import MemoryTools
+from .tools import MemoryTools, Unconfirmed
 from .window import InProcessWindow, ShortTermWindow
 
 SYSTEM_PROMPT = (
@@ -74,6 +74,8 @@ class MemoryAgent:
         max_turns: model calls per `ask`.
         max_tool_calls: tool calls per `ask`; further calls are answered with an error.
         timeout_s: wall time per `ask`; past it `TimeoutError` is raised.
+        unconfirmed: what a write or delete without a waiting confirmation does: `"refuse"`, or
+            `"propose"` (kept as a proposal of the user for a person to approve; see `MemoryTools`).
 
     Example:
         >>> agent = MemoryAgent(store, "alice", "s1", FixtureModel())          # doctest: +SKIP
@@ -85,13 +87,15 @@ class MemoryAgent:
                  approvals: Approvals | None = None, window: ShortTermWindow | None = None,
                  history: History | None = None,
                  budget_chars: int | None = None, max_turns: int = 4, max_tool_calls: int = 8,
-                 timeout_s: float = 60.0, system_prompt: str = SYSTEM_PROMPT) -> None:
+                 timeout_s: float = 60.0, system_prompt: str = SYSTEM_PROMPT,
+                 unconfirmed: Unconfirmed = "refuse") -> None:
         self.store = store
         self.approvals = approvals if approvals is not None else Approvals(limits=store.limits)
         self.history = history if history is not None else History(limits=store.limits)
         self.window = window if window is not None else InProcessWindow(self.history.turns_needed,
                                                                          limits=store.limits)
-        self.tools = MemoryTools(store, user, session, self.approvals, on_delete=self._forget_recent)
+        self.tools = MemoryTools(store, user, session, self.approvals, on_delete=self._forget_recent,
+                                 unconfirmed=unconfirmed)
         self.user, self.session = self.tools.user, self.tools.session
         self.model = BudgetedModel(model, budget_chars, store.limits)
         self.max_turns, self.max_tool_calls, self.timeout_s = max_turns, max_tool_calls, timeout_s
@@ -160,7 +164,7 @@ class MemoryAgent:
                     change = _committed_change(self.user, tool_call, outcome)
                     if change is not None:
                         committed.append(change)
-                    if tool_call.name == "memory_delete" and outcome["ok"] and outcome["result"]["deleted"]:
+                    if tool_call.name == "memory_delete" and outcome["ok"] and outcome["result"].get("deleted") is True:
                         _forget_in_request(request, json.loads(tool_call.arguments))
                 tool_results.append({"name": tool_call.name, "arguments": tool_call.arguments, "outcome": outcome})
                 results.append({"role": "tool", "tool_call_id": tool_call.id, "content": canonical_json(outcome)})
@@ -187,9 +191,10 @@ class MemoryAgent:
 def _committed_change(user: str, tool_call: ToolCall, outcome: dict[str, Any]) -> str | None:
     """What a tool call committed, in one sentence, or None when it changed nothing."""
     result = outcome.get("result") if outcome.get("ok") else None
-    if tool_call.name == "memory_put" and isinstance(result, dict):
+    # A proposal waiting for a person is ok too, but has no `revision`: nothing was committed.
+    if tool_call.name == "memory_put" and isinstance(result, dict) and "revision" in result:
         return f"{user}'s {result['kind']} {result['key']!r} saved at revision {result['revision']}"
-    if tool_call.name == "memory_delete" and isinstance(result, dict) and result.get("deleted"):
+    if tool_call.name == "memory_delete" and isinstance(result, dict) and result.get("deleted") is True:
         # The call succeeded, so its arguments were a JSON object with kind and key.
         deleted = json.loads(tool_call.arguments)
         return f"{user}'s {deleted['kind']} {deleted['key']!r} deleted"

@@ -3,6 +3,10 @@
 The model can propose `memory_put` or `memory_delete`; the tool runs only when a confirmation for
 exactly that (kind, key, value) or (kind, key) is waiting, and spends it. A changed value, another
 key or kind, or a confirmation already used is refused. Claims in the model's text count for nothing.
+
+A confirmation is made before the model proposes. The other way round, a person approving after
+the model proposed, is a stored proposal (`MemoryStore.propose_put`, `approve`; the tools keep one
+when they are made with `unconfirmed="propose"`).
 """
 
 from __future__ import annotations
@@ -80,6 +84,21 @@ class Approvals:
     def find_delete(self, kind: str, key: str) -> Confirmation:
         """The waiting confirmation for this delete, or ApprovalError saying what is missing."""
         return self._find(Confirmation("", "delete", kind, key, None))
+
+    def waiting_put(self, kind: str, key: str, value: str) -> Confirmation | None:
+        """The waiting confirmation for this exact save, or None (`find_put` says why there is none)."""
+        return self._waiting(Confirmation("", "put", kind, key, value))
+
+    def waiting_delete(self, kind: str, key: str) -> Confirmation | None:
+        """The waiting confirmation for this delete, or None."""
+        return self._waiting(Confirmation("", "delete", kind, key, None))
+
+    def _waiting(self, wanted: Confirmation) -> Confirmation | None:
+        for confirmation in self._pending:
+            if (confirmation.action, confirmation.kind, confirmation.key, confirmation.value) == (
+                    wanted.action, wanted.kind, wanted.key, wanted.value):
+                return confirmation
+        return None
 
     def spend(self, confirmation: Confirmation) -> None:
         """Mark a confirmation used; it will not allow anything again."""

@@ -36,6 +36,19 @@ class ApprovalError(MemkitError):
     """A write or delete had no matching, unspent confirmation. Nothing was changed."""
 
 
+class ProposalError(ApprovalError):
+    """A proposal cannot be approved or rejected as asked. Nothing was changed.
+
+    `reason` says why, for a program (a widget, the lab) to act on: `unknown` (no such proposal of
+    this user: unknown, another user's, or long decided), `decided` (already approved or rejected),
+    `expired`, or `stale` (the record changed since the proposal was made).
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class BudgetError(MemkitError):
     """A model request cannot fit its character budget even after trimming; the model was not called."""
 

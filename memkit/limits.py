@@ -39,6 +39,9 @@ class Limits:
     max_query_chars: int = 256
     max_search_limit: int = 50
     busy_timeout_ms: int = 5000
+    # Proposals: saves and deletes the model proposed, waiting for a person (memkit.store.proposals).
+    max_pending_proposals_per_user: int = 16
+    proposal_ttl_seconds: int = 7 * 24 * 3600
     # Retrieval: what is offered to the model for one task.
     retrieval_max_preferences: int = 5
     retrieval_max_terms: int = 8

@@ -1,25 +1,48 @@
 """The memory tools a model may call, bound to one user and session chosen by the trusted caller.
 
 Arguments are checked against a JSON Schema (`additionalProperties: false`, so a model cannot add a
-`user` field), then by the store's own rules. Writes and deletes also need a waiting confirmation.
+`user` field), then by the store's own rules. A write or delete runs only when a confirmation for
+exactly it is waiting. Without one, the tools either refuse it (`unconfirmed="refuse"`, the
+default) or keep it as a proposal of the user, waiting for a person (`unconfirmed="propose"`): the
+result then says plainly that nothing was saved yet, never that it was.
 Every outcome goes back to the model as JSON: `{"ok": true, "result": ...}` or `{"ok": false, "error": ...}`.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from .approvals import Approvals
 from .limits import shorten
-from .errors import MemkitError
+from .errors import MemkitError, ValidationError
 from .limits import KEY_PATTERN, KINDS
 from .store import MemoryStore
+from .store.proposals import Proposal, describe
+
+Unconfirmed = Literal["refuse", "propose"]
+"""What the tools do with a write or delete no confirmation allows: refuse it, or keep it as a proposal."""
+
+PUT_WHEN = (
+    "Propose saving a lasting fact or preference the user stated about themselves (where they live, "
+    "what to call them, their diet, a standing preference) as a preference, or something that "
+    "happened to them as an episode; not a one-off instruction for this conversation. Unless the "
+    "user confirmed this exact value outside the chat, nothing is saved: it waits for the person to "
+    "approve it, as the result says. Never say it was saved unless the result shows a revision."
+)
+DELETE_WHEN = (
+    "Propose deleting a memory of the user when they ask you to forget it or it no longer holds. "
+    "Unless they confirmed the delete outside the chat, nothing is deleted: it waits for the person "
+    "to approve it, as the result says."
+)
 
 
+def tool_schemas(store: MemoryStore, unconfirmed: Unconfirmed = "refuse") -> list[dict[str, Any]]:
+    """The four memory tools in chat-completions form, with the store's limits in their schemas.
 
-def tool_schemas(store: MemoryStore) -> list[dict[str, Any]]:
-    """The four memory tools in chat-completions form, with the store's limits in their schemas."""
+    With `unconfirmed="propose"` the descriptions of `memory_put` and `memory_delete` tell a model
+    what is worth proposing and that a proposal waits for the person.
+    """
     limits = store.limits
     kind = {"type": "string", "enum": list(KINDS)}
     key = {"type": "string", "minLength": 1, "maxLength": limits.max_key_chars, "pattern": f"^{KEY_PATTERN}$"}
@@ -37,9 +60,11 @@ def tool_schemas(store: MemoryStore) -> list[dict[str, Any]]:
         tool("memory_search", "Search the current user's memories by a literal, case-insensitive substring.",
              {"query": {"type": "string", "maxLength": limits.max_query_chars}, "kind": kind,
               "limit": {"type": "integer", "minimum": 1, "maximum": limits.max_search_limit}}, ["query"]),
-        tool("memory_put", "Save a memory. Works only if the user confirmed exactly this value outside the chat.",
+        tool("memory_put", PUT_WHEN if unconfirmed == "propose" else
+             "Save a memory. Works only if the user confirmed exactly this value outside the chat.",
              {"kind": kind, "key": key, "value": value}, ["kind", "key", "value"]),
-        tool("memory_delete", "Delete a memory. Works only if the user confirmed the delete outside the chat.",
+        tool("memory_delete", DELETE_WHEN if unconfirmed == "propose" else
+             "Delete a memory. Works only if the user confirmed the delete outside the chat.",
              {"kind": kind, "key": key}, ["kind", "key"]),
     ]
 
@@ -54,6 +79,9 @@ class MemoryTools:
         approvals: the session's confirmations; writes and deletes need one each.
         on_delete: called after a confirmed delete (the agent retires the user's short-term window
             then, so the old value is not resent from recent history).
+        unconfirmed: a write or delete with no waiting confirmation is refused (`"refuse"`), or
+            kept in the store as a proposal of the user for a person to approve (`"propose"`; see
+            `MemoryStore.proposals`). Either way nothing is written until a person says so.
 
     Example:
         >>> tools = MemoryTools(store, "alice", "s1", Approvals("cli"))       # doctest: +SKIP
@@ -62,13 +90,17 @@ class MemoryTools:
     """
 
     def __init__(self, store: MemoryStore, user: str, session: str, approvals: Approvals,
-                 on_delete: Callable[[str, str], None] | None = None) -> None:
+                 on_delete: Callable[[str, str], None] | None = None,
+                 unconfirmed: Unconfirmed = "refuse") -> None:
         self.store = store
         self.user = store.limits.check_id("user", user)
         self.session = store.limits.check_id("session", session)
         self.approvals = approvals
         self.on_delete = on_delete
-        self.schemas = tool_schemas(store)
+        if unconfirmed not in ("refuse", "propose"):
+            raise ValidationError(f"unconfirmed is {unconfirmed!r}; use 'refuse' or 'propose'")
+        self.unconfirmed = unconfirmed
+        self.schemas = tool_schemas(store, unconfirmed)
         # Imported here, not at module level: with jupyter's optional format checkers installed,
         # importing jsonschema costs seconds, and store-only processes should not pay for it.
         import jsonschema
@@ -114,12 +146,16 @@ class MemoryTools:
         return self.store.search(self.user, query, limit=limit, kind=kind)
 
     def _put(self, kind: str, key: str, value: str) -> Any:
+        if self.unconfirmed == "propose" and self.approvals.waiting_put(kind, key, value) is None:
+            return _waiting(self.store.propose_put(self.user, self.session, kind, key, value))
         confirmation = self.approvals.find_put(kind, key, value)
         record = self.store.put(self.user, self.session, kind, key, value, confirmation=confirmation.id)
         self.approvals.spend(confirmation)
         return record
 
     def _delete(self, kind: str, key: str) -> Any:
+        if self.unconfirmed == "propose" and self.approvals.waiting_delete(kind, key) is None:
+            return _waiting(self.store.propose_delete(self.user, self.session, kind, key))
         confirmation = self.approvals.find_delete(kind, key)
         deleted = self.store.delete(self.user, kind, key, session=self.session, confirmation=confirmation.id)
         if deleted:
@@ -127,6 +163,24 @@ class MemoryTools:
             if self.on_delete is not None:
                 self.on_delete(kind, key)
         return {"deleted": deleted}
+
+
+def _waiting(proposal: Proposal) -> dict[str, Any]:
+    """The result the model sees for a proposal: nothing was saved or deleted; a person decides.
+
+    It has no `revision` (a saved record has) and no `deleted` (a delete that ran has), so neither
+    a model nor the agent loop can read it as done.
+    """
+    action = "saved" if proposal["action"] == "put" else "deleted"
+    again = "" if proposal["new"] else " (you had already proposed this; it is the same proposal)"
+    return {
+        "status": "waiting_for_approval",
+        "proposal": proposal["id"],
+        "proposed": describe(proposal),
+        "message": f"NOT {action}: proposal {proposal['id']} ({describe(proposal)}) is waiting for the "
+                   f"person to approve it{again}. Tell them it waits for their approval; do not say it "
+                   f"was {action}.",
+    }
 
 
 def _describe(error: Any) -> str:

@@ -163,3 +163,18 @@ def test_a_record_trimmed_at_one_call_is_reported_trimmed_at_the_next(store):
     sent = {(m["kind"], m["key"]) for m in json.loads(model.requests[1]["messages"][1]["content"])["retrieved_memory"]}
     assert {(r["kind"], r["key"]) for r in second.packing if r["status"] == "included"} == sent
     assert all(r["status"] != "trimmed" for r in reply.retrieved.packing)
+
+
+def test_with_proposals_a_save_the_model_proposes_waits_for_a_person(store):
+    model = ScriptedModel([call("memory_put", kind="preference", key="city", value="Porto"), "Waiting for you.",
+                           call("memory_delete", kind="preference", key="drink"), "Waiting again."])
+    store.put("alice", "s0", "preference", "drink", "tea")
+    agent = MemoryAgent(store, "alice", "s1", model, unconfirmed="propose")
+    reply = run(agent.ask("I moved to Porto"))
+    told = json.loads(model.requests[1]["messages"][-1]["content"])
+    assert told["ok"] is True and told["result"]["message"].startswith("NOT saved")
+    assert reply.tool_results[0]["outcome"]["result"]["status"] == "waiting_for_approval"
+    assert store.get("alice", "preference", "city") is None
+    run(agent.ask("Forget my drink"))  # a proposed delete removes nothing, from the store or the request
+    assert store.get("alice", "preference", "drink")["value"] == "tea"
+    assert [p["action"] for p in store.proposals("alice")] == ["put", "delete"]

@@ -55,3 +55,16 @@ def test_a_confirmation_the_store_would_refuse_is_refused_at_once():
         Approvals().confirm_put("preference", "drink", "x" * 513)
     with pytest.raises(ValidationError, match="kind"):
         Approvals().confirm_delete("secret", "drink")
+
+
+def test_waiting_finds_only_an_unspent_exact_confirmation():
+    approvals = Approvals("t")
+    assert approvals.waiting_put("preference", "drink", "tea") is None
+    confirmation = approvals.confirm_put("preference", "drink", "tea")
+    assert approvals.waiting_put("preference", "drink", "Tea") is None
+    assert approvals.waiting_put("preference", "drink", "tea") is confirmation
+    assert approvals.waiting_delete("preference", "drink") is None
+    approvals.spend(confirmation)
+    assert approvals.waiting_put("preference", "drink", "tea") is None
+    delete = approvals.confirm_delete("episode", "trip")
+    assert approvals.waiting_delete("episode", "trip") is delete

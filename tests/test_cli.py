@@ -91,7 +91,7 @@ def test_the_default_workspace_is_created_on_a_first_write(tmp_path):
 
 def test_a_chat_that_fails_midway_reports_the_turns_it_completed(tmp_path):
     db = str(tmp_path / "m.sqlite3")
-    done = memkit("chat", "--db", db, "--user", "alice", "--budget", "3000", "--confirm-preference", "drink", "tea",
+    done = memkit("chat", "--db", db, "--user", "alice", "--budget", "4000", "--confirm-preference", "drink", "tea",
                   "--message", "Remember my drink is tea", "--message", "x" * 5000)
     assert done.returncode == 2 and "budget" in done.stderr
     partial = json.loads(done.stdout)
@@ -115,7 +115,7 @@ def test_export_forget_import_round_trip(db, tmp_path):
     bundle = tmp_path / "alice.jsonl"
     assert memkit("export", "--db", str(db), "--user", "alice", "--out", str(bundle)).returncode == 0
     forgotten = json.loads(memkit("forget-user", "--db", str(db), "--user", "alice", "--confirm").stdout)
-    assert forgotten["removed"] == {"records": 1, "events": 1, "transcript": 0} and set(forgotten["left"].values()) == {0}
+    assert forgotten["removed"] == {"records": 1, "events": 1, "transcript": 0, "proposals": 0} and set(forgotten["left"].values()) == {0}
     assert json.loads(memkit("get", "--db", str(db), "--user", "alice", "--key", "drink").stdout) is None
     imported = json.loads(memkit("import", "--db", str(db), "--file", str(bundle), "--confirm").stdout)
     assert imported == {"records": 1, "events": 1}
@@ -144,10 +144,11 @@ def test_chat_recalls_in_a_new_process_and_never_shows_another_user(tmp_path):
     assert "espresso" not in dump.read_text()
 
 
-def test_chat_reports_unconfirmed_saves_as_refused(tmp_path):
+def test_chat_keeps_an_unconfirmed_save_as_a_proposal_and_saves_nothing(tmp_path):
     done = memkit("chat", "--db", str(tmp_path / "m.sqlite3"), "--user", "alice", "--message", "Remember my drink is rum")
     output = json.loads(done.stdout)
-    assert output["turns"][0]["tool_results"][0]["outcome"]["ok"] is False
+    assert output["turns"][0]["tool_results"][0]["outcome"]["result"]["status"] == "waiting_for_approval"
+    assert [p["proposed"] for p in output["proposals_waiting"]] == ["save preference drink = 'rum'"]
     assert json.loads(memkit("search", "--db", str(tmp_path / "m.sqlite3"), "--user", "alice").stdout) == []
 
 

@@ -148,7 +148,7 @@ def test_expected_objects_and_columns_are_what_the_migrations_make(pg_url):
     assert PG_SCHEMA_VERSION == SCHEMA_VERSION  # version N names the same schema on both backends
     assert {name for kind, name in expected_objects() if kind == "trigger"} == {
         "memories_count_insert", "memories_count_delete", "memory_events_append_only",
-        *(f"{table}_size_{event}" for table in ("memories", "memory_events", "transcript")
+        *(f"{table}_size_{event}" for table in ("memories", "memory_events", "transcript", "proposals")
           for event in ("insert", "update", "delete"))}
 
 
@@ -251,7 +251,7 @@ def test_forget_user_leaves_no_row_of_that_user(server):
         fill(store, "alice")
         fill(store, "bob")
         bob_before = store.export_user("bob")
-        assert store.forget_user("alice") == {"records": 2, "events": 5, "transcript": 2}
+        assert store.forget_user("alice") == {"records": 2, "events": 5, "transcript": 2, "proposals": 0}
         for table in ("memories", "memory_events", "user_counts", "transcript"):
             assert store.connection.execute(f"SELECT count(*) FROM {table} WHERE user_id = 'alice'").fetchone()[0] == 0
         store.fts_min_user_rows = 0  # through the trigram index, where the server has one

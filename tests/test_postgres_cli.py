@@ -58,8 +58,8 @@ def test_the_cli_walk_on_postgresql_with_db_and_with_database_url(database, tmp_
     assert run("import", *flag, "--file", str(out), "--as-user", "bob", "--confirm", env=env) == {"records": 1, "events": 2}
     assert run("delete", *flag, "--user", "alice", "--key", "drink", "--confirm", env=env) == {"deleted": True}
     forgotten = run("forget-user", *flag, "--user", "bob", "--confirm", env=env)
-    assert forgotten["removed"] == {"records": 1, "events": 2, "transcript": 0}
-    assert forgotten["left"] == {"records": 0, "events": 0, "transcript": 0}
+    assert forgotten["removed"] == {"records": 1, "events": 2, "transcript": 0, "proposals": 0}
+    assert forgotten["left"] == {"records": 0, "events": 0, "transcript": 0, "proposals": 0}
     health = run("health", *flag, env=env)
     assert health["records_total"] == 0 and health["counters_consistent"] and ":***@" in health["url"]
 

@@ -33,7 +33,7 @@ def _forget_user_removes_records_events_and_transcript(clocked):
     fill(clocked, "alice")
     fill(clocked, "bob")
     bob_before = clocked.export_user("bob")
-    assert clocked.forget_user("alice") == {"records": 2, "events": 5, "transcript": 2}
+    assert clocked.forget_user("alice") == {"records": 2, "events": 5, "transcript": 2, "proposals": 0}
     conn = clocked.connection
     for table in ("memories", "memory_events", "user_counts", "transcript"):
         assert conn.execute(f"SELECT count(*) FROM {table} WHERE user_id = 'alice'").fetchone()[0] == 0, table
@@ -44,7 +44,7 @@ def _forget_user_removes_records_events_and_transcript(clocked):
     assert clocked.search("alice", "") == [] and clocked.archived_turns("alice", "s1") == []
     assert clocked.export_user("bob") == bob_before
     assert clocked.users() == {"bob": 2} and clocked.health()["counters_consistent"]
-    assert clocked.forget_user("alice") == {"records": 0, "events": 0, "transcript": 0}
+    assert clocked.forget_user("alice") == {"records": 0, "events": 0, "transcript": 0, "proposals": 0}
 
 
 def test_export_forget_import_export_is_identical(clocked, tmp_path):

@@ -89,3 +89,71 @@ def test_store_errors_come_back_as_outcomes_not_exceptions(tmp_path):
 def test_a_refusal_does_not_echo_a_huge_argument_back(tools):
     outcome = tools.call("memory_put", {"kind": "preference", "key": "k", "value": "x" * 5000})
     assert outcome["ok"] is False and "5000 characters" in outcome["error"] and len(outcome["error"]) < 200
+
+
+# -- unconfirmed="propose": a write or delete with no confirmation waits for a person -------------
+
+
+@pytest.fixture
+def proposing(store):
+    deleted: list[tuple[str, str]] = []
+    tools = MemoryTools(store, "alice", "s1", Approvals("test"), unconfirmed="propose",
+                        on_delete=lambda kind, key: deleted.append((kind, key)))
+    tools.deleted = deleted
+    return tools
+
+
+def test_an_unconfirmed_save_becomes_a_proposal_and_the_result_says_not_saved(proposing, store):
+    outcome = proposing.call("memory_put", {"kind": "preference", "key": "city", "value": "Porto"})
+    assert outcome["ok"] is True
+    result = outcome["result"]
+    assert result["status"] == "waiting_for_approval" and "revision" not in result and "saved" not in result
+    assert result["message"].startswith(f"NOT saved: proposal {result['proposal']} (save preference city = 'Porto')")
+    assert "do not say it was saved" in result["message"]
+    assert store.get("alice", "preference", "city") is None
+    [waiting] = store.proposals("alice")
+    assert (waiting["id"], waiting["value"], waiting["session"]) == (result["proposal"], "Porto", "s1")
+    again = proposing.call("memory_put", {"kind": "preference", "key": "city", "value": "Porto"})
+    assert again["result"]["proposal"] == result["proposal"] and "already proposed" in again["result"]["message"]
+    assert len(store.proposals("alice")) == 1
+
+
+def test_an_unconfirmed_delete_becomes_a_proposal_and_deletes_nothing(proposing, store):
+    store.put("alice", "s0", "preference", "drink", "tea")
+    outcome = proposing.call("memory_delete", {"kind": "preference", "key": "drink"})
+    assert outcome["ok"] is True and "deleted" not in outcome["result"]  # the agent loop reads `deleted`
+    assert outcome["result"]["message"].startswith("NOT deleted:")
+    assert store.get("alice", "preference", "drink")["value"] == "tea" and proposing.deleted == []
+    assert store.proposals("alice")[0]["action"] == "delete"
+    nothing = proposing.call("memory_delete", {"kind": "preference", "key": "city"})
+    assert nothing["ok"] is False and "nothing to delete" in nothing["error"]
+
+
+def test_a_waiting_confirmation_still_saves_at_once_and_a_mismatch_is_proposed(proposing, store):
+    confirmation = proposing.approvals.confirm_put("preference", "city", "Porto")
+    saved = proposing.call("memory_put", {"kind": "preference", "key": "city", "value": "Porto"})
+    assert saved["result"]["revision"] == 1
+    assert store.history("alice", "preference", "city")[0]["confirmation"] == confirmation.id
+    assert store.proposals("alice") == []
+    other = proposing.call("memory_put", {"kind": "preference", "key": "city", "value": "Lisbon"})
+    assert other["result"]["status"] == "waiting_for_approval"  # the confirmation was for Porto, and is spent
+    assert store.get("alice", "preference", "city")["value"] == "Porto"
+
+
+def test_proposals_are_bounded_and_the_model_is_told_so(tmp_path):
+    from memkit import Limits, MemoryStore
+
+    with MemoryStore(tmp_path / "m.sqlite3", limits=Limits(max_pending_proposals_per_user=1)) as store:
+        tools = MemoryTools(store, "alice", "s1", Approvals(), unconfirmed="propose")
+        assert tools.call("memory_put", {"kind": "preference", "key": "a", "value": "1"})["ok"]
+        outcome = tools.call("memory_put", {"kind": "preference", "key": "b", "value": "2"})
+        assert outcome["ok"] is False and "waiting for a person" in outcome["error"]
+
+
+def test_the_proposing_tools_tell_a_model_when_to_propose(proposing, tools):
+    put = {s["function"]["name"]: s["function"]["description"] for s in proposing.schemas}["memory_put"]
+    assert "lasting fact or preference" in put and "one-off instruction" in put and "waits for the person" in put
+    assert {s["function"]["name"]: s["function"]["description"] for s in tools.schemas}["memory_put"] == (
+        "Save a memory. Works only if the user confirmed exactly this value outside the chat.")
+    with pytest.raises(Exception, match="unconfirmed is 'save'; use 'refuse' or 'propose'"):
+        MemoryTools(tools.store, "alice", "s1", Approvals(), unconfirmed="save")  # type: ignore[arg-type]

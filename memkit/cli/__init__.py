@@ -1,6 +1,6 @@
 """The `memkit` command: the store and the agent from a shell, JSON on stdout.
 
-Every command that changes memory (put, delete, import, forget-user) does nothing without
+Every command that changes memory (put, delete, import, forget-user, approve) does nothing without
 `--confirm`: the flag is the person's confirmation, made outside any model.
 
 Exit codes (scripts can tell them apart):
@@ -26,6 +26,7 @@ from .maintenance import cmd_limits, cmd_migrate
 from .options import check_args
 from .output import (EXIT_COMMITTED_THEN_FAILED, EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain,
                      discard_stdout)
+from .proposal_commands import add_commands as add_proposal_commands
 from .store_commands import (cmd_delete, cmd_export, cmd_forget_user, cmd_get, cmd_health, cmd_history,
                              cmd_import, cmd_put, cmd_search)
 
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command("limits", cmd_limits, "show the limits a store recorded; change them with --set (needs --confirm)")
     sub.add_argument("--set", action="append", metavar="NAME=VALUE", help="a new limit (repeatable)")
     sub.add_argument("--confirm", action="store_true", help="I confirm these new limits")
+    add_proposal_commands(command)
     sub = command("chat", cmd_chat, "talk to the agent (fixture model, or --live)")
     identity(sub, key=False)
     sub.add_argument("--message", "--task", dest="message", action="append",

@@ -2,6 +2,10 @@
 
 Messages come from `--message`/`--task`, or line by line from standard input (each answered with a
 JSON line flushed the moment the exchange is stored, then `{"done": true}`).
+
+A save or delete the model proposes that no `--confirm-*` flag allows is kept as a proposal of the
+user. On a terminal chat asks at once ("save preference city = 'Porto'? [y/N]") and approves on
+yes; otherwise the proposal waits, and the report says so (`memkit approve ID --user U --confirm`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from ..limits import check_text
 from ..models import FixtureModel, OpenAIModel
 from .options import CliError, cli_approvals, store_for, window_for
 from .output import emit, emit_line
+from .proposal_commands import settle_proposals, waiting_in
 
 
 def _messages(args: argparse.Namespace) -> Iterator[str]:
@@ -59,7 +64,7 @@ def cmd_chat(args: argparse.Namespace) -> None:
         for kind, key in args.confirm_delete or []:
             approvals.confirm_delete(kind, key)
         agent = MemoryAgent(store, args.user, args.session, model, approvals=approvals, window=window,
-                            budget_chars=args.budget)
+                            budget_chars=args.budget, unconfirmed="propose")
         summary = {"user": args.user, "session": args.session, "model": "live" if args.live else "fixture"}
         try:
             # One event loop for the whole conversation: the live client's pooled connections
@@ -73,7 +78,8 @@ def cmd_chat(args: argparse.Namespace) -> None:
             if args.dump_requests and isinstance(model, FixtureModel):
                 Path(args.dump_requests).write_text(json.dumps(model.requests, ensure_ascii=False), encoding="utf-8")
     totals = {"requests": len(agent.model.measurements), "largest_request_chars": agent.model.largest_request,
-              "unused_confirmations": [c.describe() for c in approvals.pending]}
+              "unused_confirmations": [c.describe() for c in approvals.pending],
+              "proposals_waiting": waiting_in(turns)}
     answered = f"{len(turns)} message(s) answered and stored in session {args.session!r}"
     if streaming:
         emit_line({"done": True, **summary, "answered": len(turns), **totals}, committed=answered)
@@ -87,7 +93,10 @@ async def _converse(agent: MemoryAgent, model: Any, messages: Iterator[str], tur
         for message in messages:
             reply = await agent.ask(message)
             turn = {"message": message, "reply": reply.text, "stop_reason": reply.stop_reason,
-                    "tool_results": reply.tool_results}
+                    "tool_results": reply.tool_results,
+                    # What the model proposed: asked about at a terminal, else left waiting.
+                    "proposals": settle_proposals(agent.store, agent.user, reply.tool_results,
+                                                  on_delete=lambda: agent.window.retire_user(agent.user))}
             turns.append(turn)
             if streaming:
                 emit_line(turn, committed=f"{len(turns)} message(s) answered and stored")

@@ -10,6 +10,9 @@ functions return plain dicts and lists, easy to put in a pandas DataFrame or to 
 - `races`: `race_writers`, the kit's writer against a naive check-then-insert one at the quota's
   edge; `run_racers`, the harness under it.
 - `locks`: `holding_write_lock`, another process holding the database's write lock.
+- `approving`: `approval_race`, processes racing to approve the same proposals near the quota;
+  `approval_kill_experiment`, an approving process killed with SIGKILL (inside its transaction,
+  or at a random moment): every approval whole or absent.
 - `crashes`: `kill_writer` / `check_writes` / `crash_experiment`, a writer that acknowledges each
   committed write is killed with SIGKILL; the checker proves every acknowledged write survived.
 - `instances`: `spawn_instance` / `kill_experiment`, agent instances sharing one Redis session,
@@ -35,6 +38,7 @@ so notebook outputs carry no machine paths.
 
 from __future__ import annotations
 
+from .approving import approval_kill_experiment, approval_race
 from .conversation import (ask_in_new_process, conversation_crash_experiment, start_redis_server,
                            ticket_after_sigkill, told_then_killed)
 from .crashes import check_writes, crash_experiment, crash_value, kill_writer, stream_writes
@@ -53,7 +57,7 @@ from .workers import ROOMY_LIMITS, limits_from, read_answer, run_worker, start_w
 
 __all__ = [
     "run_session", "run_goldfish_session", "GoldfishAgent",
-    "race_writers", "run_racers", "holding_write_lock",
+    "race_writers", "run_racers", "holding_write_lock", "approval_race", "approval_kill_experiment",
     "kill_writer", "check_writes", "crash_experiment", "crash_value", "stream_writes",
     "spawn_instance", "kill_experiment", "conversation_crash_experiment", "start_redis_server",
     "told_then_killed", "ask_in_new_process", "ticket_after_sigkill",

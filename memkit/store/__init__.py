@@ -13,6 +13,7 @@ opens either from a path or a `postgresql://` URL. Each concept lives in one mod
 - `bundle`: the export bundle format (JSON Lines, a JSON Schema per line, a SHA-256).
 - `archive`: the transcript archive of turns that left the short-term window.
 - `health`: `health()`, the one counter check, `inspect_file`, `fingerprint`.
+- `proposals`: saves and deletes the model proposed, kept until a person approves or rejects them.
 
 PostgreSQL, where it differs (psycopg and psycopg_pool are imported only when a URL is opened):
 
@@ -39,6 +40,7 @@ from .files import SQLITE_MAGIC, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
 from .memory import MemoryStore
 from .opening import is_database_url, open_store
+from .proposals import Proposal
 from .schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, expected_objects
 from .statements import SQLITE_STATEMENTS, Record, Statements
 
@@ -46,7 +48,7 @@ if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an opti
     from .pg_store import PostgresStore
 
 __all__ = [
-    "MemoryStore", "Record", "Statements", "SQLITE_STATEMENTS", "SqliteDatabase", "is_busy",
+    "MemoryStore", "Record", "Proposal", "Statements", "SQLITE_STATEMENTS", "SqliteDatabase", "is_busy",
     "SCHEMA_VERSION", "MIGRATIONS", "expected_columns", "expected_objects",
     "EXPORT_FORMAT", "EXPORT_FORMAT_VERSION", "LINE_SCHEMAS", "seal_bundle",
     "SQLITE_MAGIC", "sqlite_uri", "counters_consistent", "fingerprint", "inspect_file",

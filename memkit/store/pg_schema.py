@@ -183,6 +183,33 @@ PG_MIGRATIONS: list[list[str]] = [
     [
         "CREATE TABLE store_limits (name text PRIMARY KEY, value bigint NOT NULL CHECK (value >= 1))",
     ],
+    # 8: SQLite's proposals table (see schema.py), counted by the size trigger like every
+    # stored row. An identity id is never reused.
+    [
+        """CREATE TABLE proposals (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            user_id text COLLATE "C" NOT NULL,
+            session_id text COLLATE "C" NOT NULL,
+            action text COLLATE "C" NOT NULL CHECK (action IN ('put', 'delete')),
+            kind text COLLATE "C" NOT NULL CHECK (kind IN ('preference', 'episode')),
+            memory_key text COLLATE "C" NOT NULL,
+            value text COLLATE "C",
+            base_value text COLLATE "C",
+            base_revision bigint,
+            base_event bigint,
+            status text COLLATE "C" NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'approved', 'rejected')),
+            created_at text COLLATE "C" NOT NULL,
+            expires_at text COLLATE "C" NOT NULL,
+            decided_at text COLLATE "C",
+            decided_by text COLLATE "C",
+            CHECK ((action = 'put') = (value IS NOT NULL))
+        )""",
+        "CREATE INDEX proposals_by_user ON proposals (user_id, status, id)",
+        *[f"""CREATE TRIGGER proposals_size_{event.lower()} AFTER {event} ON proposals
+            REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION memkit_size_change()"""
+          for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
+                                    ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))],
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

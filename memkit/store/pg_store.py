@@ -23,6 +23,10 @@ from .statements import Record, Statements
 from .store_limits import limits_from, record as record_limits, recorded as recorded_limits
 
 
+PROPOSAL_LOCK_CLASS = 0x6D6D70
+"""The first key of a user's proposal lock ("mmp"; the second: a hash of the schema and the user)."""
+
+
 class PostgresStore(MemoryStore):
     """A user-scoped long-term memory in a PostgreSQL database, with `MemoryStore`'s promises.
 
@@ -123,6 +127,12 @@ class PostgresStore(MemoryStore):
 
     def _lock_user(self, conn: Any, user: str, creating: bool) -> None:
         self._pg.lock_user(conn, user, creating)
+
+    def _lock_proposals(self, conn: Any, user: str) -> None:
+        # A transaction-scoped advisory lock, taken before the user's counter row (so the lock order
+        # of postgres.py gains a first step and no cycle): a user with no records has no counter row
+        # to lock, and making one for a proposal would count a user who holds nothing.
+        conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (PROPOSAL_LOCK_CLASS, f"{self.schema}/{user}"))
 
     def _search(self, user: str, query: str, limit: int, kind: str | None) -> list[Record]:
         return pg_search.search(self._pg, user, query, limit, kind, self.fts_min_user_rows)

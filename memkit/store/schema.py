@@ -161,6 +161,33 @@ MIGRATIONS: list[list[str]] = [
     [
         "CREATE TABLE store_limits (name TEXT PRIMARY KEY, value INTEGER NOT NULL CHECK (value >= 1)) WITHOUT ROWID",
     ],
+    # 8: what the model proposed and a person has not yet approved or rejected: one row per
+    # proposal, kept apart from the memories (a proposal is never a memory until a person approves it;
+    # see proposals.py). AUTOINCREMENT: an id is never reused, so an old id named on a command line
+    # can never approve a newer proposal. `base_event` is the id of the key's newest event when the
+    # proposal was made (NULL when the key had none): any write or delete of the key since adds an
+    # event, so an approval compares the two and refuses a stale proposal.
+    [
+        """CREATE TABLE proposals (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('put', 'delete')),
+            kind TEXT NOT NULL CHECK (kind IN ('preference', 'episode')),
+            memory_key TEXT NOT NULL,
+            value TEXT,
+            base_value TEXT,
+            base_revision INTEGER,
+            base_event INTEGER,
+            status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'approved', 'rejected')),
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            decided_at TEXT,
+            decided_by TEXT,
+            CHECK ((action = 'put') = (value IS NOT NULL))
+        )""",
+        "CREATE INDEX proposals_by_user ON proposals (user_id, status, id)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

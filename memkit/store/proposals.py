@@ -1,0 +1,232 @@
+"""Proposals: a save or a delete the model proposed, kept until a person approves or rejects it.
+
+A model may propose `memory_put` or `memory_delete` at any moment of a conversation; a person can
+rarely confirm that exact value in advance. So a proposal with no confirmation waiting is kept here,
+in the `proposals` table, apart from the memories: it is a question to a person, never a memory.
+
+- It belongs to one user, and is made against the key's state at that moment: its value and
+  revision (shown to the person) and the id of the key's newest event (`base_event`, compared at
+  approval: any write or delete of the key since then adds an event, so a stale proposal is refused).
+- A user has at most `Limits.max_pending_proposals_per_user` waiting (not yet decided, not expired);
+  one more is refused (QuotaError) until a person decides some. The same proposal made twice while
+  the first still waits is that first one, so a model that repeats itself fills nothing.
+- It expires `Limits.proposal_ttl_seconds` after it was made; an expired proposal cannot be approved.
+- Decided and expired proposals are kept a while, so "already approved" can be told apart from
+  "unknown": the newest `max_pending_proposals_per_user` of them per user; older ones are removed
+  when the user's next proposal is made.
+
+This module holds the SQL and the rules; `MemoryStore.propose_put`, `propose_delete`, `proposals`,
+`approve` and `reject` run them inside the store's write transaction, on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Literal
+
+from ..clock import iso
+from ..errors import ProposalError, QuotaError, ValidationError
+from ..limits import Limits
+
+Proposal = dict[str, Any]
+"""A proposal as the kit hands it out (see `to_proposal` for the keys)."""
+
+Action = Literal["put", "delete"]
+
+_COLUMNS = ("p.id, p.user_id, p.session_id, p.action, p.kind, p.memory_key, p.value, p.base_value,"
+            " p.base_revision, p.base_event, p.status, p.created_at, p.expires_at, p.decided_at, p.decided_by")
+
+# The key's newest event now: compared with base_event to tell whether the record changed.
+_NOW_EVENT = ("(SELECT max(e.id) FROM memory_events e WHERE e.user_id = p.user_id AND e.kind = p.kind"
+              " AND e.memory_key = p.memory_key) AS now_event")
+
+_SELECT = f"SELECT {_COLUMNS}, {_NOW_EVENT} FROM proposals p"
+
+
+def check_id(proposal_id: object) -> int:
+    """Check a proposal id: a positive integer (as `proposals()` lists them)."""
+    if not isinstance(proposal_id, int) or isinstance(proposal_id, bool) or proposal_id < 1:
+        raise ValidationError(
+            f"proposal id {proposal_id!r} is not a proposal id; ids are positive integers, "
+            "as proposals(user) lists them"
+        )
+    return proposal_id
+
+
+def _parse(moment: str) -> _dt.datetime:
+    return _dt.datetime.strptime(moment, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc)
+
+
+def to_proposal(row: Any, now: _dt.datetime) -> Proposal:
+    """A row of `_SELECT` as a `Proposal`.
+
+    Keys: `id`; `action` (`put` or `delete`); `kind`; `key`; `value` (the proposed value, None for
+    a delete); `against_value` and `against_revision` (the record when the proposal was made, None
+    when there was none); `stale` (still waiting, and the record changed since: an approval would
+    be refused);
+    `session` (where it was proposed); `status` (`pending`, `approved`, `rejected`); `expired`;
+    `created_at`, `expires_at`, `age_seconds`; `decided_at`, `decided_by` (None while pending).
+    """
+    created = row["created_at"]
+    return {
+        "id": int(row["id"]),
+        "action": row["action"],
+        "kind": row["kind"],
+        "key": row["memory_key"],
+        "value": row["value"],
+        "against_value": row["base_value"],
+        "against_revision": row["base_revision"],
+        "stale": row["status"] == "pending" and row["now_event"] != row["base_event"],
+        "session": row["session_id"],
+        "status": row["status"],
+        "expired": row["status"] == "pending" and row["expires_at"] <= iso(now),
+        "created_at": created,
+        "expires_at": row["expires_at"],
+        "age_seconds": max(0, int((now - _parse(created)).total_seconds())),
+        "decided_at": row["decided_at"],
+        "decided_by": row["decided_by"],
+    }
+
+
+def describe(proposal: Proposal) -> str:
+    """A short human description, e.g. `save preference city = 'Porto'` or `delete episode 'trip'`."""
+    if proposal["action"] == "put":
+        return f"save {proposal['kind']} {proposal['key']} = {proposal['value']!r}"
+    return f"delete {proposal['kind']} {proposal['key']!r}"
+
+
+def fetch(conn: Any, user: str, proposal_id: int, now: _dt.datetime) -> Proposal | None:
+    """The proposal `proposal_id` of `user`, or None (unknown, or another user's: the same answer)."""
+    row = conn.execute(f"{_SELECT} WHERE p.id = ? AND p.user_id = ?", (proposal_id, user)).fetchone()
+    return None if row is None else to_proposal(row, now)
+
+
+def listing(conn: Any, user: str, now: _dt.datetime, pending_only: bool) -> list[Proposal]:
+    """`user`'s proposals, oldest first: those waiting (expired ones included, marked), or all kept."""
+    rows = conn.execute(
+        f"{_SELECT} WHERE p.user_id = ? AND (? = 0 OR p.status = 'pending') ORDER BY p.id",
+        (user, 1 if pending_only else 0),
+    ).fetchall()
+    return [to_proposal(row, now) for row in rows]
+
+
+def make(conn: Any, limits: Limits, user: str, session: str, action: Action, kind: str, key: str,
+         value: str | None, now: _dt.datetime) -> tuple[Proposal, bool]:
+    """Keep one proposal of `user` (inside the caller's write transaction, holding the user's
+    proposal lock); return it and whether it is new (False: the same one was already waiting).
+
+    Raises:
+        ValidationError: nothing to propose (the key already holds exactly this value; a delete
+            of a key that has no record). QuotaError: the user has the most proposals waiting.
+    """
+    stamp = iso(now)
+    base = conn.execute(
+        "SELECT (SELECT value FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?),"
+        " (SELECT revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?),"
+        " (SELECT max(id) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?)",
+        (user, kind, key) * 3,
+    ).fetchone()
+    base_value, base_revision, base_event = base[0], base[1], base[2]
+    if action == "put" and base_value == value:
+        raise ValidationError(f"{kind} {key!r} already holds exactly this value (revision {base_revision}); "
+                              "there is nothing to save or to propose")
+    if action == "delete" and base_value is None:
+        raise ValidationError(f"there is no {kind} {key!r} of this user; there is nothing to delete or to propose")
+    same = conn.execute(
+        f"{_SELECT} WHERE p.user_id = ? AND p.status = 'pending' AND p.expires_at > ? AND p.action = ?"
+        " AND p.kind = ? AND p.memory_key = ? AND coalesce(p.value, '') = ? AND coalesce(p.base_event, 0) = ?"
+        " ORDER BY p.id LIMIT 1",
+        (user, stamp, action, kind, key, value or "", base_event or 0),
+    ).fetchone()
+    if same is not None:
+        return to_proposal(same, now), False
+    waiting = conn.execute(
+        "SELECT count(*) FROM proposals WHERE user_id = ? AND status = 'pending' AND expires_at > ?",
+        (user, stamp),
+    ).fetchone()[0]
+    bound = limits.max_pending_proposals_per_user
+    if waiting >= bound:
+        raise QuotaError(
+            f"user {user!r} has {waiting} proposals waiting for a person; at most {bound} may wait. "
+            "A person must approve or reject some first"
+        )
+    # Decided and expired proposals: keep the newest `bound` of them, so a recent id is still
+    # answered "already approved" rather than "unknown", and the table stays bounded per user.
+    done = "user_id = ? AND (status <> 'pending' OR expires_at <= ?)"
+    conn.execute(
+        f"DELETE FROM proposals WHERE {done} AND id <= (SELECT id FROM proposals WHERE {done}"
+        " ORDER BY id DESC LIMIT 1 OFFSET ?)",
+        (user, stamp, user, stamp, bound),
+    )
+    expires = iso(now + _dt.timedelta(seconds=limits.proposal_ttl_seconds))
+    new_id = conn.execute(
+        "INSERT INTO proposals (user_id, session_id, action, kind, memory_key, value, base_value,"
+        " base_revision, base_event, status, created_at, expires_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?) RETURNING id",
+        (user, session, action, kind, key, value, base_value, base_revision, base_event, stamp, expires),
+    ).fetchone()[0]
+    made = fetch(conn, user, int(new_id), now)
+    assert made is not None
+    return made, True
+
+
+def waiting(conn: Any, user: str, proposal_id: int, now: _dt.datetime, deciding: str) -> Proposal:
+    """The proposal `proposal_id` of `user` if it may still be decided (`deciding`: approve or reject).
+
+    Raises:
+        ProposalError: unknown or another user's (the same message, so ids of other users cannot be
+            probed), already decided, or (for an approval) expired or stale; `reason` says which.
+    """
+    proposal = fetch(conn, user, proposal_id, now)
+    if proposal is None:
+        raise ProposalError(
+            f"user {user!r} has no proposal {proposal_id} (unknown, another user's, or removed long "
+            "after it was decided); nothing was changed. Their proposals are listed by proposals(user) "
+            f"(`memkit proposals --user {user}`)", "unknown"
+        )
+    if proposal["status"] != "pending":
+        raise ProposalError(
+            f"proposal {proposal_id} ({describe(proposal)}) was already {proposal['status']} at "
+            f"{proposal['decided_at']} (by {proposal['decided_by']}); nothing was changed", "decided"
+        )
+    if deciding == "approve" and proposal["expired"]:
+        raise ProposalError(
+            f"proposal {proposal_id} ({describe(proposal)}) expired at {proposal['expires_at']}; "
+            "nothing was changed. Reject it, or let the model propose it again", "expired"
+        )
+    if deciding == "approve" and proposal["stale"]:
+        was = (f"revision {proposal['against_revision']} ({proposal['against_value']!r})"
+               if proposal["against_revision"] is not None else "no record")
+        raise ProposalError(
+            f"proposal {proposal_id} ({describe(proposal)}) was made against {was}, and "
+            f"{proposal['kind']} {proposal['key']!r} has changed since; nothing was changed. "
+            "Reject it, or let the model propose again from the current value", "stale"
+        )
+    return proposal
+
+
+def decide(conn: Any, proposal_id: int, status: Literal["approved", "rejected"], now: _dt.datetime,
+           origin: str) -> None:
+    """Mark a waiting proposal decided (inside the transaction that checked it with `waiting`)."""
+    changed = conn.execute(
+        "UPDATE proposals SET status = ?, decided_at = ?, decided_by = ? WHERE id = ? AND status = 'pending'",
+        (status, iso(now), origin, proposal_id),
+    ).rowcount
+    if changed != 1:  # the caller holds the user's proposal lock: no one else can have decided it
+        raise ProposalError(f"proposal {proposal_id} was decided by someone else meanwhile; nothing was changed",
+                            "decided")
+
+
+def confirmation_of(proposal: Proposal, origin: str) -> str:
+    """What the event history keeps for an approved proposal: which one, and where the approval came from."""
+    return f"proposal#{proposal['id']} approved via {origin}"
+
+
+def forget(conn: Any, user: str) -> int:
+    """Remove every proposal of `user` (inside forget_user's transaction); return how many."""
+    return int(conn.execute("DELETE FROM proposals WHERE user_id = ?", (user,)).rowcount)
+
+
+def count(conn: Any, user: str) -> int:
+    """How many proposals of `user` the store keeps, whatever their status."""
+    return int(conn.execute("SELECT count(*) FROM proposals WHERE user_id = ?", (user,)).fetchone()[0])

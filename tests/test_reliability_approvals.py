@@ -1,0 +1,78 @@
+"""The reliability lab: approvals of proposals raced by several processes, and an approving process
+killed with SIGKILL, on SQLite and on PostgreSQL.
+
+See `tests/_reliability.py` for the lab's sizes (`make reliability` sets MEMKIT_FULL=1) and
+conftest.py for the `figures` fixture, whose table a full run writes to tests/reliability_results.md.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from _reliability import scale
+from memkit import lab
+
+WHERE = ["sqlite", "pg"]
+
+
+def target_for(where: str, request: Any, tmp_path: Any, name: str) -> tuple[Any, str | None]:
+    """A fresh SQLite file, or a fresh schema of the session's PostgreSQL server."""
+    if where == "sqlite":
+        return tmp_path / f"{name}.sqlite3", None
+    return request.getfixturevalue("pg_url"), f"t_{name}_{uuid.uuid4().hex[:12]}"
+
+
+def added(totals: dict[str, Any], figures_: dict[str, Any]) -> None:
+    for name, value in figures_.items():
+        if isinstance(value, bool):
+            totals[name] = totals.get(name, True) and value
+        elif isinstance(value, int):
+            totals[name] = totals.get(name, 0) + value
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_racing_approvals_apply_each_proposal_once_and_never_pass_the_quota(tmp_path, request, figures, where):
+    """Approver processes start together, each approving every proposal of one user near the quota.
+
+    Each proposal must be applied once or not at all (read from the store: its status, the record's
+    value, the events naming it), no two calls may both approve one, and the user never pass the
+    quota; every refusal is one the store explains (decided, stale, quota)."""
+    totals: dict[str, Any] = {}
+    rounds = scale(3, 40)
+    for number in range(rounds):
+        target, schema = target_for(where, request, tmp_path, f"race{number}")
+        result = lab.approval_race(target, schema=schema, approvers=4, seed_=number)
+        assert result["errors"] == [], result
+        added(totals, {k: v for k, v in result.items() if k not in ("quota", "approvers", "proposals")})
+    figures(f"Racing approvals ({'SQLite' if where == 'sqlite' else 'PostgreSQL'})", rounds=rounds,
+            approvers=4, **{k: totals[k] for k in ("approve calls", "applied", "applied twice", "half",
+                                                    "refused: decided", "refused: stale", "refused: quota",
+                                                    "over quota")})
+    assert totals["applied twice"] == totals["half"] == totals["over quota"] == 0
+    assert totals["approved without being applied"] == 0 and totals["refused: unexplained"] == 0
+    assert totals["refused: busy"] == 0 and totals["counters_consistent"] is True
+    # 6 records, quota 8: two new keys fit; 8 updates of 6 keys: 6 apply, 2 go stale. Every round.
+    assert totals["applied"] == rounds * (2 + 6) and totals["refused: quota"] > 0 and totals["refused: stale"] > 0
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_sigkill_during_an_approval_leaves_it_whole_or_absent(tmp_path, request, figures, where):
+    """An approving process is killed with SIGKILL: inside the approval's transaction (its writes
+    made, COMMIT not sent) in even rounds, at a random moment of a stream of approvals in odd ones.
+
+    Afterwards every proposal is applied whole or not at all, every acknowledged approval is there,
+    the store opens sound (on SQLite recovering from the -wal), and a proposal left pending can
+    still be approved: no lock outlived the killed process."""
+    target, schema = target_for(where, request, tmp_path, "killed")
+    rounds = scale(6, 100)
+    result = lab.approval_kill_experiment(target, schema=schema, rounds=rounds, seed_=1)
+    figures(f"SIGKILL during an approval ({result['backend']})",
+            **{k: v for k, v in result.items() if k not in ("backend", "counters_consistent")})
+    assert result["kills"] == rounds and result["inside a transaction"] == (rounds + 1) // 2
+    assert result["half"] == 0 and result["acknowledged but not applied"] == 0
+    assert result["counters_consistent"] is True and result.get("integrity", "ok") == "ok"
+    assert result["approved after the kill"] == rounds
+    assert result["acknowledged"] > 0 and result["not applied"] > 0
