@@ -171,6 +171,33 @@ PG_MIGRATIONS: list[list[str]] = [
     # PostgreSQL's pg_trgm indexes are ordinary GIN indexes that search plans around: nothing to do,
     # but the version moves with SQLite's, so version 5 names the same schema on both.
     [],
+    # (semantic) retrieval by meaning, as SQLite's step: one vector per record with its model and
+    # dimension, keyed by the record's id, carrying its user; removed when the value changes or the
+    # record goes. A `real[]` here (not bytes), so that where the server has pgvector a search can
+    # cast it to `vector` and rank in SQL; the size counter counts the vectors too.
+    [
+        """CREATE TABLE memory_embeddings (
+            memory_id bigint PRIMARY KEY,
+            user_id text COLLATE "C" NOT NULL,
+            model text COLLATE "C" NOT NULL,
+            dim integer NOT NULL CHECK (dim >= 1),
+            vector real[] NOT NULL CHECK (cardinality(vector) = dim)
+        )""",
+        "CREATE INDEX memory_embeddings_by_user ON memory_embeddings (user_id, model)",
+        """CREATE FUNCTION memkit_embedding_drop() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            DELETE FROM memory_embeddings WHERE memory_id = OLD.id;
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER memory_embeddings_stale AFTER UPDATE OF value ON memories
+            FOR EACH ROW EXECUTE FUNCTION memkit_embedding_drop()""",
+        """CREATE TRIGGER memory_embeddings_gone AFTER DELETE ON memories
+            FOR EACH ROW EXECUTE FUNCTION memkit_embedding_drop()""",
+        *(f"""CREATE TRIGGER memory_embeddings_size_{event.lower()} AFTER {event} ON memory_embeddings
+            REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION memkit_size_change()"""
+          for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
+                                    ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))),
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
@@ -194,11 +221,20 @@ PG_EXPECTED_TABLES: dict[str, set[str]] = {
 adds what later steps add. tests/test_postgres.py checks them against what the steps make."""
 
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+_CREATES_TABLE = re.compile(r"\s*CREATE TABLE (\w+) \((.*)\)\s*", re.DOTALL)
+_COLUMN_LINE = re.compile(r"^\s*(\w+) ", re.MULTILINE)
+_NOT_COLUMNS = {"PRIMARY", "UNIQUE", "CHECK", "FOREIGN", "CONSTRAINT", "EXCLUDE"}
 
 
 def expected_columns(version: int = PG_SCHEMA_VERSION) -> dict[str, set[str]]:
-    """The columns each table has after the first `version` steps (step 1's, and every ADD COLUMN since)."""
+    """The columns each table has after the first `version` steps: step 1's, the columns of every
+    table a later step creates (one column per line), and every ADD COLUMN since."""
     columns = {table: set(names) for table, names in PG_EXPECTED_TABLES.items()}
+    for steps in PG_MIGRATIONS[1:version]:
+        for statement in steps:
+            created = _CREATES_TABLE.fullmatch(statement)
+            if created:
+                columns[created[1]] = {name for name in _COLUMN_LINE.findall(created[2]) if name not in _NOT_COLUMNS}
     for steps in PG_MIGRATIONS[:version]:
         for statement in steps:
             for table, column in _ADDS_COLUMN.findall(statement):
