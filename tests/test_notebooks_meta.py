@@ -297,6 +297,7 @@ INTRODUCED = {
     "MemoryInspector": "08", "ApprovalError": "08", "StoreError": "08", "MemkitError": "08",
     "memkit.notebook.MemoryInspector": "08",
     "memkit.store.open_store": "09", "memkit.store.start_embedded_postgres": "09",
+    "memkit.semantic.load_embedder": "10",
 }
 """The curriculum. A notebook that uses a name before the notebook that introduces it fails; the
 introducing notebook must name it in its prose (in backticks), where it explains it."""

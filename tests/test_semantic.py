@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -260,3 +261,22 @@ def test_postgresql_ranks_in_sql_exactly_where_the_server_has_pgvector(store, ba
     assert (store.vector_schema is not None) == offered
     if backend.name == "pg-trgm":  # Debian's PostgreSQL 15 here has no pgvector: the Python path is tested
         assert store.vector_schema is None
+
+
+@pytest.mark.sqlite_only
+def test_on_the_labelled_set_meaning_finds_what_literal_misses_and_never_another_users(tmp_path, embedder):
+    """bench/semantic_bench.py's labelled set (its figures are in bench/RESULTS.md)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    try:
+        from bench import semantic_bench
+    finally:
+        sys.path.pop(0)
+    with open_store(tmp_path / "set.sqlite3", embedder=embedder) as store:
+        semantic_bench.fill(store)
+        measured = semantic_bench.recall_at_3(store, DEFAULT_MIN_SIMILARITY)
+    hits = measured["hits"]
+    assert measured["leaked"] == 0
+    assert hits["combined"] >= hits["meaning"] > hits["literal"]
+    found_by_meaning_alone = [r for r in measured["rows"] if r["answer"] is not None
+                              and r["answer"] in r["meaning"] and r["answer"] not in r["literal"]]
+    assert len(found_by_meaning_alone) >= 10
