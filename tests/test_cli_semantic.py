@@ -88,3 +88,28 @@ def test_without_the_extra_by_meaning_is_refused_with_the_hint_and_literal_searc
     assert digest(db) == before
     literal = memkit("search", "--db", str(db), "--user", "alice", "--query", "espresso", env=env)
     assert literal.returncode == 0 and [r["key"] for r in json.loads(literal.stdout)] == ["drink"]
+
+
+@pytest.mark.postgres
+def test_by_meaning_and_reindex_on_postgresql(pg_url):
+    """The same commands with --db postgresql://... (pgserver's PostgreSQL 16, which has pgvector)."""
+    import uuid
+
+    import psycopg
+
+    name = f"sem_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = pg_url.replace("/postgres?", f"/{name}?", 1)
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMKIT_DB", "DATABASE_URL", "REDIS_URL")}
+    for user, value in (("alice", "espresso"), ("bob", "cappuccino")):
+        done = memkit("put", "--db", url, "--user", user, "--key", "drink", "--value", value, "--confirm", env=env)
+        assert done.returncode == 0, done.stderr
+    done = memkit("reindex", "--db", url, "--confirm", env=env)
+    assert done.returncode == 0 and json.loads(done.stdout)["embedded"] == 2, done.stderr
+    found = memkit("search", "--db", url, "--user", "alice", "--query", "coffee", "--by-meaning", env=env)
+    assert found.returncode == 0 and [h["value"] for h in json.loads(found.stdout)] == ["espresso"]
+    # A put on a store that keeps vectors keeps the new one current.
+    memkit("put", "--db", url, "--user", "alice", "--key", "drink", "--value", "green tea", "--confirm", env=env)
+    again = memkit("search", "--db", url, "--user", "alice", "--query", "tea", "--by-meaning", env=env)
+    assert [h["value"] for h in json.loads(again.stdout)] == ["green tea"] and again.stderr == ""

@@ -27,11 +27,12 @@ WRITE_SQL = (
 still holds the value it was made from (a rebuild racing a put never keeps a vector of an old value)."""
 
 USER_VECTORS_SQL = (
-    f"SELECT {', '.join('m.' + c.strip() for c in RECORD_SQL.split(','))}, e.vector"
+    f"SELECT {', '.join('m.' + c.strip() for c in RECORD_SQL.split(','))}, {{vector}} AS vector"
     " FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id"
     " WHERE e.user_id = ? AND e.model = ? AND e.dim = ? AND m.user_id = ? AND (? IS NULL OR m.kind = ?)"
 )
-"""(user, model, dim, user, kind, kind): one user's records that have a current vector, with it."""
+"""(user, model, dim, user, kind, kind): one user's records that have a current vector, with it.
+`{vector}` is how the backend reads a vector out (`e.vector` on SQLite)."""
 
 STATUS_SQL = (
     "SELECT count(*) AS records,"
@@ -50,11 +51,12 @@ TO_EMBED_SQL = (
 
 
 def user_vectors(conn: Any, user: str, model: str, dim: int, kind: str | None,
-                 decode: Callable[[Any, int], "numpy.ndarray"]) -> tuple[list[Record], "numpy.ndarray"]:
+                 decode: Callable[[Any, int], "numpy.ndarray"],
+                 vector_sql: str = "e.vector") -> tuple[list[Record], "numpy.ndarray"]:
     """One user's records with a current vector (of `model`, `dim`), and those vectors as one array."""
     import numpy
 
-    rows = conn.execute(USER_VECTORS_SQL, (user, model, dim, user, kind, kind)).fetchall()
+    rows = conn.execute(USER_VECTORS_SQL.format(vector=vector_sql), (user, model, dim, user, kind, kind)).fetchall()
     records = [to_record(row) for row in rows]
     vectors = numpy.stack([decode(row["vector"], dim) for row in rows]) if rows else numpy.zeros((0, dim))
     return records, vectors

