@@ -15,8 +15,8 @@ import dataclasses
 import re
 from typing import Any
 
-from .jsonutil import json_chars
 from .errors import ValidationError
+from .jsonutil import json_chars
 from .limits import DEFAULT_LIMITS, KINDS, Limits
 from .semantic import DEFAULT_MIN_SIMILARITY
 from .store import MemoryStore, Record
@@ -109,7 +109,7 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
     """
     limits = limits or store.limits
     if by_meaning is None:
-        by_meaning = store.embedder is not None
+        by_meaning = getattr(store, "embedder", None) is not None
     if not isinstance(by_meaning, bool):
         raise ValidationError(f"by_meaning is {by_meaning!r}; use True, False or None")
     terms = task_terms(task, limits.retrieval_max_terms, limits.max_query_chars)
@@ -128,7 +128,9 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
     # By meaning: the user's records close to the whole task (the store reads this user's vectors
     # alone), at most as many as the per-kind counts could take.
     similar: dict[tuple[str, str], tuple[Record, float]] = {}
-    query = task.strip()[: limits.max_query_chars]
+    # A task is the person's text, not a checked query: NULs and lone surrogates (which the
+    # literal terms skip) must not make the search by meaning refuse it.
+    query = task.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8").strip()[: limits.max_query_chars]
     if by_meaning and query:
         wanted = min(limits.retrieval_max_preferences + limits.retrieval_max_episodes, limits.max_search_limit)
         for record in store.search_by_meaning(user, query, limit=wanted, min_similarity=min_similarity):

@@ -280,3 +280,12 @@ def test_on_the_labelled_set_meaning_finds_what_literal_misses_and_never_another
     found_by_meaning_alone = [r for r in measured["rows"] if r["answer"] is not None
                               and r["answer"] in r["meaning"] and r["answer"] not in r["literal"]]
     assert len(found_by_meaning_alone) >= 10
+
+
+@pytest.mark.sqlite_only
+def test_retrieval_by_meaning_takes_any_task_text(store):
+    """A task is what a person typed: NULs, lone surrogates and 10,000 characters do not stop it."""
+    store.put("alice", "s1", "preference", "drink", "espresso")
+    for task in ("coffee\x00please", "coffee \ud800", "coffee " * 2000, "   "):
+        context = retrieve(store, "alice", task)
+        assert [m["key"] for m in context.memory] == ["drink"]
