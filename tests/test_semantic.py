@@ -289,3 +289,19 @@ def test_retrieval_by_meaning_takes_any_task_text(store):
     for task in ("coffee\x00please", "coffee \ud800", "coffee " * 2000, "   "):
         context = retrieve(store, "alice", task)
         assert [m["key"] for m in context.memory] == ["drink"]
+
+
+def test_a_refused_or_rolled_back_write_leaves_no_vector(tmp_path, embedder):
+    from memkit import Limits, QuotaError
+
+    with open_store(tmp_path / "m.sqlite3", limits=Limits().replace(max_records_per_user=1),
+                    embedder=embedder) as store:
+        store.put("alice", "s1", "preference", "drink", "espresso")
+        with pytest.raises(QuotaError):
+            store.put("alice", "s1", "preference", "city", "Porto")
+        with pytest.raises(RuntimeError):
+            with store.transaction():
+                store.put("alice", "s1", "preference", "drink", "green tea")
+                raise RuntimeError("the caller's block fails after the put")
+        assert vectors_of(store, "alice") == [(embedder.name, 256)]
+        assert store.search_by_meaning("alice", "coffee")[0]["value"] == "espresso"  # the old vector, kept
