@@ -28,6 +28,7 @@ from .errors import (
 from .limits import Limits
 from .models import FixtureModel, OpenAIModel, ScriptedModel
 from .retrieval import retrieve
+from .semantic import SemanticUnavailableError, load_embedder
 from .store import MemoryStore, Proposal, Record, open_store, start_embedded_postgres
 from .tools import MemoryTools
 from .window import InProcessWindow, RedisWindow, ShortTermWindow, start_embedded_redis
@@ -43,6 +44,8 @@ __all__ = [
     # the agent and what it is made of
     "MemoryAgent", "AgentReply", "MemoryTools", "Approvals", "retrieve", "BudgetedModel",
     "FixtureModel", "ScriptedModel", "OpenAIModel",
+    # retrieval by meaning (the `semantic` extra, imported when a model is loaded)
+    "load_embedder", "SemanticUnavailableError",
     # short-term memory
     "ShortTermWindow", "InProcessWindow", "RedisWindow", "start_embedded_redis",
     # time, for tests and notebooks

@@ -3,6 +3,10 @@
 A few preferences (those the task mentions first, then the most recent) and episodes matched by a
 bounded number of terms from the task, deduplicated and packed greedily into a character budget.
 Every candidate gets a row in the packing report: included, or skipped and why.
+
+With an embedding model (a store opened with `embedder=`, the `semantic` extra), records whose
+meaning is close to the task join the literal hits: ranked after them, by similarity, above a
+threshold, in the same per-kind counts and the same budget; the report says "similarity 0.71".
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ import dataclasses
 import re
 from typing import Any
 
+from .errors import ValidationError
 from .jsonutil import json_chars
 from .limits import DEFAULT_LIMITS, KINDS, Limits
+from .semantic import DEFAULT_MIN_SIMILARITY
 from .store import MemoryStore, Record
 
 STOPWORDS = frozenset(
@@ -65,9 +71,12 @@ class RetrievedContext:
     Attributes:
         memory: the records to send, as `{"kind", "key", "value"}`, highest ranked first.
         packing: one row per candidate: kind, key, matched_by, chars, status (included/skipped), reason.
+            `matched_by` says why it was chosen: "terms: drink, morning" (a literal hit, and its
+            terms), "similarity 0.71" (by meaning), both, or "recent preference".
         terms: the task terms that were searched.
         chars: the canonical JSON size of `memory`.
         budget_chars: the budget it was packed into.
+        by_meaning: whether records were also searched by meaning.
     """
 
     memory: list[dict[str, Any]]
@@ -75,9 +84,12 @@ class RetrievedContext:
     terms: list[str]
     chars: int
     budget_chars: int
+    by_meaning: bool = False
 
 
-def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = None) -> RetrievedContext:
+def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = None, *,
+             by_meaning: bool | None = None,
+             min_similarity: float = DEFAULT_MIN_SIMILARITY) -> RetrievedContext:
     """Choose the memories of `user` to offer the model for `task`.
 
     Args:
@@ -85,11 +97,21 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
         user: whose memory (every search is bound to this user).
         task: the user's request; its terms pick the episodes.
         limits: the retrieval bounds (the store's limits by default).
+        by_meaning: also search by meaning (None: when the store has an embedder; True without
+            one is refused with the install hint).
+        min_similarity: the least similarity a by-meaning hit needs.
 
     Returns:
         The packed memory and a packing report saying what was offered, included or skipped and why.
+
+    Raises:
+        ValidationError: `by_meaning=True` on a store without an embedder, or a bad `min_similarity`.
     """
     limits = limits or store.limits
+    if by_meaning is None:
+        by_meaning = getattr(store, "embedder", None) is not None
+    if not isinstance(by_meaning, bool):
+        raise ValidationError(f"by_meaning is {by_meaning!r}; use True, False or None")
     terms = task_terms(task, limits.retrieval_max_terms, limits.max_query_chars)
     per_term = min(limits.retrieval_max_episodes, limits.max_search_limit)
 
@@ -103,11 +125,31 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
             for record in hits[(term, kind)]:
                 found.setdefault((record["kind"], record["key"]), (record, []))[1].append(term)
 
+    # By meaning: the user's records close to the whole task (the store reads this user's vectors
+    # alone), at most as many as the per-kind counts could take.
+    similar: dict[tuple[str, str], tuple[Record, float]] = {}
+    # A task is the person's text, not a checked query: NULs and lone surrogates (which the
+    # literal terms skip) must not make the search by meaning refuse it.
+    query = task.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8").strip()[: limits.max_query_chars]
+    if by_meaning and query:
+        wanted = min(limits.retrieval_max_preferences + limits.retrieval_max_episodes, limits.max_search_limit)
+        for record in store.search_by_meaning(user, query, limit=wanted, min_similarity=min_similarity):
+            similar[(record["kind"], record["key"])] = (record, record["similarity"])
+
     def ranked(kind: str) -> list[tuple[Record, str]]:
         hits = [(rec, terms_) for (k, _), (rec, terms_) in found.items() if k == kind]
         hits.sort(key=lambda hit: hit[0]["updated_at"], reverse=True)  # newest first among equals
         hits.sort(key=lambda hit: len(hit[1]), reverse=True)  # then most terms matched (a stable sort)
-        return [(rec, "terms: " + ", ".join(terms_)) for rec, terms_ in hits]
+        literal = []
+        for rec, terms_ in hits:
+            why = "terms: " + ", ".join(terms_)
+            if (kind, rec["key"]) in similar:
+                why += f"; similarity {similar[(kind, rec['key'])][1]:.2f}"
+            literal.append((rec, why))
+        # Literal hits first (the task names them), then records found by meaning alone, most similar first.
+        meaning = [(rec, f"similarity {sim:.2f}") for (k, key), (rec, sim) in similar.items()
+                   if k == kind and (k, key) not in found]
+        return literal + meaning
 
     preferences = ranked("preference")[: limits.retrieval_max_preferences]
     if len(preferences) < limits.retrieval_max_preferences:
@@ -134,4 +176,4 @@ def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = N
         else:
             packing.append({**row, "status": "skipped",
                            "reason": f"would make memory {size + cost} chars; budget {limits.retrieval_budget_chars}"})
-    return RetrievedContext(memory, packing, terms, size, limits.retrieval_budget_chars)
+    return RetrievedContext(memory, packing, terms, size, limits.retrieval_budget_chars, bool(by_meaning))

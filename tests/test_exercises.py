@@ -164,6 +164,15 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "recalled", "hop 5: B, drink": "forgotten", "hop 6: C, drink": None}',
          "not answered yet", "'hop 6: C, drink'"),
     ],
+    "10_what_to_remember.ipynb": [
+        ('my_question = "Do I eat meat?"', "right", "literal retrieval missed the diet record"),
+        ('my_question = "Am I vegetarian?"', "not right yet", "literal retrieval already finds the diet record"),
+        ('my_question = "Is my diet strict?"', "not right yet", "literal retrieval already finds"),
+        ('my_question = "What is the weather like?"', "not right yet", "the diet record scored"),
+        ('my_question = 42', "not right yet", "not text"),
+        ('my_question = "   "', "not right yet", "query is blank"),
+        ("my_question = None", "not answered yet", "my_question"),
+    ],
 }
 
 LABELS = ("not answered yet", "right", "not right yet")

@@ -14,7 +14,7 @@ import memkit
 
 LAYERS: list[set[str]] = [
     {"errors", "limits", "clock", "jsonutil", "watchdog"},   # leaves: import nothing else of memkit
-    {"codec", "transcript"},
+    {"codec", "transcript", "semantic"},
     {"store"},
     {"window"},
     {"retrieval", "request"},

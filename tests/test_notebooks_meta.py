@@ -298,6 +298,7 @@ INTRODUCED = {
     "memkit.notebook.MemoryInspector": "08", "memkit.notebook.inspect": "08",
     "memkit.notebook.peer_samples.make_peer_file": "08",
     "memkit.store.open_store": "09", "memkit.store.start_embedded_postgres": "09",
+    "memkit.semantic.load_embedder": "10",
 }
 """The curriculum. A notebook that uses a name before the notebook that introduces it fails; the
 introducing notebook must name it in its prose (in backticks), where it explains it."""

@@ -148,8 +148,10 @@ def test_expected_objects_and_columns_are_what_the_migrations_make(pg_url):
     assert PG_SCHEMA_VERSION == SCHEMA_VERSION  # version N names the same schema on both backends
     assert {name for kind, name in expected_objects() if kind == "trigger"} == {
         "memories_count_insert", "memories_count_delete", "memory_events_append_only",
-        *(f"{table}_size_{event}" for table in ("memories", "memory_events", "transcript", "proposals")
-          for event in ("insert", "update", "delete"))}
+        *(f"{table}_size_{event}"
+          for table in ("memories", "memory_events", "transcript", "proposals", "memory_embeddings")
+          for event in ("insert", "update", "delete")),
+        "memory_embeddings_stale", "memory_embeddings_gone"}
 
 
 def test_a_schema_at_version_one_is_migrated_forward_with_its_data(pg_url):

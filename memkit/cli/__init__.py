@@ -27,6 +27,8 @@ from .options import check_args
 from .output import (EXIT_COMMITTED_THEN_FAILED, EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain,
                      discard_stdout)
 from .proposal_commands import add_commands as add_proposal_commands
+from ..semantic import DEFAULT_MIN_SIMILARITY, DEFAULT_MODEL
+from .semantic_commands import cmd_reindex
 from .store_commands import (cmd_delete, cmd_export, cmd_forget_user, cmd_get, cmd_health, cmd_history,
                              cmd_import, cmd_put, cmd_search)
 
@@ -75,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--query", default="")
     sub.add_argument("--limit", type=int, default=5)
     sub.add_argument("--kind", dest="kind_filter", choices=KINDS, help="only this kind (default: both)")
+    sub.add_argument("--by-meaning", action="store_true",
+                     help="rank by similarity of meaning instead (the semantic extra): 'coffee' finds 'espresso'")
+    sub.add_argument("--min-similarity", type=float, default=DEFAULT_MIN_SIMILARITY,
+                     help=f"with --by-meaning: the least similarity of a hit, -1 to 1 (default {DEFAULT_MIN_SIMILARITY})")
+    sub.add_argument("--model", help=f"with --by-meaning: the embedding model (default {DEFAULT_MODEL})")
     sub = command("delete", cmd_delete, "delete one memory (needs --confirm)")
     identity(sub)
     sub.add_argument("--confirm", action="store_true", help="I confirm this delete")
@@ -98,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--set", action="append", metavar="NAME=VALUE", help="a new limit (repeatable)")
     sub.add_argument("--confirm", action="store_true", help="I confirm these new limits")
     add_proposal_commands(command)
+    sub = command("reindex", cmd_reindex, "make the vectors retrieval by meaning needs: missing ones, or all "
+                  "of them for a new --model (the semantic extra; needs --confirm)")
+    sub.add_argument("--user", help="only this user's records (default: every user)")
+    sub.add_argument("--model", help=f"the embedding model (default {DEFAULT_MODEL})")
+    sub.add_argument("--confirm", action="store_true", help="I confirm rewriting the vectors")
     sub = command("chat", cmd_chat, "talk to the agent (fixture model, or --live)")
     identity(sub, key=False)
     sub.add_argument("--message", "--task", dest="message", action="append",

@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import hashlib
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,6 +18,7 @@ from ..clock import iso, utc_now
 from ..errors import MemkitError
 from ..limits import DEFAULT_LIMITS, check_text
 from ..request import History
+from ..semantic import DEFAULT_MIN_SIMILARITY
 from ..store import MemoryStore, is_database_url, open_store
 from ..store.targets import postgres_conninfo
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
@@ -85,18 +87,44 @@ def workspace_window(args: argparse.Namespace, store: MemoryStore) -> Path:
     return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / f"postgresql-{digest}-window"
 
 
-def store_for(args: argparse.Namespace) -> MemoryStore:
-    """The store this command line names: a PostgreSQL URL, or a SQLite file (created only by a write)."""
+def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
+    """The store this command line names: a PostgreSQL URL, or a SQLite file (created only by a write).
+
+    `options` go to the store (`embedder=` for the commands that search by meaning).
+    """
     url = database_url(args)
     if url is not None:  # PostgreSQL; a read-only command never creates the store's tables
-        return open_store(url, create=args.command in WRITE_COMMANDS)
+        store = open_store(url, create=args.command in WRITE_COMMANDS, **options)
+        if args.command in ("put", "chat") and "embedder" not in options:
+            keep_vectors(store)
+        return store
     path, is_workspace = db_path(args)
     if not path.exists() and not path.is_symlink():
         if args.command not in WRITE_COMMANDS:
             raise CliError(f"there is no database at {path}; create one with `memkit put ... --confirm` or `memkit chat`")
         if is_workspace:
             path.parent.mkdir(parents=True, exist_ok=True)
-    return MemoryStore(path)
+    store = MemoryStore(path, **options)
+    if args.command in ("put", "chat") and "embedder" not in options:
+        keep_vectors(store)
+    return store
+
+
+def keep_vectors(store: MemoryStore) -> None:
+    """Give a store that keeps vectors (it was searched by meaning) the model that made most of them,
+    so a write keeps its record's vector current. Without the `semantic` extra the write goes on
+    without one (literal search is unaffected) and `memkit reindex` makes it later; a note says so.
+    """
+    models = store.embedding_models()
+    if not models:
+        return
+    from ..semantic import SemanticUnavailableError, load_embedder
+
+    try:
+        store.embedder = load_embedder(next(iter(models)))
+    except (SemanticUnavailableError, MemkitError) as exc:
+        print(f"note: this write keeps no vector for retrieval by meaning ({exc}); "
+              "`memkit reindex --confirm` makes the missing ones", file=sys.stderr)
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -119,6 +147,13 @@ def check_args(args: argparse.Namespace) -> None:
     if args.command == "search":
         limits.check_query(args.query)
         limits.check_limit(args.limit)
+        if args.by_meaning:
+            if not args.query.strip():
+                raise CliError("search --by-meaning needs --query with some text")
+            if not -1.0 <= args.min_similarity <= 1.0:
+                raise CliError(f"--min-similarity is {args.min_similarity}; use a number from -1 to 1")
+        elif args.model is not None or args.min_similarity != DEFAULT_MIN_SIMILARITY:
+            raise CliError("--model and --min-similarity go with --by-meaning; add it, or drop them")
     if args.command == "chat":
         for key, value in (args.confirm_preference or []) + (args.confirm_episode or []):
             limits.check_key(key)

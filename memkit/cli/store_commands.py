@@ -34,6 +34,10 @@ def cmd_get(args: argparse.Namespace) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> None:
+    if args.by_meaning:
+        from .semantic_commands import cmd_search_by_meaning
+
+        return cmd_search_by_meaning(args)
     with store_for(args) as store:
         emit(store.search(args.user, args.query, limit=args.limit, kind=args.kind_filter))
 

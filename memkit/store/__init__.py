@@ -10,6 +10,8 @@ opens either from a path or a `postgresql://` URL. Each concept lives in one mod
 - `schema`: `MIGRATIONS` (append-only), the runner, and the check at open derived from them.
 - `statements`: the write statements, public through `MemoryStore.statements()`.
 - `search`: the literal, case-folded substring rule, by scan or the FTS5 trigram index.
+- `embeddings`: each record's vector (retrieval by meaning), written in the write's transaction and
+  read one user at a time (the ranking is `MemoryStore.search_by_meaning`'s; pgvector's on PostgreSQL).
 - `bundle`: the export bundle format (JSON Lines, a JSON Schema per line, a SHA-256).
 - `archive`: the transcript archive of turns that left the short-term window.
 - `health`: `health()`, the one counter check, `inspect_file`, `fingerprint`.

@@ -11,13 +11,14 @@ import contextlib
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 from ..clock import Clock, iso, utc_now
 from ..errors import ApprovalError, ValidationError
 from ..limits import DEFAULT_LIMITS, KINDS, Limits
 from ..transcript import Turn
-from . import archive, browse, health, proposals, search
+from ..semantic import DEFAULT_MIN_SIMILARITY, Embedder, embedding_text, from_bytes, similarities, to_bytes
+from . import archive, browse, embeddings, health, proposals, search
 from . import bundle as bundle_format
 from .db import SqliteDatabase
 from .readonly import ReadOnlyDatabase
@@ -25,6 +26,9 @@ from .store_limits import has_table as has_limits_table, limits_from, record as 
 from .targets import check_sqlite_target
 from .proposals import Proposal
 from .statements import RECORD_SQL, SQLITE_STATEMENTS as SQL, Record, Statements, put_read_args, to_record
+
+if TYPE_CHECKING:
+    import numpy
 
 
 class MemoryStore:
@@ -55,6 +59,10 @@ class MemoryStore:
         read_only: read the file without changing it (store/readonly.py): no write, no migration,
             no `-wal`/`-shm` made; a read-only file or folder opens; an older schema is read from a
             migrated copy in memory. Every write raises `ReadOnlyError`.
+        embedder: an embedding model (`memkit.semantic.load_embedder()`, the `semantic` extra) for
+            retrieval by meaning: every write then keeps the record's vector, made by this model, in
+            the same transaction, and `search_by_meaning` and `reindex` use it. Without one, writes
+            keep no vector (a changed value loses its old one) and literal search works as always.
 
     Raises:
         StoreError: the file is not a memkit database, is damaged, newer, read-only or locked, or a
@@ -92,10 +100,13 @@ class MemoryStore:
         clock: Clock = utc_now,
         check_integrity: bool = True,
         read_only: bool = False,
+        embedder: Embedder | None = None,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValidationError(f"synchronous is {synchronous!r}; use 'FULL' or 'NORMAL'")
         check_sqlite_target(path)
+        self.embedder = embedder
+        """The embedding model writes and searches by meaning use (None: literal search only)."""
         self.path = Path(path)
         self.synchronous = synchronous
         self.read_only = read_only
@@ -213,6 +224,9 @@ class MemoryStore:
         self.limits.check_value(value)
         if confirmation is not None:
             self.limits.check_confirmation(confirmation)
+        # The vector is made before the write lock is taken (a model call inside it would hold
+        # every other writer back) and written inside the same transaction as the value.
+        vector = self._embed([embedding_text(key, value)])[0] if self.embedder is not None else None
         with self.transaction() as conn:
             self._lock_user(conn, user, creating=True)
             now = iso(self._clock())
@@ -239,6 +253,8 @@ class MemoryStore:
                 SQL.insert_event,
                 (user, kind, key, action, revision, session, old_value, value, confirmation, now),
             )
+            if vector is not None:
+                self._write_vector(conn, vector, user, kind, key, value)
             self._db.check_size(conn)
         return {"kind": kind, "key": key, "value": value, "source_session": session,
                 "revision": revision, "created_at": created, "updated_at": now}
@@ -348,6 +364,108 @@ class MemoryStore:
         for kind in kinds:
             self.limits.check_kind(kind)
         return self._search_many(user, queries, limit, kinds)
+
+    def search_by_meaning(self, user: str, query: str, limit: int = 5, kind: str | None = None,
+                          min_similarity: float = DEFAULT_MIN_SIMILARITY) -> list[Record]:
+        """Memories of `user` whose meaning is close to `query`, most similar first.
+
+        The user filter comes first: the vectors read are `user`'s alone (through their index),
+        and only they are ranked; a global nearest-neighbour search filtered afterwards could rank
+        another user's records above theirs and drop them, or hand them out. Only vectors of this
+        store's embedder are compared (`embedding_status` counts the others as stale).
+
+        Args:
+            user: whose memories to search.
+            query: 1 to 256 code points, not blank.
+            limit: 1 to `Limits.max_search_limit` results.
+            kind: only this kind, or both when None.
+            min_similarity: the least cosine similarity a hit needs, from -1 to 1.
+
+        Returns:
+            Records as `search` returns them, each with its `similarity` (rounded to 4 places).
+
+        Raises:
+            ValidationError: a bad argument, or a store opened without an embedder (the message says how).
+        """
+        self.limits.check_id("user", user)
+        self.limits.check_query(query)
+        if not query.strip():
+            raise ValidationError("query is blank; a search by meaning needs some text")
+        self.limits.check_limit(limit)
+        if kind is not None:
+            self.limits.check_kind(kind)
+        if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)) \
+                or not -1.0 <= min_similarity <= 1.0:
+            raise ValidationError(f"min_similarity is {min_similarity!r}; use a number from -1 to 1")
+        embedder = self._need_embedder("search by meaning")
+        vector = self._embed([query])[0]
+        return self._search_by_meaning(user, vector, embedder.name, embedder.dim, limit, kind, float(min_similarity))
+
+    def embedding_status(self, user: str) -> dict[str, Any]:
+        """How many of `user`'s records have a vector of this store's embedder.
+
+        Returns:
+            model, dim, records, current (a vector of this model), stale (of another model: not
+            compared until `reindex`), missing (none: written without an embedder).
+
+        Raises:
+            ValidationError: a bad user, or a store opened without an embedder.
+        """
+        self.limits.check_id("user", user)
+        embedder = self._need_embedder("embedding status")
+        with self._db.reading() as conn:
+            return embeddings.status(conn, user, embedder.name, embedder.dim)
+
+    def embedding_models(self) -> dict[str, int]:
+        """The models whose vectors the store keeps, with how many each (an empty dict: none).
+
+        Needs no embedder: a command that writes asks it to know which model keeps a store's
+        vectors current (`memkit put` on a store searched by meaning).
+        """
+        rows = self._db.fetch("SELECT model, count(*) FROM memory_embeddings GROUP BY model ORDER BY count(*) DESC, model")
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    def reindex(self, user: str | None = None, *, batch: int | None = None) -> dict[str, Any]:
+        """Make the vectors that are missing or stale (of another model) with this store's embedder.
+
+        For a new model, or records written without an embedder. The vectors are made outside the
+        write lock and written in one transaction (all or nothing), each only if its record still
+        holds the value it was made from (a put meanwhile keeps its own vector). Safe to run again:
+        a record with a current vector is left alone.
+
+        Args:
+            user: only this user's records (all users when None).
+            batch: write this many records per transaction instead (1 to 1000), for stores too
+                large to hold every vector in memory at once; a failure then keeps the batches
+                written before it.
+
+        Returns:
+            model, dim, embedded (vectors written), skipped (records changed meanwhile).
+
+        Raises:
+            ValidationError: a bad argument, or a store opened without an embedder.
+        """
+        if user is not None:
+            self.limits.check_id("user", user)
+        if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 1000):
+            raise ValidationError(f"batch is {batch!r}; use 1 to 1000 records per transaction, or None for one")
+        embedder = self._need_embedder("reindex")
+        with self._db.reading() as conn:
+            todo = embeddings.to_embed(conn, embedder.name, embedder.dim, user)
+        written = 0
+        batch = batch or max(len(todo), 1)
+        for start in range(0, len(todo), batch):
+            part = todo[start:start + batch]
+            vectors = self._embed([embedding_text(key, value) for _, _, key, value in part])
+            with self.transaction() as conn:
+                # The users' write locks first (in one order): on PostgreSQL a put of the same record
+                # then either committed before (its value is what the write below compares) or waits.
+                for owner in sorted({owner for owner, _, _, _ in part}):
+                    self._lock_user(conn, owner, creating=False)
+                for (owner, kind, key, value), vector in zip(part, vectors):
+                    written += self._write_vector(conn, vector, owner, kind, key, value)
+                self._db.check_size(conn)
+        return {"model": embedder.name, "dim": embedder.dim, "embedded": written, "skipped": len(todo) - written}
 
     def records(self, user: str, kind: str | None = None) -> list[Record]:
         """Every record of `user` (bounded by the per-user quota), by kind then key."""
@@ -689,3 +807,41 @@ class MemoryStore:
 
     def _archive_rows(self, rows: list[tuple[Any, ...]]) -> int:
         return archive.archive_rows(self._db, rows)
+
+    # -- retrieval by meaning (the vectors' format differs: bytes here, real[] on PostgreSQL) ----------
+
+    def _need_embedder(self, doing: str) -> Embedder:
+        if self.embedder is None:
+            raise ValidationError(
+                f"{doing} needs an embedding model: open the store with "
+                "embedder=memkit.semantic.load_embedder() (pip install 'memkit[semantic]')")
+        return self.embedder
+
+    def _embed(self, texts: list[str]) -> "numpy.ndarray":
+        embedder = self._need_embedder("embedding")
+        vectors = embedder.embed(texts)
+        if getattr(vectors, "shape", None) != (len(texts), embedder.dim):
+            raise ValidationError(f"embedder {embedder.name!r} returned vectors of shape "
+                                  f"{getattr(vectors, 'shape', None)}; expected ({len(texts)}, {embedder.dim})")
+        return vectors
+
+    _vector_sql = "e.vector"
+    """How a search reads a stored vector (PostgreSQL reads its `real[]` in binary form)."""
+
+    def _encode_vector(self, vector: "numpy.ndarray") -> Any:
+        return to_bytes(vector)
+
+    def _decode_vector(self, stored: Any, dim: int) -> "numpy.ndarray":
+        return from_bytes(stored, dim)
+
+    def _write_vector(self, conn: Any, vector: "numpy.ndarray", user: str, kind: str, key: str, value: str) -> int:
+        embedder = self._need_embedder("embedding")
+        return embeddings.write(conn, embedder.name, embedder.dim, self._encode_vector(vector), user, kind, key, value)
+
+    def _search_by_meaning(self, user: str, vector: "numpy.ndarray", model: str, dim: int, limit: int,
+                           kind: str | None, min_similarity: float) -> list[Record]:
+        # The user's own vectors (bounded by the quota), then the ranking, in Python.
+        with self._db.reading() as conn:
+            records, vectors = embeddings.user_vectors(conn, user, model, dim, kind, self._decode_vector,
+                                                       self._vector_sql)
+        return embeddings.rank(records, similarities(vector, vectors), min_similarity, limit)

@@ -210,6 +210,33 @@ PG_MIGRATIONS: list[list[str]] = [
           for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
                                     ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))],
     ],
+    # 9: retrieval by meaning, as SQLite's step: one vector per record with its model and
+    # dimension, keyed by the record's id, carrying its user; removed when the value changes or the
+    # record goes. A `real[]` here (not bytes), so that where the server has pgvector a search can
+    # cast it to `vector` and rank in SQL; the size counter counts the vectors too.
+    [
+        """CREATE TABLE memory_embeddings (
+            memory_id bigint PRIMARY KEY,
+            user_id text COLLATE "C" NOT NULL,
+            model text COLLATE "C" NOT NULL,
+            dim integer NOT NULL CHECK (dim >= 1),
+            vector real[] NOT NULL CHECK (cardinality(vector) = dim)
+        )""",
+        "CREATE INDEX memory_embeddings_by_user ON memory_embeddings (user_id, model)",
+        """CREATE FUNCTION memkit_embedding_drop() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            DELETE FROM memory_embeddings WHERE memory_id = OLD.id;
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER memory_embeddings_stale AFTER UPDATE OF value ON memories
+            FOR EACH ROW EXECUTE FUNCTION memkit_embedding_drop()""",
+        """CREATE TRIGGER memory_embeddings_gone AFTER DELETE ON memories
+            FOR EACH ROW EXECUTE FUNCTION memkit_embedding_drop()""",
+        *(f"""CREATE TRIGGER memory_embeddings_size_{event.lower()} AFTER {event} ON memory_embeddings
+            REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION memkit_size_change()"""
+          for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
+                                    ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))),
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

@@ -188,6 +188,29 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "CREATE INDEX proposals_by_user ON proposals (user_id, status, id)",
     ],
+    # 9: retrieval by meaning: one vector per record, kept beside it, with the model that
+    # made it and its dimension (a vector of another model is stale, never compared). Keyed by the
+    # record's id and carrying its user, so a search by meaning reads one user's vectors through
+    # the index and never another's. A vector belongs to the value it was made from: a change of
+    # the value or a delete removes it in the same statement (the triggers), and the store's put
+    # writes the new one in the same transaction; a write without an embedder leaves the record
+    # without one (counted as missing until `reindex`), never with a wrong one.
+    [
+        """CREATE TABLE memory_embeddings (
+            memory_id INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL CHECK (dim >= 1),
+            vector BLOB NOT NULL CHECK (length(vector) = 4 * dim)
+        )""",
+        "CREATE INDEX memory_embeddings_by_user ON memory_embeddings (user_id, model)",
+        """CREATE TRIGGER memory_embeddings_stale AFTER UPDATE OF value ON memories BEGIN
+            DELETE FROM memory_embeddings WHERE memory_id = old.id;
+        END""",
+        """CREATE TRIGGER memory_embeddings_gone AFTER DELETE ON memories BEGIN
+            DELETE FROM memory_embeddings WHERE memory_id = old.id;
+        END""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
