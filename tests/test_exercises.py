@@ -102,6 +102,10 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "not right yet", "already used"),
         ('my_script = [call("memory_delete", kind="preference", key="drink"), "Deleted."]',
          "not right yet", "no confirmation to delete"),
+        ('my_script = [{"name": "memory_put", "arguments": {"kind": "preference", "key": "drink",'
+         ' "value": "green tea"}}, "Saved."]', "not right yet", "a tool call made with call(...)"),
+        ('my_script = call("memory_put", kind="preference", key="drink", value="green tea")',
+         "not right yet", "a script is a list of steps"),
         ('my_script = [None, "Saved."]', "not answered yet", "my_script"),
     ],
     "04_retrieval_and_budgets.ipynb": [
