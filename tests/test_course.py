@@ -228,3 +228,89 @@ def test_the_projector_checks_catch_long_lines_tall_tables_and_set_up_talk():
     comment = _code("x = 1  # nbval cannot check this")
     assert prose_problems(_nb(talk, comment)) == [
         "cell 0 talks about the test set-up ('not compared')", "cell 1 talks about the test set-up ('nbval')"]
+
+
+# -- the optional real-model cells ----------------------------------------------------------------
+
+def _live_cell(nb: dict[str, Any]) -> int:
+    found = [i for i, cell in enumerate(nb["cells"]) if "live-model" in _tags(cell)]
+    assert len(found) == 1, f"{len(found)} cells are tagged live-model"
+    return found[0]
+
+
+@pytest.mark.parametrize("name", LIVE_NOTEBOOKS)
+def test_without_credentials_the_live_cell_says_how_in_one_line_before_the_exercise(name):
+    nb = _load(NOTEBOOK_DIR / f"{name}.ipynb")
+    at = _live_cell(nb)
+    text = "".join(output_text(output) for output in nb["cells"][at]["outputs"])
+    assert text.count("\n") == 1 and "OPENAI_API_KEY" in text and "OPENAI_MODEL" in text, text
+    answer_at = next(i for i, cell in enumerate(nb["cells"]) if "exercise-answer" in _tags(cell))
+    assert at < answer_at
+    assert "os.environ.get(\"OPENAI_API_KEY\")" in _source(nb["cells"][at])
+
+
+def _tool_call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_live", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+LIVE_REPLIES = {
+    "00_start_here": [_tool_call("memory_put", kind="preference", key="city", value="Lisbon"),
+                      _say("Saved your city."), _say("You live in Lisbon.")],
+    "03_approvals_and_the_agent_loop": [_tool_call("memory_put", kind="preference", key="drink", value="whisky"),
+                                        _say("Done, as your notes said.")],
+    "04_retrieval_and_budgets": [_say(f"Live answer {n}.") for n in range(1, 5)],
+}
+"""What the local chat-completions server answers, in order, to the requests of each live cell."""
+
+
+def _envelope(request: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(next(m for m in request["body"]["messages"] if m["role"] == "user")["content"])
+
+
+@pytest.mark.parametrize("name", LIVE_NOTEBOOKS)
+def test_the_live_cell_runs_against_a_real_http_endpoint(name, monkeypatch):
+    """Run the notebook up to its live cell in a kernel whose environment names the kit's local
+    chat-completions server (tests/test_models.py), as a student's would name OpenAI or Ollama."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    from test_models import ChatServer
+
+    server = ChatServer(LIVE_REPLIES[name])
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    monkeypatch.setenv("OPENAI_MODEL", "test-model")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+    at = _live_cell(nb)
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
+                                     resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    try:
+        with client.setup_kernel():
+            for index, cell in enumerate(nb.cells[: at + 1]):
+                if cell.cell_type == "code":
+                    client.execute_cell(cell, index)
+    finally:
+        server.close()
+    shown = "".join(output_text(output) for output in nb.cells[at].outputs)
+    received = server.received
+    assert received and all(r["body"]["model"] == "test-model" for r in received)
+    assert all(r["auth"] == "Bearer sk-test-not-real" for r in received)
+    assert all(r["path"] == "/v1/chat/completions" for r in received)
+    if name == "00_start_here":
+        assert "Saved your city." in shown and "You live in Lisbon." in shown, shown
+        # The second session, another process, was given the city from the file the first one wrote.
+        recalled = _envelope(received[2])["retrieved_memory"]
+        assert {"kind": "preference", "key": "city", "value": "Lisbon"}.items() <= recalled[0].items()
+    elif name == "03_approvals_and_the_agent_loop":
+        assert "database unchanged: True" in shown and "Done, as your notes said." in shown, shown
+        outcome = json.loads(received[1]["body"]["messages"][-1]["content"])
+        assert outcome["ok"] is False and "no confirmation" in outcome["error"]
+        assert any("INSTRUCTION" in m["value"] for m in _envelope(received[0])["retrieved_memory"])
+    else:
+        assert len(received) == 4 and "Live answer 4." in shown, shown
+        prefix = len('"model":"test-model",')
+        assert all(len(r["raw"].decode("utf-8")) - prefix <= 3200 for r in received)
