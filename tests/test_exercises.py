@@ -9,7 +9,9 @@ For each notebook one kernel (started the way nbval starts one, in the notebooks
 3. for each answer below (a right one and several wrong ones), the answer cell is replaced and the
    exercise's cells (answer, experiment, check) are run: the check gives the expected verdict, and
    the same verdict when it runs again; for the first answer, the answer, the experiment and the
-   check all run again and give the same verdict.
+   check all run again and give the same verdict, and what they showed matches one of the answer
+   patterns the notebook declares (so tests/test_course.py would catch that answer in a committed
+   output).
 
 The cells are found by their tags: `exercise-answer` and `exercise-check`, with the cells between
 them the experiment.
@@ -32,24 +34,41 @@ NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 # notebook -> [(answer cell source, verdict label, text the verdict must hold)]
 VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "00_start_here.ipynb": [
+        ('first_session_says = ["My city is Lisbon"]\n'
+         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
+         'second_session_says = ["Which city do I live in?"]', "right", "from the file"),
+        ('first_session_says = ["I live in Lisbon"]\n'
+         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
+         'second_session_says = ["Where do I live?"]', "right", "from the file"),
         ('first_session_says = ["Remember my city is Lisbon"]\n'
          'first_session_confirms = [("preference", "city", "Lisbon")]\n'
          'second_session_says = ["Which city do I live in?"]', "right", "from the file"),
-        ('first_session_says = ["Remember my city is Lisbon"]\nfirst_session_confirms = []\n'
-         'second_session_says = ["Which city do I live in?"]', "not right yet", "saved no city"),
-        ('first_session_says = ["Remember my city is Lisbon"]\n'
+        ('first_session_says = ["My city is Lisbon"]\nfirst_session_confirms = []\n'
+         'second_session_says = ["Which city do I live in?"]', "not right yet",
+         "nobody confirmed what the model proposed"),
+        ('first_session_says = ["My city is Lisbon"]\n'
          'first_session_confirms = [("preference", "city", "lisbon")]\n'
-         'second_session_says = ["Which city do I live in?"]', "not right yet", "saved no city"),
-        ('first_session_says = ["Remember my city is Lisbon"]\n'
+         'second_session_says = ["Which city do I live in?"]', "not right yet",
+         "a confirmation covers one exact value"),
+        ('first_session_says = ["Lisbon is where I am"]\n'
+         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
+         'second_session_says = ["Which city do I live in?"]', "not right yet", "the model proposed no save"),
+        ('first_session_says = ["Remember my home is Lisbon"]\n'
+         'first_session_confirms = [("preference", "home", "Lisbon")]\n'
+         'second_session_says = ["Which city do I live in?"]', "not right yet", "not 'city'"),
+        ('first_session_says = ["My city is Lisbon"]\n'
          'first_session_confirms = [("preference", "city", "Lisbon")]\n'
          'second_session_says = ["What do I like to drink?"]', "not right yet", "not about her city"),
-        ('first_session_says = ["Remember my city is Lisbon"]\n'
+        ('first_session_says = ["My city is Lisbon"]\n'
          'first_session_confirms = [("preference", "city", "Lisbon")]\n'
          'second_session_says = ["Do I live in Lisbon?"]', "not right yet", "already says 'Lisbon'"),
-        ('first_session_says = "Remember my city is Lisbon"\n'
+        ('first_session_says = "My city is Lisbon"\n'
+         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
+         'second_session_says = ["Which city do I live in?"]', "not right yet", "could not run"),
+        ('first_session_says = ["My city is Lisbon"]\n'
          'first_session_confirms = [("preference", "city")]\n'
          'second_session_says = ["Which city do I live in?"]', "not right yet", "could not run"),
-        ('first_session_says = ["Remember my city is Lisbon"]\n'
+        ('first_session_says = ["My city is Lisbon"]\n'
          'first_session_confirms = None\nsecond_session_says = ["Which city do I live in?"]',
          "not answered yet", "replace"),
     ],
@@ -83,6 +102,10 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "not right yet", "already used"),
         ('my_script = [call("memory_delete", kind="preference", key="drink"), "Deleted."]',
          "not right yet", "no confirmation to delete"),
+        ('my_script = [{"name": "memory_put", "arguments": {"kind": "preference", "key": "drink",'
+         ' "value": "green tea"}}, "Saved."]', "not right yet", "a tool call made with call(...)"),
+        ('my_script = call("memory_put", kind="preference", key="drink", value="green tea")',
+         "not right yet", "a script is a list of steps"),
         ('my_script = [None, "Saved."]', "not answered yet", "my_script"),
     ],
     "04_retrieval_and_budgets.ipynb": [
@@ -100,13 +123,18 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('predicted = {"after commit, NORMAL": 0, "before commit, FULL": None}', "not answered yet", "before commit"),
     ],
     "06_user_isolation.ipynb": [
-        ('carol_drink = "rooibos with honey"', "right", "only records of their own"),
-        ('carol_drink = "tea"', "right", "Carol's agent received her drink 'tea'"),
-        ('carol_drink = "jasmine tea"', "not right yet", "alice has the same value"),
-        ('carol_drink = "jasmine tea"\nviews = {"alice": {"retrieved": []}, "bob": {"retrieved": []}}',
-         "not right yet", "alice has the same value"),
-        ('carol_drink = "   "', "not right yet", "refused the value"),
-        ("carol_drink = None", "not answered yet", "carol_drink"),
+        ('predicted = {"alice\'s requests holding \'tea\'": 1, "Carol\'s records alice received": 0}',
+         "right", "false alarm"),
+        ('predicted = {"alice\'s requests holding \'tea\'": 0, "Carol\'s records alice received": 0}',
+         "not right yet", "alice's own 'jasmine tea' holds 'tea'"),
+        ('predicted = {"alice\'s requests holding \'tea\'": 1, "Carol\'s records alice received": 1}',
+         "not right yet", "retrieval reads only alice's rows"),
+        ('predicted = {"alice\'s requests holding \'tea\'": 4, "Carol\'s records alice received": 0}',
+         "not right yet", "one request"),
+        ('predicted = {"alice\'s requests holding \'tea\'": "one", "Carol\'s records alice received": 0}',
+         "not right yet", "write a number"),
+        ('predicted = {"alice\'s requests holding \'tea\'": 1, "Carol\'s records alice received": None}',
+         "not answered yet", "Carol's records alice received"),
     ],
     "07_short_term_redis.ipynb": [
         ('predicted = {"after two more": {"window": 3, "pending": 2, "archive": 2},\n'
@@ -234,6 +262,9 @@ def test_exercise_verdicts_and_run_all_twice(name):
     nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
     answer_at, check_at = _tagged(nb, "exercise-answer"), _tagged(nb, "exercise-check")
     assert answer_at < check_at
+    # The answer patterns the notebook declares (tests/test_course.py): they must see the right answer.
+    declared = nb.cells[answer_at].get("metadata", {}).get("memkit", {}).get("answer_patterns", [])
+    patterns = [re.compile(pattern) for pattern in declared]
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
                                      resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
 
@@ -260,10 +291,13 @@ def test_exercise_verdicts_and_run_all_twice(name):
 
         for number, (source, label, expected) in enumerate(VARIANTS[name]):
             run(answer_at, source)
-            for index in range(answer_at + 1, check_at):
-                run(index)
-            verdict = _verdict(run(check_at))
+            shown = "".join(_text(run(index)) for index in range(answer_at + 1, check_at))
+            checked = run(check_at)
+            verdict = _verdict(checked)
             assert verdict.startswith(label) and expected in verdict, (source, verdict)
+            if number == 0 and patterns:  # the declared patterns see the answer when it is shown
+                revealed = shown + _text(checked)
+                assert any(p.search(revealed) for p in patterns), (patterns, revealed[:600])
             assert _verdict(run(check_at)) == verdict, (source, verdict)  # the check again
             if number == 0:  # the answer, the experiment and the check again (experiments are the slow part)
                 for index in range(answer_at, check_at + 1):

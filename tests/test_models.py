@@ -190,3 +190,81 @@ def test_cli_live_talks_to_the_configured_endpoint(tmp_path, chat_server):
     assert output["model"] == "live"
     assert [t["reply"] for t in output["turns"]] == ["Hello from the live path.", "Still here."]
     assert [r["body"]["model"] for r in server.received] == ["test-model", "test-model"]
+
+
+# -- the fixture model: what a student will type, and the tool call it proposes -------------------
+
+PUT, DELETE = "memory_put", "memory_delete"
+PHRASINGS = [
+    # what the person says -> the tool call the fixture proposes (None: nothing to remember)
+    ("My city is Lisbon", (PUT, "preference", "city", "Lisbon")),
+    ("my city is Lisbon.", (PUT, "preference", "city", "Lisbon")),
+    ("I live in Lisbon", (PUT, "preference", "city", "Lisbon")),
+    ("I live in Lisbon now", (PUT, "preference", "city", "Lisbon")),
+    ("I moved to Porto", (PUT, "preference", "city", "Porto")),
+    ("I've moved to Porto!", (PUT, "preference", "city", "Porto")),
+    ("I'm vegetarian", (PUT, "preference", "diet", "vegetarian")),
+    ("I am a vegan", (PUT, "preference", "diet", "vegan")),
+    ("I'm allergic to peanuts", (PUT, "preference", "allergy", "peanuts")),
+    ("call me Sam", (PUT, "preference", "name", "Sam")),
+    ("Please call me Sam.", (PUT, "preference", "name", "Sam")),
+    ("My name is Sam", (PUT, "preference", "name", "Sam")),
+    ("My favourite drink is green tea", (PUT, "preference", "drink", "green tea")),
+    ("Remember my drink is green tea", (PUT, "preference", "drink", "green tea")),
+    ("remember that my pin is 4321", (PUT, "preference", "pin", "4321")),
+    ("Remember that I live in Lisbon", (PUT, "preference", "city", "Lisbon")),
+    ("Remember that the dentist moved to Friday",
+     (PUT, "episode", "note.dentist-moved-friday", "The dentist moved to Friday")),
+    ("Note episode trip.lisbon: walked up to the castle",
+     (PUT, "episode", "trip.lisbon", "walked up to the castle")),
+    ("forget my city", (DELETE, "preference", "city", None)),
+    ("Forget where I live.", (DELETE, "preference", "city", None)),
+    ("forget my drink please", (DELETE, "preference", "drink", None)),
+    ("forget episode trip.lisbon", (DELETE, "episode", "trip.lisbon", None)),
+    # one-off instructions, questions and conversation facts: nothing to remember
+    ("answer in French this time", None),
+    ("Answer in French, just this once", None),
+    ("I'm in Lisbon this week", None),
+    ("My ticket number is T-4471", None),
+    ("Which city do I live in?", None),
+    ("Do I live in Lisbon?", None),
+    ("What is my city?", None),
+    ("Plan a tea stop on my next trip to Lisbon", None),
+]
+
+
+@pytest.mark.parametrize(("said", "expected"), PHRASINGS, ids=[p[0] for p in PHRASINGS])
+def test_the_fixture_proposes_the_tool_call_a_person_means(said, expected):
+    from memkit.models import propose
+
+    proposed = propose(said)
+    if expected is None:
+        assert proposed is None
+        return
+    tool, kind, key, value = expected
+    arguments = {"kind": kind, "key": key, **({"value": value} if value is not None else {})}
+    assert proposed == (tool, arguments)
+
+
+@pytest.mark.parametrize("said", ["My city is Lisbon", "I live in Lisbon", "Remember that I live in Lisbon"])
+def test_a_plain_statement_with_the_right_confirmation_is_saved_and_without_it_is_not(store, said):
+    from memkit import FixtureModel
+
+    approvals = Approvals()
+    approvals.confirm_put("preference", "city", "Lisbon")
+    model = FixtureModel()
+    reply = asyncio.run(MemoryAgent(store, "alice", "s1", model, approvals=approvals).ask(said))
+    assert reply.text == "Saved preference city = Lisbon (revision 1)."
+    assert store.history("alice", "preference", "city")[-1]["confirmation"] == "confirm#1"
+    refused = asyncio.run(MemoryAgent(store, "bob", "s1", FixtureModel()).ask(said))
+    assert refused.text.startswith("I could not do that: no confirmation to save preference 'city' = 'Lisbon'")
+    assert store.get("bob", "preference", "city") is None
+
+
+def test_a_one_off_instruction_calls_no_tool_and_says_so(store):
+    from memkit import FixtureModel
+
+    model = FixtureModel()
+    reply = asyncio.run(MemoryAgent(store, "alice", "s1", model).ask("Answer in French this time"))
+    assert reply.tool_results == [] and reply.text == "Understood, for this time only: nothing to remember."
+    assert store.records("alice") == []

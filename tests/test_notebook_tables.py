@@ -70,3 +70,30 @@ def test_importing_memkit_notebook_does_not_import_the_extras():
               "memkit.notebook.inspector; print(sorted({'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_tables_show_text_columns_left_aligned_and_numbers_as_pandas_does(demo):
+    frame = records_table(demo.records("alice"))
+    page = frame[["kind", "key", "revision"]]._repr_html_()  # a selection keeps the display
+    header = page.split("<tbody>")[0]
+    assert '<th style="text-align: left;">kind</th>' in header and "<th>revision</th>" in header
+    first_row = page.split("<tbody>")[1].split("</tr>")[0]
+    assert first_row.count('<td style="text-align: left;">') == 2 and "<td>1</td>" in first_row
+    assert frame["revision"].sum() == 3 and list(frame.columns)[:2] == ["kind", "key"]  # still a DataFrame
+
+
+def test_a_long_table_shows_its_first_rows_and_how_many_there_are():
+    import pandas as pd
+
+    from memkit.notebook.tables import MAX_ROWS, left_aligned, text_table
+
+    long = text_table(pd.DataFrame({"n": range(MAX_ROWS + 5), "word": ["tea"] * (MAX_ROWS + 5)}))
+    page = long._repr_html_()
+    assert page.split("<tbody>")[1].count("<tr>") == MAX_ROWS
+    assert page.endswith(f"<p>the first {MAX_ROWS} of {MAX_ROWS + 5} rows</p>")
+    assert repr(long).endswith(f"the first {MAX_ROWS} of {MAX_ROWS + 5} rows")
+    short = text_table(pd.DataFrame({"n": range(3)}))
+    assert "rows</p>" not in short._repr_html_() and "the first" not in repr(short)
+    plain = "<table><tr><td>1</td><td>a</td></tr></table>"
+    assert left_aligned(plain, [1], index=False) == (
+        '<table><tr><td>1</td><td style="text-align: left;">a</td></tr></table>')

@@ -29,7 +29,8 @@ NUMBERED_HEADING_RE = re.compile(r"(?m)^##+ \d+\. (\w+)")
 ARTICLES = {"the", "a", "an"}
 # nbval's own tag (out of the student's view, unlike a marker comment) and the exercise tags that
 # tests/test_exercises.py looks for.
-KNOWN_TAGS = {"nbval-ignore-output", "exercise-answer", "exercise-experiment", "exercise-check"}
+KNOWN_TAGS = {"nbval-ignore-output", "exercise-answer", "exercise-experiment", "exercise-check",
+              "live-model"}  # live-model: the optional cell that talks to a real model (tests/test_course.py)
 # A path of this machine (or a typical laptop) at the start of a path, not inside a URL.
 MACHINE_PATH_RE = re.compile(
     r"(?<![\w.:/-])(?:/tmp/|/var/folders/|/private/var/|/root/|/work/|/home/|/Users/|[A-Za-z]:\\\\?Users\\)"
@@ -275,10 +276,11 @@ def test_urls_and_sanitized_placeholders_are_not_machine_paths():
 INTRODUCED = {
     # name imported from memkit (or `await` at the top level of a cell) -> the notebook that introduces it
     "MemoryStore": "00", "lab": "00", "FixtureModel": "00", "memkit.notebook.Workspace": "00",
-    "memkit.notebook.exercises": "00",
+    "memkit.notebook.exercises": "00", "MemoryAgent": "00", "Approvals": "00", "OpenAIModel": "00",
+    "memkit.notebook.processes": "00", "memkit.models.propose": "00",
     "FakeClock": "01", "ValidationError": "01", "memkit.store.MIGRATIONS": "01", "memkit.store.SCHEMA_VERSION": "01",
-    "Limits": "02", "LockedError": "02", "QuotaError": "02", "memkit.notebook.processes": "02",
-    "MemoryTools": "03", "MemoryAgent": "03", "ScriptedModel": "03", "Approvals": "03", "await": "03",
+    "Limits": "02", "LockedError": "02", "QuotaError": "02",
+    "MemoryTools": "03", "ScriptedModel": "03", "await": "03",
     "memkit.agent.SYSTEM_PROMPT": "03", "memkit.jsonutil.canonical_json": "03", "memkit.models.call": "03",
     "memkit.request.Request": "03", "memkit.store.fingerprint": "03", "memkit.notebook.ConfirmForm": "03",
     "memkit.notebook.confirm_from_form": "03", "memkit.notebook.approvals_table": "03",
@@ -365,12 +367,12 @@ def test_the_order_check_catches_a_name_used_too_early_and_an_unexplained_term()
     def notebook(*cells: dict[str, Any]) -> dict[str, Any]:
         return {"cells": list(cells)}
 
-    early = notebook(_cell("markdown", "Meet `MemoryAgent`."), _cell("code", "from memkit import MemoryAgent"))
+    early = notebook(_cell("markdown", "Meet `ScriptedModel`."), _cell("code", "from memkit import ScriptedModel"))
     assert [p for p in order_problems([("02_x.ipynb", early)]) if "02_x" in p] == [
-        "02_x.ipynb uses 'MemoryAgent' before notebook 03 introduces it"]
-    silent = notebook(_cell("code", "from memkit import MemoryAgent\nreply = await agent.ask('x')"))
+        "02_x.ipynb uses 'ScriptedModel' before notebook 03 introduces it"]
+    silent = notebook(_cell("code", "from memkit import ScriptedModel\nreply = await agent.ask('x')"))
     problems = order_problems([("03_x.ipynb", silent)])
-    assert "03_x.ipynb introduces 'MemoryAgent' without naming it in its prose" in problems
+    assert "03_x.ipynb introduces 'ScriptedModel' without naming it in its prose" in problems
     assert "03_x.ipynb introduces 'await' without naming it in its prose" in problems
     plain = notebook(_cell("markdown", "A trigram index and **canonical JSON**."))
     problems = order_problems([("00_x.ipynb", plain)])

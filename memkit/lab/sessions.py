@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..models import REMEMBER_RULE
+from ..models import propose
 from ..store import MemoryStore
 from .display import scrub
 from .workers import PathLike, answer, limits_from, run_worker, skip_iri_grammar, worker
@@ -23,8 +23,9 @@ from .workers import PathLike, answer, limits_from, run_worker, skip_iri_grammar
 class GoldfishAgent:
     """An agent whose memory is a dict inside its own process: fine until the process ends.
 
-    It follows the same phrases as `FixtureModel` ("remember my KEY is VALUE", a question naming
-    a key), so the only difference from the kit's agent is where the memory lives.
+    It understands the same phrases as `FixtureModel` (`memkit.models.propose`: "remember my KEY is
+    VALUE", "My city is Lisbon", ...; a question naming a key), so the only difference from the
+    kit's agent is where the memory lives (and that nobody is asked to confirm).
 
     Example:
         >>> fish = GoldfishAgent()
@@ -38,10 +39,11 @@ class GoldfishAgent:
         self.memory: dict[str, str] = {}
 
     def ask(self, task: str) -> str:
-        """Save a "remember my ..." fact in the dict, or answer from the dict."""
-        if match := REMEMBER_RULE.search(task.strip()):
-            key = match.group(1).strip().lower().replace(" ", "_")
-            self.memory[key] = match.group(2).strip()
+        """Save a fact the person told in the dict, or answer from the dict."""
+        proposed = propose(task)
+        if proposed and proposed[0] == "memory_put":
+            key = proposed[1]["key"]
+            self.memory[key] = proposed[1]["value"]
             return f"Noted: {key} = {self.memory[key]}."
         words = set(re.findall(r"[a-z0-9_]+", task.lower()))
         facts = [f"{key} = {value}" for key, value in sorted(self.memory.items()) if key in words]

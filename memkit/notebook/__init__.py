@@ -1,6 +1,7 @@
 """What the notebooks show: tables, charts, small views (ipywidgets) and the memory inspector.
 
-- `tables`: records, histories, tool results, messages and confirmations as DataFrames;
+- `tables`: records, histories, tool results, messages and confirmations as DataFrames, shown
+  projector-ready (`text_table`: text columns left-aligned, at most 15 rows);
 - `charts`: a request's parts against its budget, and the scripted conversation behind the chart;
 - `views`: the budget explorer, the confirm form, the user switcher and the isolation scans;
 - `inspector`: `MemoryInspector`, for any memkit database (read-only unless asked), with
@@ -20,14 +21,15 @@ from __future__ import annotations
 from ._support import run_sync
 from .charts import DEFAULT_TASKS, PARTS, budget_chart, budget_summary, conversation_rows, measurement_rows
 from .inspector import MemoryInspector, NotInspectable, PeerInspector, inspect
-from .tables import approvals_table, history_table, messages_table, records_table, tool_results_table
+from .tables import (approvals_table, history_table, messages_table, records_table, text_table,
+                     tool_results_table)
 from .views import (BudgetExplorer, ConfirmForm, UserSwitcher, confirm_from_form, cross_user_scan, scan_requests,
                     what_user_sees)
 from .workspace import Workspace
 
 __all__ = [
     # tables
-    "records_table", "history_table", "tool_results_table", "messages_table", "approvals_table",
+    "records_table", "history_table", "tool_results_table", "messages_table", "approvals_table", "text_table",
     # charts and the runs behind them
     "budget_chart", "budget_summary", "conversation_rows", "measurement_rows", "DEFAULT_TASKS", "PARTS",
     # views

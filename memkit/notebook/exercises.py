@@ -3,6 +3,11 @@
 A check cell prints one `Verdict`. The answer cell holds placeholders (`None`) that Run All leaves
 in place, so an untouched notebook says "not answered yet"; an answer gets a specific verdict and
 a hint, never a bare `AssertionError`.
+
+A prediction exercise keeps its answer: its experiment cell starts with `prediction_recorded`, which
+prints one line asking for the prediction (`PREDICT_FIRST`) and lets nothing run while the answer
+cell still holds a placeholder, so neither the committed notebook nor a Run All shows the result
+before the student has predicted it.
 """
 
 from __future__ import annotations
@@ -50,6 +55,27 @@ def unanswered(answer: Any) -> bool:
     return False
 
 
+PREDICT_FIRST = "Record your prediction above first"
+"""The start of the one line an experiment cell prints while its prediction is not recorded."""
+
+
+def prediction_recorded(prediction: Any, where: str = "the answer cell") -> bool:
+    """Whether an experiment may reveal its result: True once `prediction` holds no placeholder.
+
+    While it does, prints one line asking for it and returns False, so the experiment cell shows
+    that line instead of the answer.
+
+    Example:
+        >>> prediction_recorded({"revision": None})
+        Record your prediction above first: replace each None in the answer cell, run it, then run this cell.
+        False
+    """
+    if unanswered(prediction):
+        print(f"{PREDICT_FIRST}: replace each None in {where}, run it, then run this cell.")
+        return False
+    return True
+
+
 def not_answered(what: str) -> Verdict:
     """The verdict for an answer cell left as it was; `what` says what to fill in."""
     return Verdict("unanswered", what)
@@ -65,13 +91,14 @@ def wrong(what: str, hint: str) -> Verdict:
     return Verdict("wrong", f"{what}. Hint: {hint}")
 
 
-def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any], *,
+def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any] | None, *,
                      hints: Mapping[str, Hint], explanation: str) -> Verdict:
     """Compare a prediction with what an experiment measured, figure by figure.
 
     Args:
         predicted: the student's figures by name (placeholders `None` until answered).
-        measured: the experiment's figures under the same names.
+        measured: the experiment's figures under the same names; None while the experiment has not
+            run since the prediction was recorded (it waits for the prediction).
         hints: per name, a hint (or a function of the predicted value giving one) for a miss.
         explanation: why the measured figures are what they are (shown with a right answer).
 
@@ -79,15 +106,17 @@ def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any], 
         Not answered while any placeholder is left; right when every figure matches; otherwise
         wrong, naming each figure missed (predicted and measured) with its hint.
     """
+    if measured is None:
+        if isinstance(predicted, Mapping) and unanswered(predicted):
+            return _placeholders_left(predicted)
+        return not_answered("your prediction is recorded: run the experiment cell, then this check")
     if set(predicted) != set(measured):
         missing = sorted(set(measured) - set(predicted))
         extra = sorted(set(predicted) - set(measured))
         return wrong(f"the prediction names {sorted(predicted)}; the experiment measures {sorted(measured)}",
                      f"keep the names of the answer cell (missing: {missing}, unknown: {extra})")
     if unanswered(predicted):
-        left = [name for name, value in predicted.items() if unanswered(value)]
-        names = " and ".join(repr(name) for name in left)
-        return not_answered(f"replace the None of {names} with your prediction, then run this cell again")
+        return _placeholders_left(predicted)
     misses = []
     for name, value in predicted.items():
         if value == measured[name]:
@@ -101,3 +130,10 @@ def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any], 
     if not misses:
         return right(explanation)
     return Verdict("wrong", "; ".join(misses))
+
+
+def _placeholders_left(predicted: Mapping[str, Any]) -> Verdict:
+    left = [name for name, value in predicted.items() if unanswered(value)]
+    names = " and ".join(repr(name) for name in left)
+    # The same words as before prediction_recorded existed: committed outputs of every notebook show them.
+    return not_answered(f"replace the None of {names} with your prediction, then run this cell again")
