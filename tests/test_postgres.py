@@ -148,7 +148,7 @@ def test_expected_objects_and_columns_are_what_the_migrations_make(pg_url):
     assert PG_SCHEMA_VERSION == SCHEMA_VERSION  # version N names the same schema on both backends
     assert {name for kind, name in expected_objects() if kind == "trigger"} == {
         "memories_count_insert", "memories_count_delete", "memory_events_append_only",
-        *(f"{table}_size_{event}" for table in ("memories", "memory_events", "transcript")
+        *(f"{table}_size_{event}" for table in ("memories", "memory_events", "transcript", "agent_items")
           for event in ("insert", "update", "delete"))}
 
 

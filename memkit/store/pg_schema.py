@@ -171,6 +171,22 @@ PG_MIGRATIONS: list[list[str]] = [
     # PostgreSQL's pg_trgm indexes are ordinary GIN indexes that search plans around: nothing to do,
     # but the version moves with SQLite's, so version 5 names the same schema on both.
     [],
+    # (integrations) the items of openai-agents sessions (`MemkitSession`), as SQLite's step; their
+    # bytes count toward the size cap like every other table's.
+    [
+        """CREATE TABLE agent_items (
+            user_id text COLLATE "C" NOT NULL,
+            session_id text COLLATE "C" NOT NULL,
+            position bigint NOT NULL CHECK (position >= 1),
+            item text COLLATE "C" NOT NULL,
+            at text COLLATE "C" NOT NULL,
+            PRIMARY KEY (user_id, session_id, position)
+        )""",
+        *(f"""CREATE TRIGGER agent_items_size_{event.lower()} AFTER {event} ON agent_items
+            REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION memkit_size_change()"""
+          for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
+                                    ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))),
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
@@ -196,9 +212,20 @@ adds what later steps add. tests/test_postgres.py checks them against what the s
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 
 
+_CREATES_TABLE = re.compile(r"CREATE TABLE (\w+) \((.*)\)", re.DOTALL)
+_NOT_A_COLUMN = ("PRIMARY", "UNIQUE", "CHECK", "FOREIGN", "CONSTRAINT")
+
+
 def expected_columns(version: int = PG_SCHEMA_VERSION) -> dict[str, set[str]]:
-    """The columns each table has after the first `version` steps (step 1's, and every ADD COLUMN since)."""
+    """The columns each table has after the first `version` steps (step 1's, the tables later steps
+    create, one column definition per line, and every ADD COLUMN since)."""
     columns = {table: set(names) for table, names in PG_EXPECTED_TABLES.items()}
+    for steps in PG_MIGRATIONS[1:version]:
+        for statement in steps:
+            created = _CREATES_TABLE.match(statement.strip())
+            if created:
+                lines = (line.strip().split(" ", 1)[0] for line in created.group(2).splitlines())
+                columns[created.group(1)] = {name for name in lines if name and name not in _NOT_A_COLUMN}
     for steps in PG_MIGRATIONS[:version]:
         for statement in steps:
             for table, column in _ADDS_COLUMN.findall(statement):
