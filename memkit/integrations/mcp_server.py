@@ -12,11 +12,12 @@ person through MCP elicitation, showing the kind, the key, the value and what is
 - the record changed between the question and the answer: nothing is stored. The question names the
   record's revision, so an answer fits only the exact value and state it was given for.
 
-Both protocol eras are served by the SDK's resolver pattern: up to spec 2025-11-25 the question is an
-`elicitation/create` request sent in the middle of the call; from 2026-07-28 the call returns an
-input-required result and the client retries with the answer. A retry whose question no longer
-renders the same (another value, a record that changed since) is asked again, never answered by the
-old answer.
+Both protocol eras are served through the SDK's resolver pattern (`Resolve`): up to spec 2025-11-25
+the question is an `elicitation/create` request sent in the middle of the call (put by `_ask`
+itself, so that a client answering with an error gets "nothing stored" rather than a failed call);
+from 2026-07-28 the call returns an input-required result and the client retries with the answer.
+A retry whose question no longer renders the same (another value, a record that changed since) is
+asked again, never answered by the old answer; the SDK also seals the request state to the call.
 
 Errors (bad arguments, a locked database) are tool errors (`isError`), never a crash of the server.
 """
