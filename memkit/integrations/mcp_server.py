@@ -368,9 +368,10 @@ def _not_stored(question: Question, outcome: str, detail: str | None = None) -> 
 
 _TOOLS: list[tuple[Any, str, ToolAnnotations]] = [
     (memory_get, "Read one memory of the current user.",
-     ToolAnnotations(title="Read a memory", read_only_hint=True, open_world_hint=False)),
+     ToolAnnotations(title="Read a memory", read_only_hint=True, destructive_hint=False, open_world_hint=False)),
     (memory_search, "Search the current user's memories by a literal, case-insensitive substring, newest first.",
-     ToolAnnotations(title="Search memories", read_only_hint=True, open_world_hint=False)),
+     ToolAnnotations(title="Search memories", read_only_hint=True, destructive_hint=False,
+                     open_world_hint=False)),
     (memory_put, "Save a memory of the current user. The person is asked to confirm the exact kind, key "
                  "and value in the MCP client; nothing is saved unless they accept.",
      ToolAnnotations(title="Save a memory (asks the person)", read_only_hint=False, destructive_hint=True,
