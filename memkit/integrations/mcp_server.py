@@ -32,6 +32,7 @@ from typing import Annotated, Any, Literal
 
 try:
     import anyio.to_thread
+    from mcp.server.elicitation import render_elicitation_schema
     from mcp.server.mcpserver import (
         AcceptedElicitation,
         CancelledElicitation,
@@ -70,6 +71,9 @@ class Confirm(BaseModel):
 
     # No fields: the answer is the person's accept or decline. A field holding the value would let
     # the form change it, and the person must confirm the value shown, not one typed into a form.
+
+
+_CONFIRM_SCHEMA = render_elicitation_schema(Confirm)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,11 +226,11 @@ async def _ask(question: Question, ctx: Context) -> Elicit[Confirm] | Outcome:
     # the SDK, so that a client that fails to put it to the person (answers with an error instead
     # of accept, decline or cancel) gets "nothing stored" rather than a failed call.
     try:
-        answer = await ctx.elicit(question.message, Confirm)
+        answer = await ctx.session.elicit_form(message=question.message, requested_schema=_CONFIRM_SCHEMA,
+                                               related_request_id=ctx.request_id)
     except MCPError as exc:
         return Outcome("cannot_ask", f"the client could not ask the person ({exc.error.message})")
-    except ValueError as exc:  # accepted with content that is not this form's
-        raise ToolError(f"the client's answer to the question is not valid: {exc}") from exc
+    # The form has no fields, so an accept is an accept with or without (empty) content.
     return Outcome(answer.action)
 
 
