@@ -11,10 +11,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install 'memkit[agents]'")
 
@@ -58,6 +61,31 @@ def test_items_of_every_kind_come_back_exactly(tmp_path):
         assert run(session.get_items(limit=2)) == ITEMS[-2:]
         assert run(session.pop_item()) == ITEMS[-1]
         assert run(session.get_items()) == ITEMS[:-1]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5), max_size=4),
+                        max_size=4),
+       pops=st.integers(min_value=0, max_value=3))
+def test_any_json_items_come_back_exactly_and_never_to_another_user(tmp_path, batches, pops):
+    with MemoryStore(tmp_path / "memory.sqlite3") as store:
+        session_id = f"s{uuid.uuid4().hex[:12]}"  # hypothesis reuses tmp_path across examples
+        mine, theirs = MemkitSession(session_id, store, user="alice"), MemkitSession(session_id, store, user="bob")
+        run(theirs.add_items([{"role": "user", "content": "bob's"}]))
+        expected: list[Any] = []
+        for batch in batches:
+            run(mine.add_items(batch))
+            expected += batch
+        for _ in range(pops):
+            assert run(mine.pop_item()) == (expected.pop() if expected else None)
+        assert run(mine.get_items()) == expected
+        assert run(theirs.get_items()) == [{"role": "user", "content": "bob's"}]
 
 
 def test_an_item_over_the_limit_is_refused_with_nothing_of_its_call_stored(tmp_path):
