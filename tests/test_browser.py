@@ -68,7 +68,7 @@ DEAD_WIDGET_TIMEOUT_S = 2
 """The same, once the kernel has reported an error from this widget's callbacks (it is known dead)."""
 
 # Which notebook (by number) holds which widget; the check fails if the widget is missing.
-WIDGET_CHECKS = {"04": "budget explorer", "06": "user switcher", "08": "inspector"}
+WIDGET_CHECKS = {"04": "budget explorer", "06": "user switcher", "08": "inspector", "11": "question view"}
 
 
 # -- the server -------------------------------------------------------------------------------------
@@ -613,7 +613,23 @@ def check_user_switcher(opened: OpenNotebook) -> None:
     steps.finish()
 
 
-CHECKS = {"inspector": check_inspector, "budget explorer": check_budget_explorer, "user switcher": check_user_switcher}
+def check_question_view(opened: OpenNotebook) -> None:
+    steps = Steps(opened, "question view")
+    widget = find_widget(opened, steps, ".widget-button:has-text('Approve')", "the question view")
+    if widget is None:
+        return steps.finish()
+    shown = widget.text_content() or ""
+    steps.check("it shows the server's question with the exact value", 'value: "window"' in shown, shown[:200])
+    steps.act("press Approve", lambda: widget.locator("button:has-text('Approve')").click())
+    # The next cell answered first ("accept"): the button shows that answer's result, stored once.
+    steps.check("the result of the answer appears under the buttons",
+                steps.wait(lambda: '"stored": true' in (widget.text_content() or "")),
+                (widget.text_content() or "")[-200:])
+    steps.finish()
+
+
+CHECKS = {"inspector": check_inspector, "budget explorer": check_budget_explorer, "user switcher": check_user_switcher,
+          "question view": check_question_view}
 
 
 # -- the tests --------------------------------------------------------------------------------------

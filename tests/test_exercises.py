@@ -201,6 +201,15 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('my_question = "   "', "not right yet", "query is blank"),
         ("my_question = None", "not answered yet", "my_question"),
     ],
+    "11_where_agents_live.ipynb": [
+        ('predicted = {"value": "vegan", "events": 1}', "right", "the late answer stored nothing"),
+        ('predicted = {"value": "vegetarian", "events": 2}', "not right yet", "Is that what they approved?"),
+        ('predicted = {"value": "vegetarian", "events": 1}', "not right yet", "the key held 'vegan'"),
+        ('predicted = {"value": "vegan", "events": 2}', "not right yet", "did the late answer make another?"),
+        ('predicted = {"value": "vegan", "events": "one"}', "not right yet", "write a number"),
+        ('predicted = {"value": "vegan"}', "not right yet", "keep the names"),
+        ('predicted = {"value": "vegan", "events": None}', "not answered yet", "'events'"),
+    ],
 }
 
 LABELS = ("not answered yet", "right", "not right yet")

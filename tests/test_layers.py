@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
     {"budget", "approvals", "tokens"},
     {"tools", "models"},
     {"agent"},
+    {"integrations"},
     {"cli", "demo", "notebook", "lab"},
 ]
 PACKAGE = Path(memkit.__file__).parent

@@ -301,6 +301,9 @@ INTRODUCED = {
     "memkit.notebook.peer_samples.make_peer_file": "08",
     "memkit.store.open_store": "09", "memkit.store.start_embedded_postgres": "09",
     "memkit.semantic.load_embedder": "10",
+    "memkit.notebook.mcp_client.McpClient": "11", "memkit.notebook.mcp_client.QuestionView": "11",
+    "memkit.notebook.mcp_client.answer": "11", "memkit.integrations.openai_agents.MemkitSession": "11",
+    "memkit.notebook.agent_turns.run_turn": "11", "memkit.notebook.agent_turns.run_turn_in_new_process": "11",
 }
 """The curriculum. A notebook that uses a name before the notebook that introduces it fails; the
 introducing notebook must name it in its prose (in backticks), where it explains it."""

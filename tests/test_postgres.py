@@ -149,7 +149,8 @@ def test_expected_objects_and_columns_are_what_the_migrations_make(pg_url):
     assert {name for kind, name in expected_objects() if kind == "trigger"} == {
         "memories_count_insert", "memories_count_delete", "memory_events_append_only",
         *(f"{table}_size_{event}"
-          for table in ("memories", "memory_events", "transcript", "proposals", "memory_embeddings")
+          for table in ("memories", "memory_events", "transcript", "proposals", "memory_embeddings",
+                        "agent_items")
           for event in ("insert", "update", "delete")),
         "memory_embeddings_stale", "memory_embeddings_gone"}
 

@@ -23,6 +23,7 @@ from ..errors import CommittedThenFailedError, MemkitError
 from ..limits import KINDS
 from .chat import cmd_chat
 from .maintenance import cmd_limits, cmd_migrate
+from .mcp import cmd_mcp
 from .options import check_args
 from .output import (EXIT_COMMITTED_THEN_FAILED, EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain,
                      discard_stdout)
@@ -123,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where the conversation's recent turns live: REDIS_URL or the workspace's redis-server "
                           "(default), or this process only (the goldfish, for comparison)")
     sub.add_argument("--dump-requests", metavar="PATH", help="write every request the fixture received (JSON)")
+    sub = command("mcp", cmd_mcp, "serve one user's memory to an MCP host over stdio; writes ask the person "
+                  "(the mcp extra)")
+    sub.add_argument("--user", required=True, help="whose memory (chosen by you, not by the MCP client)")
+    sub.add_argument("--session", default="mcp", help="the session recorded with a write (default: mcp)")
     return parser
 
 

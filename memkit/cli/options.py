@@ -25,7 +25,7 @@ from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redi
 from ..window.workspace import WorkspaceRedis, window_folder
 
 DEFAULT_WORKSPACE = "memkit-workspace"
-WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat"}
+WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat", "mcp"}
 
 
 class CliError(MemkitError):

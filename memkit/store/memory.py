@@ -18,7 +18,7 @@ from ..errors import ApprovalError, ValidationError
 from ..limits import DEFAULT_LIMITS, KINDS, Limits
 from ..transcript import Turn
 from ..semantic import DEFAULT_MIN_SIMILARITY, Embedder, embedding_text, from_bytes, similarities, to_bytes
-from . import archive, browse, embeddings, health, proposals, search
+from . import agent_items, archive, browse, embeddings, health, proposals, search
 from . import bundle as bundle_format
 from .db import SqliteDatabase
 from .readonly import ReadOnlyDatabase
@@ -653,10 +653,13 @@ class MemoryStore:
     # -- forgetting ---------------------------------------------------------------------------------
 
     def forget_user(self, user: str) -> dict[str, int]:
-        """Remove every trace of `user`: records, event history, archived transcript and proposals.
+        """Remove every trace of `user`: records, event history, conversations (archived turns and
+        agent session items) and proposals.
 
         Returns:
-            How many rows of each were removed.
+            How many rows of each were removed; `transcript` counts the archived turns and the
+            items of the user's openai-agents sessions (`agent_items`) together: both are what
+            the user said and was told.
         """
         self.limits.check_id("user", user)
         with self.transaction() as conn:
@@ -665,20 +668,22 @@ class MemoryStore:
             counts = {
                 "records": conn.execute("DELETE FROM memories WHERE user_id = ?", (user,)).rowcount,
                 "events": conn.execute("DELETE FROM memory_events WHERE user_id = ?", (user,)).rowcount,
-                "transcript": conn.execute("DELETE FROM transcript WHERE user_id = ?", (user,)).rowcount,
+                "transcript": conn.execute("DELETE FROM transcript WHERE user_id = ?", (user,)).rowcount
+                + conn.execute("DELETE FROM agent_items WHERE user_id = ?", (user,)).rowcount,
                 "proposals": proposals.forget(conn, user),
             }
             conn.execute("DELETE FROM history_retired WHERE user_id = ?", (user,))
         return counts
 
     def traces(self, user: str) -> dict[str, int]:
-        """How many rows of `user` the store holds: records, events, transcript, proposals (all 0
-        once forgotten)."""
+        """How many rows of `user` the store holds: records, events, transcript (archived turns and
+        agent session items), proposals; all 0 once forgotten."""
         self.limits.check_id("user", user)
         row = self._db.fetch(
             "SELECT (SELECT count(*) FROM memories WHERE user_id = ?), (SELECT count(*) FROM memory_events"
-            " WHERE user_id = ?), (SELECT count(*) FROM transcript WHERE user_id = ?),"
-            " (SELECT count(*) FROM proposals WHERE user_id = ?)", (user, user, user, user))[0]
+            " WHERE user_id = ?), (SELECT count(*) FROM transcript WHERE user_id = ?)"
+            " + (SELECT count(*) FROM agent_items WHERE user_id = ?),"
+            " (SELECT count(*) FROM proposals WHERE user_id = ?)", (user, user, user, user, user))[0]
         return {"records": row[0], "events": row[1], "transcript": row[2], "proposals": row[3]}
 
     # -- export and import ---------------------------------------------------------------------------
@@ -770,6 +775,51 @@ class MemoryStore:
         self.limits.check_id("user", user)
         self.limits.check_id("session", session)
         return archive.last_archived_turn(self._db, user, session)
+
+    # -- items of openai-agents sessions (memkit.integrations.openai_agents) ---------------------------
+
+    def add_agent_items(self, user: str, session: str, items: Sequence[str]) -> int:
+        """Add items (each an item's JSON text) after the session's last one, all or none.
+
+        Returns:
+            The number of the last item added (items are numbered 1, 2, ... per user and session).
+
+        Raises:
+            ValidationError: an item is not text memkit can keep. QuotaError: the size cap.
+            StoreError: the database is locked or failed. In every case nothing was added.
+        """
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        checked = agent_items.check_items(items)
+        with self.transaction() as conn:
+            # Not creating a lock row: on PostgreSQL that would leave a user without records counted
+            # at 0. Two adds racing on one session then meet at the primary key, and one is refused.
+            self._lock_user(conn, user, creating=False)
+            return agent_items.append(self._db, conn, user, session, checked, iso(self._clock()))
+
+    def agent_items(self, user: str, session: str, limit: int | None = None) -> list[str]:
+        """The JSON texts of a session's items in the order added; with `limit`, the last `limit`."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise ValidationError(f"limit is {limit!r}; give a number of items, 0 or more, or None for all")
+        return agent_items.read(self._db, user, session, limit)
+
+    def pop_agent_item(self, user: str, session: str) -> str | None:
+        """Remove and return the JSON text of the session's last item (None if it has none)."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        with self.transaction() as conn:
+            self._lock_user(conn, user, creating=False)
+            return agent_items.pop(conn, user, session)
+
+    def clear_agent_items(self, user: str, session: str) -> int:
+        """Remove every item of the session; returns how many were removed."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        with self.transaction() as conn:
+            self._lock_user(conn, user, creating=False)
+            return agent_items.clear(conn, user, session)
 
     # -- operations ---------------------------------------------------------------------------------
 

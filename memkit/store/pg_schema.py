@@ -237,6 +237,22 @@ PG_MIGRATIONS: list[list[str]] = [
           for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
                                     ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))),
     ],
+    # 10: the items of openai-agents sessions (`MemkitSession`), as SQLite's step; their
+    # bytes count toward the size cap like every other table's.
+    [
+        """CREATE TABLE agent_items (
+            user_id text COLLATE "C" NOT NULL,
+            session_id text COLLATE "C" NOT NULL,
+            position bigint NOT NULL CHECK (position >= 1),
+            item text COLLATE "C" NOT NULL,
+            at text COLLATE "C" NOT NULL,
+            PRIMARY KEY (user_id, session_id, position)
+        )""",
+        *(f"""CREATE TRIGGER agent_items_size_{event.lower()} AFTER {event} ON agent_items
+            REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION memkit_size_change()"""
+          for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
+                                    ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))),
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

@@ -211,6 +211,20 @@ MIGRATIONS: list[list[str]] = [
             DELETE FROM memory_embeddings WHERE memory_id = old.id;
         END""",
     ],
+    # 10: the items of openai-agents sessions (`MemkitSession`), kept whole: one row per
+    # item as JSON text, numbered per user and session in the order they were added. Apart from the
+    # transcript archive on purpose: a framework's session pops and clears its items; the archive
+    # never changes a kept turn.
+    [
+        """CREATE TABLE agent_items (
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            position INTEGER NOT NULL CHECK (position >= 1),
+            item TEXT NOT NULL,
+            at TEXT NOT NULL,
+            PRIMARY KEY (user_id, session_id, position)
+        ) WITHOUT ROWID""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,435 @@
+"""memkit's memory as an MCP server: four tools, one user, and no write the person did not confirm.
+
+`memkit mcp --workspace DIR --user NAME` runs `serve_stdio`. The server offers `memory_get`,
+`memory_search`, `memory_put` and `memory_delete` (the schemas of `memkit.tools`, so no argument can
+name a user: the user is fixed on the command line). Before a write or a delete the server asks the
+person through MCP elicitation, showing the kind, the key, the value and what is stored now:
+
+- accepted: the change is made once, through a one-time `Approvals` confirmation whose id
+  (`mcp-elicitation@<start time>#<n>`) the key's history keeps;
+- declined, cancelled, or a client that cannot ask (no elicitation capability): nothing is stored,
+  and the tool result says so (`_not_stored` is where a pending proposal will be made instead);
+- the record changed between the question and the answer: nothing is stored. The question names the
+  record's revision, so an answer fits only the exact value and state it was given for.
+
+Both protocol eras are served through the SDK's resolver pattern (`Resolve`): up to spec 2025-11-25
+the question is an `elicitation/create` request sent in the middle of the call (put by `_ask`
+itself, so that a client answering with an error gets "nothing stored" rather than a failed call);
+from 2026-07-28 the call returns an input-required result and the client retries with the answer.
+A retry whose question no longer renders the same (another value, a record that changed since) is
+asked again, never answered by the old answer; the SDK also seals the request state to the call.
+
+Errors (bad arguments, a locked database) are tool errors (`isError`), never a crash of the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+try:
+    import anyio.to_thread
+    from mcp.server.elicitation import render_elicitation_schema
+    from mcp.server.mcpserver import (
+        AcceptedElicitation,
+        CancelledElicitation,
+        Context,
+        Elicit,
+        ElicitationResult,
+        MCPServer,
+        Resolve,
+    )
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.tools.base import Tool
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import ToolAnnotations
+    from mcp_types.version import is_version_at_least
+    from pydantic import BaseModel, ConfigDict
+except ImportError:  # pragma: no cover - depends on the installation
+    raise ImportError("memkit's MCP server needs the official MCP SDK: pip install 'memkit[mcp]'") from None
+
+from ..approvals import Approvals, Confirmation
+from ..clock import iso, utc_now
+from ..errors import ApprovalError, MemkitError
+from ..store import MemoryStore, Record
+from ..tools import tool_schemas
+
+__all__ = ["ORIGIN", "build_server", "serve_stdio"]
+
+INPUT_REQUIRED_VERSION = "2026-07-28"
+"""The first MCP revision in which a tool call asks by returning an input-required result."""
+
+ORIGIN = "mcp-elicitation"
+"""How confirmations made through MCP elicitation are named in a key's history (`ORIGIN@<time>#n`)."""
+
+
+class Confirm(BaseModel):
+    """Accept to confirm exactly this change, once; decline and nothing changes."""
+
+    # No fields: the answer is the person's accept or decline. A field holding the value would let
+    # the form change it, and the person must confirm the value shown, not one typed into a form.
+
+
+_CONFIRM_SCHEMA = render_elicitation_schema(Confirm)
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """What every tool call of one server works with: the store, the fixed user, the confirmations."""
+
+    store: MemoryStore
+    user: str
+    session: str
+    approvals: Approvals
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordState:
+    """A record as the person was shown it: its value (None: absent) and revision.
+
+    For an absent key, `revision` is the last revision in its history (0 if it never existed), so a
+    key created and deleted again while the person was asked is not "the same" absent key.
+    """
+
+    value: str | None
+    revision: int
+
+    def describe(self) -> str:
+        if self.value is not None:
+            return f"{_quote(self.value)} (revision {self.revision})"
+        return f"nothing saved (deleted at revision {self.revision})" if self.revision else "nothing saved"
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """One change to ask the person about, and the state of the record when it was asked."""
+
+    action: Literal["put", "delete"]
+    user: str
+    kind: str
+    key: str
+    value: str | None
+    state: RecordState
+
+    @property
+    def message(self) -> str:
+        """What the person reads: the exact kind, key and value, and what is stored now."""
+        if self.action == "put":
+            assert self.value is not None
+            return (f"Save this memory for user {self.user!r}?\n"
+                    f"kind: {self.kind}\nkey: {self.key}\nvalue: {_quote(self.value)}\n"
+                    f"now: {self.state.describe()}\n"
+                    "Accept saves exactly this value, once. Decline and nothing is saved.")
+        return (f"Delete this memory of user {self.user!r}?\n"
+                f"kind: {self.kind}\nkey: {self.key}\nvalue: {self.state.describe()}\n"
+                "Accept deletes it, once (its history keeps the old value). Decline and nothing is deleted.")
+
+    def describe(self) -> str:
+        if self.action == "put":
+            return f"save {self.kind} {self.key!r} = {_quote(self.value or '')}"
+        return f"delete {self.kind} {self.key!r}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a resolver found without the SDK's help: no question was needed or possible
+    (`unchanged`, `absent`, `cannot_ask`), or the answer to a question it put itself."""
+
+    reason: Literal["unchanged", "absent", "cannot_ask", "accept", "decline", "cancel"]
+    detail: str | None = None
+
+
+class _Overtaken(Exception):
+    """Inside `_write`'s transaction: another change came between the question and this one."""
+
+
+class StaleAnswer(ApprovalError):
+    """The record changed between the question and the answer; the change was rolled back."""
+
+
+def _quote(text: str) -> str:
+    """A value as JSON text, so spaces, quotes and line breaks are shown exactly as they are."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _memory(ctx: Context) -> Memory:
+    memory = ctx.request_context.lifespan_context
+    assert isinstance(memory, Memory)
+    return memory
+
+
+async def _in_thread(fn: Any, *args: Any) -> Any:
+    """Run one store operation on a worker thread (a busy database must not stall the protocol),
+    turning memkit's refusals into tool errors."""
+    try:
+        return await anyio.to_thread.run_sync(fn, *args)
+    except StaleAnswer:
+        raise
+    except MemkitError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _read_state(memory: Memory, kind: str, key: str) -> RecordState:
+    record = memory.store.get(memory.user, kind, key)
+    if record is not None:
+        return RecordState(record["value"], record["revision"])
+    history = memory.store.history(memory.user, kind, key)
+    return RecordState(None, history[-1]["revision"] if history else 0)
+
+
+def _can_ask(ctx: Context) -> bool:
+    """Whether the client declared form elicitation (a bare `elicitation: {}` counts, as in the spec)."""
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+# -- resolvers: they run before a tool's body, in both protocol eras ---------------------------------
+
+
+async def _plan_put(kind: str, key: str, value: str, ctx: Context) -> Question:
+    memory = _memory(ctx)
+    limits = memory.store.limits
+    try:
+        limits.check_kind(kind), limits.check_key(key), limits.check_value(value)
+    except MemkitError as exc:  # refused before anyone is asked to confirm it
+        raise ToolError(str(exc)) from exc
+    state = await _in_thread(_read_state, memory, kind, key)
+    return Question("put", memory.user, kind, key, value, state)
+
+
+async def _plan_delete(kind: str, key: str, ctx: Context) -> Question:
+    memory = _memory(ctx)
+    try:
+        memory.store.limits.check_kind(kind), memory.store.limits.check_key(key)
+    except MemkitError as exc:
+        raise ToolError(str(exc)) from exc
+    state = await _in_thread(_read_state, memory, kind, key)
+    return Question("delete", memory.user, kind, key, None, state)
+
+
+async def _ask(question: Question, ctx: Context) -> Elicit[Confirm] | Outcome:
+    if question.action == "put" and question.state.value == question.value:
+        return Outcome("unchanged")
+    if question.action == "delete" and question.state.value is None:
+        return Outcome("absent")
+    if not _can_ask(ctx):
+        return Outcome("cannot_ask")
+    if ctx.protocol_version is not None and is_version_at_least(ctx.protocol_version, INPUT_REQUIRED_VERSION):
+        # The SDK returns the question in an input-required result and matches the retry's
+        # answer to the exact question it asked (its digest rides the sealed request state).
+        return Elicit(question.message, Confirm)
+    # Before 2026-07-28 the question is a request in the middle of the call. Asked here, not by
+    # the SDK, so that a client that fails to put it to the person (answers with an error instead
+    # of accept, decline or cancel) gets "nothing stored" rather than a failed call.
+    try:
+        answer = await ctx.session.elicit_form(message=question.message, requested_schema=_CONFIRM_SCHEMA,
+                                               related_request_id=ctx.request_id)
+    except MCPError as exc:
+        return Outcome("cannot_ask", f"the client could not ask the person ({exc.error.message})")
+    # The form has no fields, so an accept is an accept with or without (empty) content.
+    return Outcome(answer.action)
+
+
+async def _ask_put(question: Annotated[Question, Resolve(_plan_put)],
+                   ctx: Context) -> Elicit[Confirm] | Outcome:
+    return await _ask(question, ctx)
+
+
+async def _ask_delete(question: Annotated[Question, Resolve(_plan_delete)],
+                      ctx: Context) -> Elicit[Confirm] | Outcome:
+    return await _ask(question, ctx)
+
+
+# -- the tools ------------------------------------------------------------------------------------------
+
+
+async def memory_get(kind: str, key: str, ctx: Context) -> dict[str, Any]:
+    """Read one memory of the user this server serves; `record` is null when there is none."""
+    memory = _memory(ctx)
+    return {"record": await _in_thread(memory.store.get, memory.user, kind, key)}
+
+
+async def memory_search(query: str, ctx: Context, kind: str | None = None,
+                        limit: int = 5) -> dict[str, Any]:
+    """Search the user's memories by a literal, case-insensitive substring, newest first."""
+    memory = _memory(ctx)
+    limits = memory.store.limits
+    try:  # the store checks these too; checked here so a bad limit is refused before any read
+        limits.check_query(query), limits.check_limit(limit)
+    except MemkitError as exc:
+        raise ToolError(str(exc)) from exc
+    records = await _in_thread(lambda: memory.store.search(memory.user, query, limit=limit, kind=kind))
+    return {"records": records}
+
+
+async def memory_put(kind: str, key: str, value: str, ctx: Context,
+                     question: Annotated[Question, Resolve(_plan_put)],
+                     answer: Annotated[ElicitationResult[Confirm], Resolve(_ask_put)]) -> dict[str, Any]:
+    """Save a memory once the person accepts the exact kind, key and value in your MCP client."""
+    memory = _memory(ctx)
+    outcome, detail = _outcome(answer)
+    if outcome == "unchanged":
+        record = await _in_thread(memory.store.get, memory.user, kind, key)
+        return {"stored": False, "reason": "unchanged", "record": record,
+                "message": f"{kind} {key!r} already holds this value; nothing needed saving"}
+    if outcome != "accept":
+        return _not_stored(question, outcome, detail)
+    confirmation = memory.approvals.confirm_put(kind, key, value)
+    try:
+        record = await _in_thread(_write, memory, question, confirmation)
+    except StaleAnswer as exc:
+        return _not_stored(question, "changed", str(exc))
+    return {"stored": True, "record": record, "confirmation": confirmation.id}
+
+
+async def memory_delete(kind: str, key: str, ctx: Context,
+                        question: Annotated[Question, Resolve(_plan_delete)],
+                        answer: Annotated[ElicitationResult[Confirm], Resolve(_ask_delete)]) -> dict[str, Any]:
+    """Delete a memory once the person accepts it in your MCP client."""
+    memory = _memory(ctx)
+    outcome, detail = _outcome(answer)
+    if outcome == "absent":
+        return {"deleted": False, "reason": "absent", "message": f"there is no {kind} {key!r}; nothing to delete"}
+    if outcome != "accept":
+        return _not_stored(question, outcome, detail)
+    confirmation = memory.approvals.confirm_delete(kind, key)
+    try:
+        await _in_thread(_write, memory, question, confirmation)
+    except StaleAnswer as exc:
+        return _not_stored(question, "changed", str(exc))
+    return {"deleted": True, "confirmation": confirmation.id}
+
+
+def _outcome(answer: Any) -> tuple[str, str | None]:
+    """accept, decline, cancel, or why nothing was asked; and a detail to report, if any.
+
+    The SDK hands a resolver's own value over as an accepted outcome holding it.
+    """
+    if isinstance(answer, AcceptedElicitation):
+        data = answer.data
+        return (data.reason, data.detail) if isinstance(data, Outcome) else ("accept", None)
+    return ("cancel" if isinstance(answer, CancelledElicitation) else "decline"), None
+
+
+def _write(memory: Memory, question: Question, confirmation: Confirmation) -> Record | None:
+    """Make the confirmed change, in one transaction with the check that it is the change asked about.
+
+    The store's own write lock (taken by the put or delete) decides the order of writers; reading the
+    key's last event inside the same transaction shows whether this write came right after the state
+    the person saw. If any other change slipped in, everything is rolled back.
+    """
+    store, user, q = memory.store, memory.user, question
+    try:
+        with store.transaction():
+            if q.action == "put":
+                assert q.value is not None
+                result: Record | None = store.put(user, memory.session, q.kind, q.key, q.value,
+                                                  confirmation=confirmation.id)
+                expected = q.state.revision + 1
+            else:
+                store.delete(user, q.kind, q.key, session=memory.session, confirmation=confirmation.id)
+                result, expected = None, q.state.revision
+            history = store.history(user, q.kind, q.key)
+            last = history[-1] if history else None
+            if last is None or last["confirmation"] != confirmation.id or last["revision"] != expected:
+                raise _Overtaken  # rolls the change back
+    except _Overtaken:
+        now = _read_state(memory, q.kind, q.key)
+        raise StaleAnswer(f"{q.kind} {q.key!r} changed while the person was being asked (it was "
+                          f"{q.state.describe()}, it is now {now.describe()}); the answer was for "
+                          "the old state. Call the tool again to ask about the current one") from None
+    # Spent only once the change is committed; a rolled-back change leaves the confirmation unspent
+    # in name only: nothing can find it again, each question makes its own.
+    memory.approvals.spend(confirmation)
+    return result
+
+
+def _not_stored(question: Question, outcome: str, detail: str | None = None) -> dict[str, Any]:
+    """The result of a change the person did not confirm: nothing was stored, said plainly.
+
+    Every unconfirmed write and delete ends here (declined, cancelled, a client that cannot ask, a
+    record that changed while asking), so this is the one place where such a change could instead
+    become a pending proposal the person approves later with memkit.
+    """
+    why = {
+        "decline": "the person declined",
+        "cancel": "the person dismissed the question without answering",
+        "cannot_ask": (detail or "this MCP client cannot ask the person (it did not declare the elicitation "
+                                 "capability)") + ", and memkit changes nothing without their confirmation",
+        "changed": detail or "the record changed while the person was being asked",
+    }[outcome]
+    changed = "deleted" if question.action == "delete" else "stored"
+    return {changed: False, "reason": outcome,
+            "message": f"Nothing was {changed}: {why}. Not done: {question.describe()}."}
+
+
+# -- the server -------------------------------------------------------------------------------------------
+
+
+_TOOLS: list[tuple[Any, str, ToolAnnotations]] = [
+    (memory_get, "Read one memory of the current user.",
+     ToolAnnotations(title="Read a memory", read_only_hint=True, destructive_hint=False, open_world_hint=False)),
+    (memory_search, "Search the current user's memories by a literal, case-insensitive substring, newest first.",
+     ToolAnnotations(title="Search memories", read_only_hint=True, destructive_hint=False,
+                     open_world_hint=False)),
+    (memory_put, "Save a memory of the current user. The person is asked to confirm the exact kind, key "
+                 "and value in the MCP client; nothing is saved unless they accept.",
+     ToolAnnotations(title="Save a memory (asks the person)", read_only_hint=False, destructive_hint=True,
+                     idempotent_hint=True, open_world_hint=False)),
+    (memory_delete, "Delete a memory of the current user. The person is asked to confirm in the MCP client; "
+                    "nothing is deleted unless they accept.",
+     ToolAnnotations(title="Delete a memory (asks the person)", read_only_hint=False, destructive_hint=True,
+                     idempotent_hint=True, open_world_hint=False)),
+]
+
+
+def _tool(fn: Any, description: str, annotations: ToolAnnotations, schema: dict[str, Any]) -> Tool:
+    """An SDK tool that publishes memkit's schema and, like it, refuses any argument it does not name.
+
+    The SDK derives a schema from the signature that would accept (and silently drop) extra fields
+    such as `user`; memkit's schema says `additionalProperties: false`, and the arguments model is
+    made to refuse them too, so what is published is what is enforced.
+    """
+    tool = Tool.from_function(fn, name=fn.__name__, description=description, annotations=annotations)
+    loose = tool.fn_metadata.arg_model
+    strict = type(loose.__name__, (loose,), {"model_config": ConfigDict(arbitrary_types_allowed=True,
+                                                                          extra="forbid")})
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = schema
+    return tool
+
+
+def build_server(store: MemoryStore, user: str, *, session: str = "mcp") -> MCPServer[Memory]:
+    """An MCP server whose four tools read and change `user`'s memory in `store`, and nobody else's.
+
+    Args:
+        store: the long-term store; the caller opens and closes it.
+        user: whose memory every call reads and writes (no tool argument can change it).
+        session: recorded as the source session of every saved value.
+
+    Returns:
+        The server; `run_stdio_async()` serves it on stdin/stdout.
+    """
+    user = store.limits.check_id("user", user)
+    session = store.limits.check_id("session", session)
+    memory = Memory(store, user, session, Approvals(f"{ORIGIN}@{iso(utc_now())}", store.limits))
+    schemas = {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas(store)}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: MCPServer[Memory]) -> AsyncIterator[Memory]:
+        yield memory
+
+    tools = [_tool(fn, description, annotations, schemas[fn.__name__]) for fn, description, annotations in _TOOLS]
+    return MCPServer("memkit", instructions=(
+        f"The long-term memory of user {user!r}. Read freely with memory_get and memory_search; "
+        "memory_put and memory_delete ask the person to confirm each change."),
+        tools=tools, lifespan=lifespan, log_level="WARNING")
+
+
+def serve_stdio(store: MemoryStore, user: str, *, session: str = "mcp") -> None:
+    """Serve `build_server(store, user)` over stdin/stdout until the client closes the connection."""
+    anyio.run(build_server(store, user, session=session).run_stdio_async)

@@ -1,0 +1,165 @@
+"""`MemkitSession`: an openai-agents `Session` whose items live in memkit's store, per user.
+
+openai-agents keeps an agent's conversation in a `Session` (`Runner.run(agent, text, session=...)`).
+`MemkitSession` implements that protocol (`get_items`, `add_items`, `pop_item`, `clear_session`,
+`session_settings`) on a memkit store file (or a `postgresql://` URL), so the conversation survives
+the process, and is bound to one user chosen by the application, never by the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+try:
+    from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
+except ImportError:  # pragma: no cover - depends on the installation
+    raise ImportError("MemkitSession needs openai-agents: pip install 'memkit[agents]'") from None
+
+from ..errors import ValidationError
+from ..limits import Limits
+from ..store import MemoryStore, open_store
+
+__all__ = ["MAX_ITEM_CHARS", "ItemNotJSON", "MemkitSession"]
+
+MAX_ITEM_CHARS = 1_000_000
+"""The largest item a `MemkitSession` keeps, in characters of its JSON text.
+
+Far above what agent runs produce (a tool output of a file or a web page is tens of thousands of
+characters), and far above memkit's teaching limit for a memory value (512), on purpose: a session
+that refused an item in the middle of a run would stop the agent. All items together are bounded by
+the store's size cap (`Limits.max_db_bytes`, 16 MB by default; pass `limits=` to raise it).
+"""
+
+
+class MemkitSession:
+    """An openai-agents `Session` kept in memkit's store, bound to one user.
+
+    Items (messages, tool calls and their outputs, reasoning items, whatever the run produced) are
+    kept whole, as their JSON text, and come back equal to what was added, in the order added.
+    `add_items` stores all its items or none. Two users' sessions never meet, even under the same
+    `session_id`: every read and write names the user.
+
+    How this relates to memkit's own conversation records: memkit's agent archives *turns* (one
+    role and its text each, numbered from 1 per session) into the transcript archive, where a kept
+    turn is never changed and a number never means two turns. A framework's session is different:
+    `pop_item` and `clear_session` remove items, so the numbers items get here (1, 2, ... per user
+    and session, in table `agent_items`) can be used again after a removal, and items are never
+    turned into memkit turns (`memkit.transcript` does not see them). They are the user's data all
+    the same: `forget_user` removes them (counted under `transcript`). Export bundles hold records
+    and their history, not conversations, so they leave items out, as they leave out turns.
+
+    Args:
+        session_id: the conversation's id (1-64 of `[A-Za-z0-9_.-]`, starting with a letter or digit).
+        db_path: a memkit store file (created if missing; its folder must exist), a
+            `postgresql://` URL, or an open `MemoryStore` (then the caller closes it).
+        user: whose conversation this is; chosen by the application, never by the model.
+        session_settings: openai-agents' `SessionSettings` (or a dict); `limit` is the default
+            number of latest items `get_items` returns.
+        limits: the store's limits, when this session opens it (its size cap bounds all items).
+
+    Raises:
+        ValidationError: an id is not allowed. StoreError: the store cannot be opened.
+
+    Example:
+        >>> session = MemkitSession("trip", "memory.sqlite3", user="alice")   # doctest: +SKIP
+        >>> await Runner.run(agent, "Book me a window seat", session=session)  # doctest: +SKIP
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(self, session_id: str, db_path: str | os.PathLike[str] | MemoryStore, *, user: str,
+                 session_settings: SessionSettings | dict[str, Any] | None = None,
+                 limits: Limits | None = None) -> None:
+        self.session_settings = (coerce_session_settings(session_settings) if session_settings is not None
+                                 else SessionSettings())
+        self._owns_store = not isinstance(db_path, MemoryStore)
+        if isinstance(db_path, MemoryStore):
+            self.store = db_path
+        else:
+            self.store = open_store(db_path, **({"limits": limits} if limits is not None else {}))
+        try:
+            self.session_id = self.store.limits.check_id("session", session_id)
+            self.user = self.store.limits.check_id("user", user)
+        except ValidationError:
+            self.close()
+            raise
+        self._closed = False
+
+    # -- the Session protocol ------------------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The session's items in the order added; the latest `limit` of them (default:
+        `session_settings.limit`; None: all; 0: none; a negative number: all, as in SQLiteSession)."""
+        self._check_open()
+        wanted = resolve_session_limit(limit, self.session_settings)
+        if wanted is not None and wanted < 0:
+            wanted = None
+        texts = await asyncio.to_thread(self.store.agent_items, self.user, self.session_id, wanted)
+        return [json.loads(text) for text in texts]
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Add items after the last one, all or none.
+
+        Raises:
+            ValidationError: an item cannot be written as JSON, or its JSON text is longer than
+                `MAX_ITEM_CHARS`; nothing of this call was stored.
+            QuotaError: the store's size cap; StoreError: the database failed. Nothing was stored.
+        """
+        self._check_open()
+        texts = [_encode(item, number) for number, item in enumerate(items, 1)]
+        if texts:
+            await asyncio.to_thread(self.store.add_agent_items, self.user, self.session_id, texts)
+
+    async def pop_item(self) -> Any | None:
+        """Remove and return the latest item (None when the session has none)."""
+        self._check_open()
+        text = await asyncio.to_thread(self.store.pop_agent_item, self.user, self.session_id)
+        return None if text is None else json.loads(text)
+
+    async def clear_session(self) -> None:
+        """Remove every item of this session (of this user; other sessions are untouched)."""
+        self._check_open()
+        await asyncio.to_thread(self.store.clear_agent_items, self.user, self.session_id)
+
+    # -- life ------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the store if this session opened it. Safe to call twice."""
+        self._closed = True
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> "MemkitSession":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemkitSession({self.session_id!r}, user={self.user!r}, store={self.store!r})"
+
+    def _check_open(self) -> None:
+        if getattr(self, "_closed", True):
+            raise RuntimeError(f"MemkitSession {self.session_id!r} is closed; open a new one")
+
+
+class ItemNotJSON(ValidationError, TypeError):
+    """An item `json.dumps` refuses (an object that is not JSON). A TypeError too, as openai-agents'
+    own sessions raise for such an item; nothing of the call was stored."""
+
+
+def _encode(item: Any, number: int) -> str:
+    """One item's JSON text, or a ValidationError naming the item and what is wrong with it."""
+    try:
+        # ASCII escapes, as SQLiteSession writes them: a NUL or a lone surrogate in a tool's output
+        # is kept as an escape and comes back exactly, instead of being refused in the middle of a run.
+        text = json.dumps(item)
+    except (TypeError, ValueError) as exc:  # ValueError: a circular reference
+        raise ItemNotJSON(f"item {number} cannot be kept as JSON ({exc}); nothing of this call was stored") from None
+    if len(text) > MAX_ITEM_CHARS:
+        raise ValidationError(f"item {number} is {len(text):,} characters of JSON; a MemkitSession keeps items of "
+                              f"up to {MAX_ITEM_CHARS:,}; nothing of this call was stored")
+    return text
