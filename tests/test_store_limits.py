@@ -113,3 +113,36 @@ def test_postgresql_records_its_limits_too(pg_url):
         assert store.limits == LARGE
         with pytest.raises(StoreError):
             store.put("newcomer", "s0", "preference", "food", "rice")
+
+
+def _fresh_database(pg_url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return pg_url.replace("/postgres?", f"/{name}?", 1)
+
+
+def test_memkit_migrate_and_limits_on_postgresql(pg_url):
+    psycopg = pytest.importorskip("psycopg")
+    from memkit.store.pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
+
+    url = _fresh_database(pg_url, "limits_cli")
+    with psycopg.connect(url, autocommit=True) as conn:  # a store made by the first memkit
+        for statement in PG_MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO memkit_meta VALUES (1, 1)")
+    with pytest.raises(StoreError, match="older than this memkit's"):
+        open_store(url, read_only=True)  # read-only never migrates
+    refused = memkit("migrate", "--db", url)
+    assert refused.returncode == 2 and f"from schema version 1 to {PG_SCHEMA_VERSION}" in refused.stderr
+    done = memkit("migrate", "--db", url, "--confirm")
+    assert done.returncode == 0, done.stderr
+    assert (json.loads(done.stdout)["from_version"], json.loads(done.stdout)["to_version"]) == (1, PG_SCHEMA_VERSION)
+    shown = json.loads(memkit("limits", "--db", url).stdout)
+    assert shown["limits"]["max_records_total"] == Limits().max_records_total  # recorded at the migrating open
+    changed = memkit("limits", "--db", url, "--set", "max_records_total=4000", "--confirm")
+    assert changed.returncode == 0, changed.stderr
+    with open_store(url) as store:
+        assert store.limits.max_records_total == 4000
