@@ -146,3 +146,19 @@ def test_memkit_migrate_and_limits_on_postgresql(pg_url):
     assert changed.returncode == 0, changed.stderr
     with open_store(url) as store:
         assert store.limits.max_records_total == 4000
+
+
+def test_limits_are_not_set_on_an_older_store_before_it_is_migrated(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    before = path.read_bytes()
+    shown = memkit("limits", "--db", str(path))
+    assert shown.returncode == 0 and json.loads(shown.stdout)["recorded"] is False
+    refused = memkit("limits", "--db", str(path), "--set", "max_records_total=5000", "--confirm")
+    assert refused.returncode == 2 and "schema version 1" in refused.stderr and "memkit migrate" in refused.stderr
+    assert path.read_bytes() == before

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import LockedError, StoreError
-from ..limits import Limits
 from .db import SqliteDatabase
 from .files import SQLITE_MAGIC, check_length, check_wal, sqlite_uri
 from .schema import SCHEMA_VERSION, check_schema, migrate
