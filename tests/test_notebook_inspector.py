@@ -695,3 +695,14 @@ def test_confirm_compiles_the_tool_schemas_once_and_says_it_is_working(crowd):
     assert list(inspector._tools) == ["u0042"] and len(inspector.approvals.spent) == 2
     assert any("writing" in text for text in seen)  # shown while the write ran
     assert "done: edit" in inspector.controls["status"].value
+
+
+def test_the_inspector_benchmark_runs_at_a_small_size():
+    # Timings are never asserted: this only keeps bench/inspector_bench.py working.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.inspector_bench import markdown, run
+
+    rows = run(records=200, users=20, rounds=1)
+    names = [name for name, _, _ in rows]
+    assert "select a user" in names and "a later Confirm (stage and write)" in names
+    assert all(ms >= 0 for _, ms, _ in rows) and "## Inspector at size" in markdown(rows, 200, 20, 1)

@@ -162,3 +162,17 @@ def test_limits_are_not_set_on_an_older_store_before_it_is_migrated(tmp_path):
     refused = memkit("limits", "--db", str(path), "--set", "max_records_total=5000", "--confirm")
     assert refused.returncode == 2 and "schema version 1" in refused.stderr and "memkit migrate" in refused.stderr
     assert path.read_bytes() == before
+
+
+def test_the_cli_checks_sizes_against_the_stores_own_limits(tmp_path):
+    path = tmp_path / "long.sqlite3"
+    MemoryStore(path, limits=LARGE).close()  # values up to 1000 characters
+    long = memkit("put", "--db", str(path), "--user", "ann", "--key", "essay", "--value", "x" * 800, "--confirm")
+    assert long.returncode == 0, long.stderr
+    too_long = memkit("put", "--db", str(path), "--user", "ann", "--key", "essay2", "--value", "y" * 1200, "--confirm")
+    assert too_long.returncode == 2 and "at most 1000" in too_long.stderr
+    with MemoryStore(path) as store:
+        assert store.get("ann", "preference", "essay2") is None and len(store.get("ann", "preference", "essay")["value"]) == 800
+    missing = tmp_path / "new.sqlite3"  # a store still to be made gets the defaults, checked before it is made
+    refused = memkit("put", "--db", str(missing), "--user", "ann", "--key", "essay", "--value", "x" * 800, "--confirm")
+    assert refused.returncode == 2 and "at most 512" in refused.stderr and not missing.exists()
