@@ -19,6 +19,7 @@ from .errors import (
     MemkitError,
     ModelError,
     QuotaError,
+    ReadOnlyError,
     StoreError,
     ValidationError,
     WindowError,
@@ -46,7 +47,7 @@ __all__ = [
     # time, for tests and notebooks
     "FakeClock",
     # errors
-    "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ApprovalError",
+    "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ReadOnlyError", "ApprovalError",
     "BudgetError", "ModelError", "WindowError",
 ]
 

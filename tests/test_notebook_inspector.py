@@ -219,7 +219,7 @@ import os  # noqa: E402
 import stat  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from memkit import FakeClock  # noqa: E402
+from memkit import FakeClock, ReadOnlyError  # noqa: E402
 from memkit.store import SCHEMA_VERSION, MIGRATIONS  # noqa: E402
 
 
@@ -258,7 +258,7 @@ def test_the_inspector_opens_read_only_and_changes_nothing(tmp_path):
     with pytest.raises(ApprovalError, match="open read-only; switch Edit on"):
         inspector.stage_edit("coffee")
     assert "switch Edit on" in inspector.controls["status"].value and inspector.controls["stage_edit"].disabled
-    with pytest.raises(StoreError, match="read-only; nothing was written"):
+    with pytest.raises(ReadOnlyError, match="read-only; nothing was written"):
         inspector.store.put("alice", "s1", "preference", "drink", "around the inspector")
     inspector.close()
     assert _look(path) == before  # same bytes, same mtime, no -wal or -shm beside it
