@@ -66,8 +66,9 @@ def run(records: int, users: int, rounds: int) -> list[tuple[str, float, float |
         build(path, records, users)
         rows: list[tuple[str, float, float | None]] = []
         opened = median_ms(lambda: MemoryInspector(path).close(), rounds)
-        headless = MemoryInspector(path, page_size=10)  # 20 records a user: two pages
-        shown = MemoryInspector(path, page_size=10)
+        pages_of = max(1, records // users // 2)  # two pages a user
+        headless = MemoryInspector(path, page_size=pages_of)
+        shown = MemoryInspector(path, page_size=pages_of)
         shown.widget  # displayed: every method now also brings the controls in line
         target = f"user-{users // 2:04d}"
         store = headless.store

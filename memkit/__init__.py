@@ -21,6 +21,7 @@ from .errors import (
     ModelError,
     ProposalError,
     QuotaError,
+    ReadOnlyError,
     StoreError,
     ValidationError,
     WindowError,
@@ -51,8 +52,9 @@ __all__ = [
     # time, for tests and notebooks
     "FakeClock",
     # errors
-    "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ApprovalError",
-    "ProposalError", "BudgetError", "ModelError", "WindowError", "CommittedThenFailedError",
+    "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ReadOnlyError",
+    "ApprovalError", "ProposalError", "BudgetError", "ModelError", "WindowError",
+    "CommittedThenFailedError",
 ]
 
 

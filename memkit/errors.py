@@ -32,6 +32,14 @@ class LockedError(StoreError):
     """
 
 
+class ReadOnlyError(LockedError):
+    """A write asked of a store opened read-only (the inspector's default); nothing was written.
+
+    A `LockedError` (a lock that never frees): what a store does on its own when the lock is taken
+    (keeping the search index up to date) it skips here as well, and goes on reading.
+    """
+
+
 class ApprovalError(MemkitError):
     """A write or delete had no matching, unspent confirmation. Nothing was changed."""
 

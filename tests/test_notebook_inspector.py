@@ -219,7 +219,7 @@ import os  # noqa: E402
 import stat  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from memkit import FakeClock  # noqa: E402
+from memkit import FakeClock, ReadOnlyError  # noqa: E402
 from memkit.store import SCHEMA_VERSION, MIGRATIONS  # noqa: E402
 
 
@@ -258,7 +258,7 @@ def test_the_inspector_opens_read_only_and_changes_nothing(tmp_path):
     with pytest.raises(ApprovalError, match="open read-only; switch Edit on"):
         inspector.stage_edit("coffee")
     assert "switch Edit on" in inspector.controls["status"].value and inspector.controls["stage_edit"].disabled
-    with pytest.raises(StoreError, match="read-only; nothing was written"):
+    with pytest.raises(ReadOnlyError, match="read-only; nothing was written"):
         inspector.store.put("alice", "s1", "preference", "drink", "around the inspector")
     inspector.close()
     assert _look(path) == before  # same bytes, same mtime, no -wal or -shm beside it
@@ -695,3 +695,14 @@ def test_confirm_compiles_the_tool_schemas_once_and_says_it_is_working(crowd):
     assert list(inspector._tools) == ["u0042"] and len(inspector.approvals.spent) == 2
     assert any("writing" in text for text in seen)  # shown while the write ran
     assert "done: edit" in inspector.controls["status"].value
+
+
+def test_the_inspector_benchmark_runs_at_a_small_size():
+    # Timings are never asserted: this only keeps bench/inspector_bench.py working.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.inspector_bench import markdown, run
+
+    rows = run(records=200, users=20, rounds=1)
+    names = [name for name, _, _ in rows]
+    assert "select a user" in names and "a later Confirm (stage and write)" in names
+    assert all(ms >= 0 for _, ms, _ in rows) and "## Inspector at size" in markdown(rows, 200, 20, 1)

@@ -113,3 +113,66 @@ def test_postgresql_records_its_limits_too(pg_url):
         assert store.limits == LARGE
         with pytest.raises(StoreError):
             store.put("newcomer", "s0", "preference", "food", "rice")
+
+
+def _fresh_database(pg_url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return pg_url.replace("/postgres?", f"/{name}?", 1)
+
+
+def test_memkit_migrate_and_limits_on_postgresql(pg_url):
+    psycopg = pytest.importorskip("psycopg")
+    from memkit.store.pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
+
+    url = _fresh_database(pg_url, "limits_cli")
+    with psycopg.connect(url, autocommit=True) as conn:  # a store made by the first memkit
+        for statement in PG_MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO memkit_meta VALUES (1, 1)")
+    with pytest.raises(StoreError, match="older than this memkit's"):
+        open_store(url, read_only=True)  # read-only never migrates
+    refused = memkit("migrate", "--db", url)
+    assert refused.returncode == 2 and f"from schema version 1 to {PG_SCHEMA_VERSION}" in refused.stderr
+    done = memkit("migrate", "--db", url, "--confirm")
+    assert done.returncode == 0, done.stderr
+    assert (json.loads(done.stdout)["from_version"], json.loads(done.stdout)["to_version"]) == (1, PG_SCHEMA_VERSION)
+    shown = json.loads(memkit("limits", "--db", url).stdout)
+    assert shown["limits"]["max_records_total"] == Limits().max_records_total  # recorded at the migrating open
+    changed = memkit("limits", "--db", url, "--set", "max_records_total=4000", "--confirm")
+    assert changed.returncode == 0, changed.stderr
+    with open_store(url) as store:
+        assert store.limits.max_records_total == 4000
+
+
+def test_limits_are_not_set_on_an_older_store_before_it_is_migrated(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    before = path.read_bytes()
+    shown = memkit("limits", "--db", str(path))
+    assert shown.returncode == 0 and json.loads(shown.stdout)["recorded"] is False
+    refused = memkit("limits", "--db", str(path), "--set", "max_records_total=5000", "--confirm")
+    assert refused.returncode == 2 and "schema version 1" in refused.stderr and "memkit migrate" in refused.stderr
+    assert path.read_bytes() == before
+
+
+def test_the_cli_checks_sizes_against_the_stores_own_limits(tmp_path):
+    path = tmp_path / "long.sqlite3"
+    MemoryStore(path, limits=LARGE).close()  # values up to 1000 characters
+    long = memkit("put", "--db", str(path), "--user", "ann", "--key", "essay", "--value", "x" * 800, "--confirm")
+    assert long.returncode == 0, long.stderr
+    too_long = memkit("put", "--db", str(path), "--user", "ann", "--key", "essay2", "--value", "y" * 1200, "--confirm")
+    assert too_long.returncode == 2 and "at most 1000" in too_long.stderr
+    with MemoryStore(path) as store:
+        assert store.get("ann", "preference", "essay2") is None and len(store.get("ann", "preference", "essay")["value"]) == 800
+    missing = tmp_path / "new.sqlite3"  # a store still to be made gets the defaults, checked before it is made
+    refused = memkit("put", "--db", str(missing), "--user", "ann", "--key", "essay", "--value", "x" * 800, "--confirm")
+    assert refused.returncode == 2 and "at most 512" in refused.stderr and not missing.exists()

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..errors import StoreError
 from ..store import SCHEMA_VERSION, MemoryStore, open_store
-from ..store.readonly import ReadOnlyDatabase
 from ..store.store_limits import (LIMIT_NAMES, check_floors, floors, has_table, parse_settings,
                                   recorded as recorded_limits, write as write_limits)
 from .options import CliError, database_url, db_path, require_confirm
@@ -41,8 +40,7 @@ def _file_version(args: argparse.Namespace) -> tuple[str, int]:
     if not path.exists():
         raise CliError(f"there is no database at {path}; nothing to migrate")
     with MemoryStore(path, read_only=True) as store:
-        db = store._db
-        return str(path), db.file_version if isinstance(db, ReadOnlyDatabase) else SCHEMA_VERSION
+        return str(path), int(store.opened["file_version"] or SCHEMA_VERSION)
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
@@ -83,6 +81,10 @@ def cmd_limits(args: argparse.Namespace) -> None:
     changes = parse_settings(args.set) if args.set else {}
     if changes:
         require_confirm(args, f"limits --set {' '.join(args.set)}")
+        where, version = _file_version(args)
+        if version < SCHEMA_VERSION:  # opening it for writing would migrate it: only `migrate` does that
+            raise CliError(f"{where} is at schema version {version}, older than this memkit's {SCHEMA_VERSION}; "
+                           "nothing changed. Migrate it first (memkit migrate --db ... --confirm)")
     with _open_for_limits(args, writing=bool(changes)) as store:
         size = int(store.health()["db_bytes"])
         if changes:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 from ..approvals import Approvals
 from ..clock import iso, utc_now
 from ..errors import MemkitError
-from ..limits import DEFAULT_LIMITS, check_text
+from ..limits import DEFAULT_LIMITS, Limits, check_text
 from ..request import History
 from ..semantic import DEFAULT_MIN_SIMILARITY
 from ..store import MemoryStore, is_database_url, open_store
@@ -127,9 +127,29 @@ def keep_vectors(store: MemoryStore) -> None:
               "`memkit reindex --confirm` makes the missing ones", file=sys.stderr)
 
 
+_SIZES_CHECKED_BY_THE_STORE = DEFAULT_LIMITS.replace(
+    max_value_chars=1 << 30, max_key_chars=1 << 30, max_id_chars=1 << 30, max_query_chars=1 << 30,
+    max_search_limit=1 << 30)
+"""For an existing SQLite store: its own recorded limits bound the sizes (the store checks them
+before it writes anything); the shapes (allowed characters, not blank, no NUL) are checked here."""
+
+
+def _argument_limits(args: argparse.Namespace) -> Limits:
+    """The limits to check the arguments against before anything is opened: the defaults a new store
+    is made with, or, for an existing SQLite file, only what no store's limits can allow."""
+    if not hasattr(args, "db"):  # a command without a store (demo)
+        return DEFAULT_LIMITS
+    try:
+        if database_url(args) is None and db_path(args)[0].is_file():
+            return _SIZES_CHECKED_BY_THE_STORE
+    except MemkitError:
+        pass  # the same question is asked again when the store is opened, and refused there by name
+    return DEFAULT_LIMITS
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Check every argument before any file is opened, so a refused command creates nothing."""
-    limits = DEFAULT_LIMITS
+    limits = _argument_limits(args)
     required = {"put": ("key", "value"), "delete": ("key",), "get": ("key",), "history": ("key",),
                 "import": ("file",)}.get(args.command, ())
     for name in required:

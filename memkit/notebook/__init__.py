@@ -5,7 +5,9 @@
 - `charts`: a request's parts against its budget, and the scripted conversation behind the chart;
 - `views`: the budget explorer, the confirm form, the user switcher and the isolation scans;
 - `inspector`: `MemoryInspector`, for any memkit database (read-only unless asked), with
-  confirm-gated corrections; `PeerInspector` for other frameworks' memory files; `inspect` picks;
+  confirm-gated corrections; `inspect` opens whatever it is given;
+- `peer_views`: `PeerInspector` for other frameworks' memory files, `NotInspectable` for the rest;
+- `peer_samples`: sample memory files of openai-agents, LangGraph and mem0, to have one to open;
 - `workspace`: a notebook run's own temporary folder, and fresh names for its experiments;
 - `processes`: a function written in a cell, run in new processes (to race them, or to kill one);
 - `exercises`: the verdicts of the exercises' check cells.

@@ -16,6 +16,12 @@ opens either from a path or a `postgresql://` URL. Each concept lives in one mod
 - `archive`: the transcript archive of turns that left the short-term window.
 - `health`: `health()`, the one counter check, `inspect_file`, `fingerprint`.
 - `proposals`: saves and deletes the model proposed, kept until a person approves or rejects them.
+- `readonly`: reading a file without changing it (`MemoryStore(path, read_only=True)`): `mode=ro` or
+  `immutable=1`, an older schema from a migrated copy in memory, every write refused.
+- `store_limits`: the limits a store records (table `store_limits`) and every open uses.
+- `browse`: what an inspector reads beyond records: deleted keys, sessions, a record's write number.
+- `peers`: other frameworks' memory files (openai-agents, LangGraph, mem0), recognised and read only.
+- `targets`: what a target names: a SQLite path, or PostgreSQL in any spelling (passwords masked).
 
 PostgreSQL, where it differs (psycopg and psycopg_pool are imported only when a URL is opened):
 
@@ -25,7 +31,7 @@ PostgreSQL, where it differs (psycopg and psycopg_pool are imported only when a 
 - `pg_search`: the same search rule, by scan or the trigram index.
 - `pg_store`: `PostgresStore`, and its `health`.
 - `embedded`: `start_embedded_postgres()`, a server of its own in a temporary folder.
-- `opening`: `open_store`.
+- `opening`: `open_store`, for a path or any PostgreSQL spelling.
 
 All SQL and every backend-specific rule live here (SQLite: db, files, wal, schema, statements,
 search); a schema change touches only this package.

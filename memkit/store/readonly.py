@@ -29,19 +29,10 @@ import stat
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import LockedError, StoreError
-from ..limits import Limits
+from ..errors import ReadOnlyError, StoreError
 from .db import SqliteDatabase
 from .files import SQLITE_MAGIC, check_length, check_wal, sqlite_uri
 from .schema import SCHEMA_VERSION, check_schema, migrate
-
-
-class ReadOnlyError(LockedError):
-    """A write asked of a store opened read-only. Nothing was written.
-
-    A `LockedError` (a lock that never frees): what a store does on its own when the lock is taken
-    (keeping the search index up to date) it skips here as well, and goes on reading.
-    """
 
 
 def sidecars(path: Path) -> list[Path]:
