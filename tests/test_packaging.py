@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -17,12 +18,27 @@ def _split(requirement: str) -> tuple[str, str]:
     return name.lower(), spec.replace(" ", "")
 
 
-def pyproject_requirements() -> dict[str, str]:
+def _extras() -> dict[str, list[str]]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+
+def extra_requirements(extra: str, seen: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The packages an extra installs, following `memkit[...]` references to other extras."""
+    found: dict[str, str] = {}
+    for item in _extras()[extra]:
+        if item.startswith("memkit["):
+            for inner in item[len("memkit["):-1].split(","):
+                if inner not in seen:
+                    found.update(extra_requirements(inner.strip(), seen | {extra}))
+        else:
+            found.update([_split(item)])
+    return found
+
+
+def student_requirements() -> dict[str, str]:
+    """The student set: the kit's own dependencies and the `student` extra (what `make lab` installs)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = list(project["dependencies"])
-    for extra, items in project["optional-dependencies"].items():
-        requirements += [item for item in items if not item.startswith("memkit[")]
-    return dict(_split(r) for r in requirements)
+    return dict(_split(r) for r in project["dependencies"]) | extra_requirements("student")
 
 
 def environment_requirements() -> tuple[dict[str, str], str]:
@@ -42,9 +58,24 @@ def environment_requirements() -> tuple[dict[str, str], str]:
     return found, python
 
 
-def test_environment_names_the_same_dependencies_as_pyproject():
+def test_environment_names_the_student_set_of_pyproject():
     environment, _ = environment_requirements()
-    assert environment == pyproject_requirements()
+    assert environment == student_requirements()
+
+
+def test_the_student_set_leaves_the_development_tools_out_and_all_keeps_them():
+    student = student_requirements()
+    dev = extra_requirements("dev")
+    assert dev and not set(dev) & set(student), sorted(set(dev) & set(student))
+    assert {"jupyterlab", "redis", "pgserver", "bpe-openai"} <= set(student)
+    everything = extra_requirements("all")
+    assert set(student) - {"jsonschema"} <= set(everything) and set(dev) <= set(everything)
+
+
+def test_nested_extras_are_followed_and_a_cycle_ends(monkeypatch):
+    extras = {"student": ["memkit[a]"], "a": ["memkit[b]", "x>=1"], "b": ["y>=2", "memkit[a]"]}
+    monkeypatch.setattr(sys.modules[__name__], "_extras", lambda: extras)
+    assert extra_requirements("student") == {"x": ">=1", "y": ">=2"}
 
 
 def test_environment_uses_conda_forge_and_installs_the_kit_with_pip():
