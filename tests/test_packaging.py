@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import sys
 import tomllib
@@ -94,3 +96,51 @@ def test_python_versions_agree():
 def test_console_script_points_at_the_cli():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["scripts"] == {"memkit": "memkit.cli:main"}
+
+
+def _lab_settings_flag() -> str:
+    """The JupyterLab option `make lab` passes, with $(CURDIR) resolved to the repository."""
+    makefile = (ROOT / "Makefile").read_text()
+    flag = re.search(r"^LAB_SETTINGS := (.+)$", makefile, re.M).group(1)
+    assert "$(LAB_SETTINGS)" in makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    return flag.replace('"', "").replace("$(CURDIR)", str(ROOT))
+
+
+def test_make_lab_starts_jupyterlab_without_the_news_prompt(tmp_path):
+    """JupyterLab started with make lab's option serves the kit's defaults: no news, no update check."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    flag = _lab_settings_flag()
+    assert flag.startswith("--LabApp.app_settings_dir=") and Path(flag.split("=", 1)[1]).is_dir()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "user"), JUPYTER_RUNTIME_DIR=str(tmp_path / "run"))
+    command = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser", flag, f"--port={port}",
+               "--ServerApp.ip=127.0.0.1", "--ServerApp.token=t", "--ServerApp.port_retries=0",
+               *(["--allow-root"] if os.geteuid() == 0 else []), str(tmp_path)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification?token=t"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    schema = json.loads(response.read())["schema"]["properties"]
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "jupyter lab did not answer"
+                time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert schema["fetchNews"]["default"] == "false" and schema["checkForUpdates"]["default"] is False
+    assert not (tmp_path / "user").exists() or not any((tmp_path / "user").rglob("*.jupyterlab-settings"))
+
+
+def test_binder_copies_the_same_settings():
+    post_build = (ROOT / "postBuild").read_text()
+    assert ".jupyter/lab/settings/overrides.json" in post_build and os.access(ROOT / "postBuild", os.X_OK)
