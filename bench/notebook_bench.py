@@ -32,6 +32,8 @@ NOTEBOOKS = HERE.parent / "notebooks"
 SECTION = "## Notebooks: Run All"
 TARGET_S = {"05": 20.0, "09": 20.0}
 """Issue 26's targets: these notebooks Run All in at most this many seconds."""
+BEFORE_S = {"05": 36.1, "09": 38.6}
+"""Run All before issue 26's round, by this script on the same machine (load average about 8)."""
 
 
 def time_notebook(path: Path) -> dict[str, Any]:
@@ -75,6 +77,7 @@ def run(names: list[str], repeat: int, log: Any = print) -> dict[str, Any]:
     if names:
         paths = [p for p in paths if any(p.name.startswith(n) for n in names)]
     rows = []
+    loads = os.getloadavg()
     for path in paths:
         runs = []
         for _ in range(repeat):
@@ -86,7 +89,9 @@ def run(names: list[str], repeat: int, log: Any = print) -> dict[str, Any]:
                      "kernel_start_s": round(statistics.median(r["kernel_start_s"] for r in runs), 1),
                      "code_cells": runs[0]["code_cells"], "slowest": slowest,
                      "stated_minutes": stated_minutes(path)})
-    return {"meta": {"date": dt.date.today().isoformat(), "cores": os.cpu_count(), "python": platform.python_version(),
+    load = os.getloadavg()[0]
+    return {"meta": {"load_before": round(loads[0], 1), "load_after": round(load, 1),
+                     "date": dt.date.today().isoformat(), "cores": os.cpu_count(), "python": platform.python_version(),
                      "machine": f"{platform.system()} {platform.machine()}", "repeat": repeat}, "notebooks": rows}
 
 
@@ -98,7 +103,10 @@ def section(results: dict[str, Any]) -> str:
              f"{meta['machine']}, Python {meta['python']}. Each notebook ran top to bottom in a fresh kernel "
              f"(nbclient, {meta['repeat']} run(s) each, the median kept); *Run All* is the first cell to the "
              "last, the kernel's start apart. *Class time* is what the notebook's first cell states (reading, "
-             "the exercise, discussion); the teacher's guide adds the two.", "",
+             "the exercise, discussion); the teacher's guide adds the two. The machine was shared: load "
+             f"average {meta.get('load_before', '?')} when the run began and {meta.get('load_after', '?')} "
+             "when it ended (on 2 cores), so an idle machine is faster. Before issue 26's round, on the same "
+             "machine and a similar load: " + ", ".join(f"{n} {s:.1f} s" for n, s in BEFORE_S.items()) + ".", "",
              "| notebook | Run All | runs | kernel start | code cells | slowest cells | class time | target |",
              "|---|---:|---|---:|---:|---|---:|---|"]
     for row in results["notebooks"]:
@@ -114,6 +122,54 @@ def section(results: dict[str, Any]) -> str:
     lines += ["", f"All of them: {total:.0f} s of Run All. Cell numbers count every cell from 0, as the "
               "notebook file does."]
     return "\n".join(lines) + "\n"
+
+
+TRACKS: dict[str, dict[str, Any]] = {
+    "A 90-minute taster": {
+        "limit": 90, "notebooks": ["00", "03", "05"],
+        "extra": {"closing: the cheat sheet, questions": 10}},
+    "A three-hour class": {
+        "limit": 180, "notebooks": ["00", "01", "03", "04", "05", "07"],
+        "extra": {"a break": 10, "closing: the cheat sheet, questions": 5}},
+    "A full day": {
+        "limit": None, "notebooks": ["00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10",
+                                     "11", "12"],
+        "extra": {"two breaks of 15 minutes": 30, "lunch": 60}},
+}
+"""The teacher's guide's tracks: notebooks in order, and the minutes of the class that are not a notebook."""
+
+
+def tracks(results: dict[str, Any]) -> str:
+    """The guide's track tables: per notebook its stated class minutes and its measured Run All."""
+    import math
+
+    rows = {row["notebook"][:2]: row for row in results["notebooks"]}
+    out = []
+    for title, track in TRACKS.items():
+        lines = [f"**{title}**", "", "| notebook | class (stated) | Run All (measured) | minutes |",
+                 "|---|---:|---:|---:|"]
+        total = 0
+        missing = []
+        for number in track["notebooks"]:
+            row = rows.get(number)
+            if row is None or row.get("stated_minutes") is None:
+                missing.append(number)
+                lines.append(f"| `{number}` | not measured yet | – | – |")
+                continue
+            run_all = math.ceil(row["median_s"] / 60)
+            minutes = row["stated_minutes"] + run_all
+            total += minutes
+            lines.append(f"| `{row['notebook']}` | {row['stated_minutes']} | {row['median_s']:.0f} s "
+                         f"(≤ {run_all} min) | {minutes} |")
+        for what, minutes in track["extra"].items():
+            total += minutes
+            lines.append(f"| {what} | {minutes} | – | {minutes} |")
+        fits = "" if track["limit"] is None else (f" of {track['limit']}: fits" if total <= track["limit"]
+                                                  else f" of {track['limit']}: **does not fit**")
+        note = f" (without {', '.join(missing)}: not measured on this branch)" if missing else ""
+        lines.append(f"| **total** | | | **{total}**{fits}{note} |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
 
 
 def write_section(results_md: Path, text: str) -> None:
@@ -140,9 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.notebook_bench", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="notebook numbers or name prefixes (default: all)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per notebook; the median is kept")
+    parser.add_argument("--tracks", action="store_true",
+                        help="print the teacher's guide's track tables from bench/notebook_times.json")
     parser.add_argument("--write", action="store_true",
                         help="write bench/notebook_times.json and the section of bench/RESULTS.md")
     args = parser.parse_args(argv)
+    if args.tracks:
+        print(tracks(json.loads((HERE / "notebook_times.json").read_text(encoding="utf-8"))))
+        return 0
     results = run(args.names, args.repeat)
     if args.write:
         times = HERE / "notebook_times.json"
