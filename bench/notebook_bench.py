@@ -8,6 +8,7 @@ already up). The slowest cells are listed, so a slow notebook says where its tim
     python -m bench.notebook_bench                       # every notebook, once
     python -m bench.notebook_bench 05 09 --repeat 3      # some, three times each (the median is kept)
     python -m bench.notebook_bench --write               # ... and put the section into bench/RESULTS.md
+    python -m bench.notebook_bench old/09_x.ipynb 09     # another version of 09 beside today's (not written)
 
 The figures go into the section "## Notebooks: Run All" of bench/RESULTS.md (the rest of the file is
 kept) and into bench/notebook_times.json, which the teacher's guide takes its minutes from. Times
@@ -71,23 +72,32 @@ def stated_minutes(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def label(path: Path) -> str:
+    """A notebook's name in the table; another version names its folder too."""
+    return path.stem if path.parent.resolve() == NOTEBOOKS.resolve() else f"{path.stem} ({path.parent.name})"
+
+
 def run(names: list[str], repeat: int, log: Any = print) -> dict[str, Any]:
     """Time each notebook `repeat` times; keep every run and the median."""
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if names:
-        paths = [p for p in paths if any(p.name.startswith(n) for n in names)]
+        files = [Path(n) for n in names if n.endswith(".ipynb")]  # another version of a notebook
+        paths = [p for p in paths if any(p.name.startswith(n) for n in names)] + files
     rows = []
     loads = os.getloadavg()
-    for path in paths:
-        runs = []
-        for _ in range(repeat):
-            runs.append(time_notebook(path))
-            log(f"  {path.stem}: {runs[-1]['run_all_s']:.1f} s (kernel {runs[-1]['kernel_start_s']:.1f} s)")
-        median = statistics.median(r["run_all_s"] for r in runs)
-        slowest = min(runs, key=lambda r: abs(r["run_all_s"] - median))["slowest"]
-        rows.append({"notebook": path.stem, "runs_s": [r["run_all_s"] for r in runs], "median_s": round(median, 1),
-                     "kernel_start_s": round(statistics.median(r["kernel_start_s"] for r in runs), 1),
-                     "code_cells": runs[0]["code_cells"], "slowest": slowest,
+    runs: dict[Path, list[dict[str, Any]]] = {path: [] for path in paths}
+    for _ in range(repeat):  # round after round, so every notebook meets the same load
+        for path in paths:
+            runs[path].append(time_notebook(path))
+            log(f"  {label(path)}: {runs[path][-1]['run_all_s']:.1f} s "
+                f"(kernel {runs[path][-1]['kernel_start_s']:.1f} s)")
+    for path, timed in runs.items():
+        median = statistics.median(r["run_all_s"] for r in timed)
+        slowest = min(timed, key=lambda r: abs(r["run_all_s"] - median))["slowest"]
+        rows.append({"notebook": label(path), "runs_s": [r["run_all_s"] for r in timed],
+                     "median_s": round(median, 1),
+                     "kernel_start_s": round(statistics.median(r["kernel_start_s"] for r in timed), 1),
+                     "code_cells": timed[0]["code_cells"], "slowest": slowest,
                      "stated_minutes": stated_minutes(path)})
     load = os.getloadavg()[0]
     return {"meta": {"load_before": round(loads[0], 1), "load_after": round(load, 1),
@@ -143,7 +153,7 @@ def tracks(results: dict[str, Any]) -> str:
     """The guide's track tables: per notebook its stated class minutes and its measured Run All."""
     import math
 
-    rows = {row["notebook"][:2]: row for row in results["notebooks"]}
+    rows = {row["notebook"][:2]: row for row in results["notebooks"] if "(" not in row["notebook"]}
     out = []
     for title, track in TRACKS.items():
         lines = [f"**{title}**", "", "| notebook | class (stated) | Run All (measured) | minutes |",
