@@ -33,8 +33,6 @@ NOTEBOOKS = HERE.parent / "notebooks"
 SECTION = "## Notebooks: Run All"
 TARGET_S = {"05": 20.0, "09": 20.0}
 """Issue 26's targets: these notebooks Run All in at most this many seconds."""
-BEFORE_S = {"05": 36.1, "09": 38.6}
-"""Run All before issue 26's round, by this script on the same machine (load average about 8)."""
 
 
 def time_notebook(path: Path) -> dict[str, Any]:
@@ -115,8 +113,9 @@ def section(results: dict[str, Any]) -> str:
              "last, the kernel's start apart. *Class time* is what the notebook's first cell states (reading, "
              "the exercise, discussion); the teacher's guide adds the two. The machine was shared: load "
              f"average {meta.get('load_before', '?')} when the run began and {meta.get('load_after', '?')} "
-             "when it ended (on 2 cores), so an idle machine is faster. Before issue 26's round, on the same "
-             "machine and a similar load: " + ", ".join(f"{n} {s:.1f} s" for n, s in BEFORE_S.items()) + ".", "",
+             "when it ended (on 2 cores), so an idle machine is faster. A row marked *(before)* is an earlier "
+             "version of a notebook (for issue 26: as it was before that round, commit 60cb204), timed in the "
+             "same run as today's, round after round, so both met the same load.", "",
              "| notebook | Run All | runs | kernel start | code cells | slowest cells | class time | target |",
              "|---|---:|---|---:|---:|---|---:|---|"]
     for row in results["notebooks"]:
