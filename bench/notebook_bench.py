@@ -127,9 +127,9 @@ def section(results: dict[str, Any]) -> str:
         stated = f"{row['stated_minutes']} min" if row["stated_minutes"] else "–"
         lines.append(f"| `{row['notebook']}` | {row['median_s']:.1f} s | {runs} | {row['kernel_start_s']:.1f} s | "
                      f"{row['code_cells']} | {slowest} | {stated} | {held} |")
-    total = sum(row["median_s"] for row in results["notebooks"])
-    lines += ["", f"All of them: {total:.0f} s of Run All. Cell numbers count every cell from 0, as the "
-              "notebook file does."]
+    total = sum(row["median_s"] for row in results["notebooks"] if "(" not in row["notebook"])
+    lines += ["", f"All of today's notebooks: {total:.0f} s of Run All. Cell numbers count every cell from 0, "
+              "as the notebook file does."]
     return "\n".join(lines) + "\n"
 
 
