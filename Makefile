@@ -1,24 +1,35 @@
 # The kit's entry points. `make lab` runs the kit, `make test` runs every test; both install what
 # they need into .venv first (a fresh machine needs only Python 3.11+ and make).
+# `make lab` installs the student set only (the `student` extra: what the notebooks import);
+# `make test` adds the development tools (`all`: pytest, nbval, mypy, playwright, ...).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+STUDENT_STAMP := $(VENV)/.student-installed
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
 .PHONY: lab test demo bench reliability clean
 
-$(STAMP): pyproject.toml
+$(STUDENT_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[student]'
+	touch $(STUDENT_STAMP)
+
+$(STAMP): $(STUDENT_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[all]'
 	touch $(STAMP)
 
 # Jupyter refuses to run as root without --allow-root (containers, CI machines); pass it only there.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-lab: $(STAMP)
-	$(BIN)/jupyter lab $(ROOT_FLAG) notebooks/
+# JupyterLab's defaults for this kit live in the repository (.jupyter/lab/settings/overrides.json:
+# no "Jupyter news" pop-up, no update check); nothing is written to the user's home.
+LAB_SETTINGS := --LabApp.app_settings_dir="$(CURDIR)/.jupyter/lab/settings"
+
+lab: $(STUDENT_STAMP)
+	$(BIN)/jupyter lab $(ROOT_FLAG) $(LAB_SETTINGS) notebooks/
 
 # The browser test (tests/test_browser.py) drives Debian's chromium; without one pytest skips it, and
 # make says so before and after the run (-rfEs lists every failure, error and skip with its reason).
@@ -31,7 +42,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -rfEs tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg; \
 	status=$$?; $(if $(CHROMIUM),,echo "$(NO_BROWSER)";) exit $$status
 
-demo: $(STAMP)
+demo: $(STUDENT_STAMP)
 	$(BIN)/memkit demo
 
 # The benchmark also needs the peers it compares memkit with (the `bench` extra).

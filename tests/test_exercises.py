@@ -31,6 +31,20 @@ nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
+CAPSTONE_BUILD = 'my_build = {\n    "user": lambda customer: customer,\n    "confirmations": {"ana": [("preference", "language", "Portuguese"),\n                              ("episode", "ticket.t-4471", "router drops every evening")],\n                      "ben": [("preference", "channel", "email"),\n                              ("episode", "ticket.q-9082", "invoice charged twice")]},\n    "budget": BUDGET_,\n    "forget": FORGET_,\n}'
+
+
+def _build(budget: str = "3000", forget: str = "lambda store, user: store.forget_user(user)",
+           user: str = "lambda customer: customer", ana: str = "", language: str = "Portuguese") -> str:
+    """The capstone's answer cell: the right build, with one choice changed."""
+    source = CAPSTONE_BUILD.replace("BUDGET_", budget).replace("FORGET_", forget)
+    source = source.replace("lambda customer: customer", user).replace('"Portuguese"', repr(language))
+    return source.replace('"router drops every evening")]', '"router drops every evening")' + ana + "]")
+
+
+DELETE_KEYS = ("lambda store, user: [store.delete(user, r['kind'], r['key']) "
+               "for r in store.records(user)]")
+
 # notebook -> [(answer cell source, verdict label, text the verdict must hold)]
 VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "00_start_here.ipynb": [
@@ -117,10 +131,18 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ("answer = None", "not answered yet", "write a budget"),
     ],
     "05_restart_simulation.ipynb": [
-        ('predicted = {"after commit, NORMAL": 0, "before commit, FULL": 3}', "right", "cannot undo a commit"),
-        ('predicted = {"after commit, NORMAL": 3, "before commit, FULL": 3}', "not right yet", "outlive the killed process"),
-        ('predicted = {"after commit, NORMAL": 0, "before commit, FULL": 0}', "not right yet", "still inside its open"),
-        ('predicted = {"after commit, NORMAL": 0, "before commit, FULL": None}', "not answered yet", "before commit"),
+        ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": 4}', "right",
+         "cannot undo a commit"),
+        ('predicted = {"after commit, NORMAL": 3, "before commit, 2 acks a kill": 4}', "not right yet",
+         "outlive the killed process"),
+        ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": 8}', "not right yet",
+         "the one acknowledged before it had committed"),
+        ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": 0}', "not right yet",
+         "still inside its open"),
+        ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": "four"}', "not right yet",
+         "write a number"),
+        ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": None}', "not answered yet",
+         "before commit"),
     ],
     "06_user_isolation.ipynb": [
         ('predicted = {"alice\'s requests holding \'tea\'": 1, "Carol\'s records alice received": 0}',
@@ -209,6 +231,16 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('predicted = {"value": "vegan", "events": "one"}', "not right yet", "write a number"),
         ('predicted = {"value": "vegan"}', "not right yet", "keep the names"),
         ('predicted = {"value": "vegan", "events": None}', "not answered yet", "'events'"),
+    ],
+    "12_capstone.ipynb": [
+        (_build(), "right", "all five requirements hold"),
+        (_build(budget="2000"), "not right yet", "above the largest request the week needs"),
+        (_build(budget="16000"), "not right yet", "keep the budget at most 3000"),
+        (_build(forget=DELETE_KEYS), "not right yet", "a delete keeps the history"),
+        (_build(user='lambda customer: "support"'), "not right yet", "a user id of their own"),
+        (_build(language="portuguese"), "not right yet", "confirm exactly the values"),
+        (_build(ana=', ("preference", "mood", "grumpy")'), "not right yet", "ana never confirmed her mood"),
+        (_build().replace('"budget": 3000', '"budget": None'), "not answered yet", "replace every None"),
     ],
 }
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -17,12 +20,27 @@ def _split(requirement: str) -> tuple[str, str]:
     return name.lower(), spec.replace(" ", "")
 
 
-def pyproject_requirements() -> dict[str, str]:
+def _extras() -> dict[str, list[str]]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+
+def extra_requirements(extra: str, seen: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The packages an extra installs, following `memkit[...]` references to other extras."""
+    found: dict[str, str] = {}
+    for item in _extras()[extra]:
+        if item.startswith("memkit["):
+            for inner in item[len("memkit["):-1].split(","):
+                if inner not in seen:
+                    found.update(extra_requirements(inner.strip(), seen | {extra}))
+        else:
+            found.update([_split(item)])
+    return found
+
+
+def student_requirements() -> dict[str, str]:
+    """The student set: the kit's own dependencies and the `student` extra (what `make lab` installs)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = list(project["dependencies"])
-    for extra, items in project["optional-dependencies"].items():
-        requirements += [item for item in items if not item.startswith("memkit[")]
-    return dict(_split(r) for r in requirements)
+    return dict(_split(r) for r in project["dependencies"]) | extra_requirements("student")
 
 
 def environment_requirements() -> tuple[dict[str, str], str]:
@@ -42,9 +60,24 @@ def environment_requirements() -> tuple[dict[str, str], str]:
     return found, python
 
 
-def test_environment_names_the_same_dependencies_as_pyproject():
+def test_environment_names_the_student_set_of_pyproject():
     environment, _ = environment_requirements()
-    assert environment == pyproject_requirements()
+    assert environment == student_requirements()
+
+
+def test_the_student_set_leaves_the_development_tools_out_and_all_keeps_them():
+    student = student_requirements()
+    dev = extra_requirements("dev")
+    assert dev and not set(dev) & set(student), sorted(set(dev) & set(student))
+    assert {"jupyterlab", "redis", "pgserver", "bpe-openai"} <= set(student)
+    everything = extra_requirements("all")
+    assert set(student) - {"jsonschema"} <= set(everything) and set(dev) <= set(everything)
+
+
+def test_nested_extras_are_followed_and_a_cycle_ends(monkeypatch):
+    extras = {"student": ["memkit[a]"], "a": ["memkit[b]", "x>=1"], "b": ["y>=2", "memkit[a]"]}
+    monkeypatch.setattr(sys.modules[__name__], "_extras", lambda: extras)
+    assert extra_requirements("student") == {"x": ">=1", "y": ">=2"}
 
 
 def test_environment_uses_conda_forge_and_installs_the_kit_with_pip():
@@ -63,3 +96,51 @@ def test_python_versions_agree():
 def test_console_script_points_at_the_cli():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["scripts"] == {"memkit": "memkit.cli:main"}
+
+
+def _lab_settings_flag() -> str:
+    """The JupyterLab option `make lab` passes, with $(CURDIR) resolved to the repository."""
+    makefile = (ROOT / "Makefile").read_text()
+    flag = re.search(r"^LAB_SETTINGS := (.+)$", makefile, re.M).group(1)
+    assert "$(LAB_SETTINGS)" in makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    return flag.replace('"', "").replace("$(CURDIR)", str(ROOT))
+
+
+def test_make_lab_starts_jupyterlab_without_the_news_prompt(tmp_path):
+    """JupyterLab started with make lab's option serves the kit's defaults: no news, no update check."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    flag = _lab_settings_flag()
+    assert flag.startswith("--LabApp.app_settings_dir=") and Path(flag.split("=", 1)[1]).is_dir()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "user"), JUPYTER_RUNTIME_DIR=str(tmp_path / "run"))
+    command = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser", flag, f"--port={port}",
+               "--ServerApp.ip=127.0.0.1", "--ServerApp.token=t", "--ServerApp.port_retries=0",
+               *(["--allow-root"] if os.geteuid() == 0 else []), str(tmp_path)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification?token=t"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    schema = json.loads(response.read())["schema"]["properties"]
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "jupyter lab did not answer"
+                time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert schema["fetchNews"]["default"] == "false" and schema["checkForUpdates"]["default"] is False
+    assert not (tmp_path / "user").exists() or not any((tmp_path / "user").rglob("*.jupyterlab-settings"))
+
+
+def test_binder_copies_the_same_settings():
+    post_build = (ROOT / "postBuild").read_text()
+    assert ".jupyter/lab/settings/overrides.json" in post_build and os.access(ROOT / "postBuild", os.X_OK)

@@ -26,7 +26,8 @@ functions return plain dicts and lists, easy to put in a pandas DataFrame or to 
   refused write, half-made databases of killed creators, a clock that steps back.
 - `replicas`: agent instances behind a round-robin (`start_instance`, `round_robin`), each with
   its own store and window or sharing one Redis and one PostgreSQL; `isolation_scan` of every
-  model request for another user's data.
+  model request for another user's data; `reply_figures`, what an instance hands back (notebook
+  09 writes its own instance and round-robin and wraps the process in an `Instance`).
 - `scaling`: `writer_throughput` and `writer_curve`, SQLite and PostgreSQL with several writer
   processes; `quota_race`, writer processes racing one user at its quota on either backend.
 - `refusals` and `display`: `attempt_puts`, `try_open`, `sha256_file`, `scrub`, `compare_prediction`
@@ -49,7 +50,7 @@ from .races import race_writers, run_racers
 from . import redis_faults  # noqa: F401,E402  (registers its workers; its functions are used as redis_faults.*)
 from .refusals import attempt_puts, sha256_file, try_open
 from .sessions import GoldfishAgent, run_goldfish_session, run_session
-from .replicas import HOP_SCRIPT, Instance, isolation_scan, round_robin, start_instance
+from .replicas import HOP_SCRIPT, Instance, isolation_scan, reply_figures, round_robin, start_instance
 from .scaling import quota_race, writer_curve, writer_throughput
 from .sidecars import (clock_experiment, foreign_wal_experiment, killed_creators_experiment,
                        leftover_wal_experiment, refused_write_experiment)
@@ -63,7 +64,7 @@ __all__ = [
     "told_then_killed", "ask_in_new_process", "ticket_after_sigkill",
     "leftover_wal_experiment", "foreign_wal_experiment", "refused_write_experiment",
     "killed_creators_experiment", "clock_experiment",
-    "Instance", "start_instance", "round_robin", "HOP_SCRIPT", "isolation_scan", "quota_race", "writer_throughput",
+    "Instance", "start_instance", "round_robin", "reply_figures", "HOP_SCRIPT", "isolation_scan", "quota_race", "writer_throughput",
     "writer_curve",
     "attempt_puts", "try_open", "sha256_file", "scrub", "compare_prediction",
     "start_worker", "read_answer", "run_worker", "limits_from", "ROOMY_LIMITS",

@@ -214,8 +214,21 @@ def _serve(request: dict[str, Any], store: MemoryStore, window: ShortTermWindow,
         approvals.confirm_put(*request["confirm"])
     first = len(model.requests)
     reply = asyncio.run(agent.ask(request["message"]))
-    sent = model.requests[first:]
-    envelope = user_envelope(sent[0]["messages"])
-    return {"reply": reply.text, "exchanges": len(envelope.get("recent_history") or []),
+    return reply_figures(reply.text, model.requests[first:])
+
+
+def reply_figures(reply: str, requests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What an instance hands back for one message: the reply, and what its model requests carried.
+
+    Args:
+        reply: the text the agent answered.
+        requests: the model requests it sent for that message (`FixtureModel.requests`, the new ones).
+
+    Returns:
+        `reply`; `exchanges` and `memories`, how many recent exchanges and retrieved records the
+        first request carried; `requests`, the text of every request (for `isolation_scan`).
+    """
+    envelope = user_envelope(requests[0]["messages"]) if requests else {}
+    return {"reply": reply, "exchanges": len(envelope.get("recent_history") or []),
             "memories": len(envelope.get("retrieved_memory") or []),
-            "requests": [json.dumps(r["messages"], ensure_ascii=False) for r in sent]}
+            "requests": [json.dumps(r["messages"], ensure_ascii=False) for r in requests]}

@@ -10,6 +10,7 @@ The agent instances behind a round-robin are in `memkit.lab.replicas`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -69,8 +70,13 @@ class _Writers:
     writer curve does not pay an interpreter start per point.
     """
 
-    def __init__(self, payloads: Sequence[dict[str, Any]]) -> None:
+    def __init__(self, payloads: Sequence[dict[str, Any]], *, wait: bool = True) -> None:
         self.processes = [start_worker("scaling-writer", payload) for payload in payloads]
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait until every writer has opened its store and said "ready" (all are stopped on a failure)."""
         try:
             for process in self.processes:
                 expect(process, "ready")
@@ -155,11 +161,12 @@ def _writer_worker(payload: dict[str, Any]) -> None:
                 answer({"failed": f"{type(exc).__name__}: {exc}"})
 
 
-def _writers_for(target: str, count: int, schema: str | None, busy_timeout_ms: int) -> _Writers:
+def _writers_for(target: str, count: int, schema: str | None, busy_timeout_ms: int, *,
+                 wait: bool = True) -> _Writers:
     limits = {**ROOMY_LIMITS, "busy_timeout_ms": busy_timeout_ms}
     prepare_store(target, schema=schema, limits=limits)
     return _Writers([{"target": target, "schema": schema, "limits": limits, "user": f"writer-{n}"}
-                     for n in range(1, count + 1)])
+                     for n in range(1, count + 1)], wait=wait)
 
 
 def _throughput(target: str, writers: _Writers, count: int, seconds: float | None, puts: int | None) -> dict[str, Any]:
@@ -233,7 +240,8 @@ def writer_curve(targets: Mapping[str, PathLike], *, writer_counts: Sequence[int
     """`writer_throughput` for each target and each writer count, one row each (with its `label`).
 
     The same measurement, but the writer processes of a target are started once (as many as the
-    largest count) and reused for every count, which saves an interpreter start per point.
+    largest count) and reused for every count, which saves an interpreter start per point; the
+    writers of every target are started and ready before the first point is measured.
 
     Args:
         targets: label -> SQLite path or `postgresql://` URL.
@@ -245,10 +253,16 @@ def writer_curve(targets: Mapping[str, PathLike], *, writer_counts: Sequence[int
     for count in writer_counts:
         seconds = _check_run(count, seconds, puts)
     rows = []
-    for label, target in targets.items():
-        target = os.fspath(target)
-        with _writers_for(target, max(writer_counts), schema, busy_timeout_ms) as started:
-            rows += [{"label": label, **_throughput(target, started, count, seconds, puts)} for count in writer_counts]
+    with contextlib.ExitStack() as stack:
+        # Every target's writers start (and import, and open their store) before any measurement: a
+        # writer waiting for its work uses no CPU, and the curve does not wait for each start in turn.
+        started = {label: (os.fspath(target), stack.enter_context(
+                       _writers_for(os.fspath(target), max(writer_counts), schema, busy_timeout_ms, wait=False)))
+                   for label, target in targets.items()}
+        for _, writers in started.values():
+            writers.wait_ready()
+        for label, (target, writers) in started.items():
+            rows += [{"label": label, **_throughput(target, writers, count, seconds, puts)} for count in writer_counts]
     return rows
 
 

@@ -27,8 +27,11 @@ from typing import IO, Any, Callable, Sequence
 TIMEOUT_S = 120.0
 """How long a process may run before it is killed and the run fails."""
 
+# The boot spares each process the seconds jsonschema spends compiling the grammar of the "iri"
+# format, which the kit's tool schemas never use (see `memkit.lab.workers.skip_iri_grammar`).
 _BOOT = """
 import json as _json, sys as _sys
+_sys.modules.setdefault("rfc3987_syntax", None)
 {source}
 _arguments = _json.loads(_sys.argv[1])
 if _sys.argv[2] == "wait":
