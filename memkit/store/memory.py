@@ -20,7 +20,8 @@ from ..transcript import Turn
 from . import archive, health, search
 from . import bundle as bundle_format
 from .db import SqliteDatabase
-from .statements import RECORD_SQL, SQLITE_STATEMENTS as SQL, Record, Statements, put_read_args, to_record
+from .statements import (RECORD_SQL, SQLITE_STATEMENTS as SQL, Record, Statements, prune_history, put_read_args,
+                         to_record)
 
 
 class MemoryStore:
@@ -207,6 +208,7 @@ class MemoryStore:
                 SQL.insert_event,
                 (user, kind, key, action, revision, session, old_value, value, confirmation, now),
             )
+            prune_history(conn, user, self.limits.max_events_per_user)
             self._db.check_size(conn)
         return {"kind": kind, "key": key, "value": value, "source_session": session,
                 "revision": revision, "created_at": created, "updated_at": now}
@@ -249,6 +251,7 @@ class MemoryStore:
             # Here, not in each caller: the CLI, the inspector, the agent's tool and any program
             # delete through this method, and the next request of any process sees the mark.
             conn.execute(SQL.retire_history, (user, now))
+            prune_history(conn, user, self.limits.max_events_per_user)
         return True
 
     def retired_before(self, user: str) -> str | None:
@@ -334,7 +337,12 @@ class MemoryStore:
         return {row[0]: row[1] for row in self._db.fetch("SELECT user_id, records FROM user_counts ORDER BY user_id")}
 
     def history(self, user: str, kind: str, key: str) -> list[dict[str, Any]]:
-        """How the value under (kind, key) changed, oldest first, and on whose say-so."""
+        """How the value under (kind, key) changed, oldest first, and on whose say-so.
+
+        A user keeps at most `Limits.max_events_per_user` events: past it, each write removes the
+        user's oldest ones (never the newest event of a key the user holds), so a long history
+        begins with its newest events, not at revision 1.
+        """
         self._check_identity(user, kind, key)
         rows = self._db.fetch(
             "SELECT action, revision, session_id, old_value, new_value, confirmation, at FROM memory_events"
