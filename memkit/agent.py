@@ -21,7 +21,7 @@ from .approvals import Approvals
 from .budget import BudgetedModel, Measurement
 from .jsonutil import canonical_json
 from .request import ChatModel, History, Request
-from .errors import CommittedThenFailedError, MemkitError, ValidationError
+from .errors import CommittedThenFailedError, MemkitError, ModelError, ValidationError
 from .limits import check_text
 from .retrieval import RetrievedContext, retrieve
 from .store import MemoryStore
@@ -106,9 +106,11 @@ class MemoryAgent:
 
         Raises:
             BudgetError: the newest exchange cannot fit the budget (the model was not called).
-            ModelError: the model failed. TimeoutError: `timeout_s` passed.
-            ValidationError: the task is empty, or holds a NUL or a lone surrogate (from bytes that
-                were not UTF-8), which no model request can carry faithfully; nothing was asked.
+            ModelError: the model failed, or its reply is longer than the window keeps a turn.
+            TimeoutError: `timeout_s` passed.
+            ValidationError: the task is empty, longer than the window keeps a turn, or holds a NUL
+                or a lone surrogate (from bytes that were not UTF-8), which no model request can
+                carry faithfully; nothing was asked.
             WindowError: the window could not be read or written (Redis down); an exchange that
                 could not be stored is not answered.
             CommittedThenFailedError: a confirmed save or delete of this ask was committed, then
@@ -123,6 +125,9 @@ class MemoryAgent:
         if not isinstance(task, str) or not task.strip():
             raise ValidationError("the task is empty; ask something")
         check_text("task", task)
+        if len(task) > self.window.max_content_chars:
+            raise ValidationError(f"the task is {len(task)} characters; the window keeps turns of at most "
+                                  f"{self.window.max_content_chars}. Nothing was asked")
         committed: list[str] = []
         try:
             try:
@@ -174,6 +179,9 @@ class MemoryAgent:
         # Tool calls and their results are not kept in the window: what they wrote is in the store
         # (with its history), a result may carry a value that a later delete must keep out of
         # requests, and they are the first thing trimmed from a request anyway.
+        if len(text) > self.window.max_content_chars:
+            raise ModelError(f"the model's reply is {len(text)} characters; the window keeps turns of at most "
+                             f"{self.window.max_content_chars}, so this exchange cannot be stored or answered")
         self.window.append_exchange(self.user, self.session, task, text)
         return AgentReply(text, stop_reason, tool_results, self.model.measurements[first:], retrieved)
 

@@ -36,6 +36,10 @@ class Limits:
     max_records_per_user: int = 64
     max_records_total: int = 1024
     max_db_bytes: int = 16 * 1024 * 1024
+    max_events_per_user: int = 256
+    """How many history events (creates, updates, deletes) a user keeps. A write past it removes the
+    user's oldest events in its own transaction, never the newest event of a key the user holds, so
+    one user updating a key forever cannot fill the store's size cap and starve the others."""
     max_query_chars: int = 256
     max_search_limit: int = 50
     busy_timeout_ms: int = 5000

@@ -128,7 +128,7 @@ def test_a_command_names_what_it_committed_and_what_failed(tmp_path, scenario, f
     assert not traceback, done.stderr
     assert saved == commits
     assert "test-model" not in error and "sk-test" not in error  # no key in any message
-    assert f"127.0.0.1:{endpoint.httpd.server_address[1]}" in error or "budget" in error or "turn" in error
+    assert f"127.0.0.1:{endpoint.httpd.server_address[1]}" in error or "budget" in error or "reply is" in error
     if commits:
         assert done.returncode == 4, done.stderr
         assert error.startswith("error: committed: alice's preference 'drink' saved at revision 1; then failed: ")

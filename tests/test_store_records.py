@@ -40,6 +40,24 @@ def test_a_delete_records_when_it_retired_the_users_history_and_forget_removes_i
     assert clocked.retired_before("alice") is None
 
 
+def test_a_users_history_keeps_its_newest_events_and_every_held_keys_newest(tmp_path):
+    limits = Limits(max_events_per_user=5)
+    with open_store(tmp_path / "memory.sqlite3", limits=limits) as store:
+        store.put("alice", "s1", "preference", "food", "rice")
+        store.put("alice", "s1", "preference", "gone", "x")
+        store.delete("alice", "preference", "gone")
+        for n in range(1, 9):
+            store.put("alice", "s1", "preference", "drink", f"tea {n}")
+        store.put("bob", "s1", "preference", "drink", "tea")
+        drink = store.history("alice", "preference", "drink")
+        food = store.history("alice", "preference", "food")
+        assert [e["revision"] for e in drink] == [5, 6, 7, 8] and drink[-1]["new_value"] == "tea 8"
+        assert [e["new_value"] for e in food] == ["rice"]  # the held key's newest event stays
+        assert store.history("alice", "preference", "gone") == []  # a deleted key's events go first
+        assert len(store.history("bob", "preference", "drink")) == 1  # counted per user
+        assert store.traces("alice")["events"] == 5
+
+
 # -- one row per key, revisions, history ---------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ from ..limits import Limits, check_text
 from .db import SqliteDatabase
 from .files import write_private
 from .schema import SCHEMA_VERSION
-from .statements import RECORD_SQL, SQLITE_STATEMENTS, to_record
+from .statements import RECORD_SQL, SQLITE_STATEMENTS, prune_history, to_record
 
 EXPORT_FORMAT = "memkit-export"
 EXPORT_FORMAT_VERSION = 1
@@ -265,6 +265,8 @@ def import_bundle(db: SqliteDatabase, target: str, records: list[dict[str, Any]]
             [(target, e["kind"], e["key"], e["action"], e["revision"], e["session"], e["old_value"],
               e["new_value"], e["confirmation"], e["at"]) for e in events],
         )
+        # A bundle from a store with a larger limit arrives with its newest events.
+        prune_history(conn, target, db.limits.max_events_per_user)
         db.check_size(conn)
     return {"records": len(records), "events": len(events)}
 

@@ -172,12 +172,19 @@ class SqliteDatabase:
             if conn.in_transaction:
                 yield from self._savepoint(conn)
                 return
+            if self._wal_bytes() > self.limits.max_db_bytes:
+                self._shrink_wal(conn)  # no reader in the way: the log is written back and cut to nothing
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
                 raise self.locked_error() if is_busy(exc) else StoreError(
                     f"cannot write to {self.path}: {exc}"
                 ) from None
+            try:
+                self._check_wal()
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
             self._stamped = self._oversized = False
             changes = conn.total_changes
             try:
@@ -201,6 +208,33 @@ class SqliteDatabase:
                 raise error(f"commit to {self.path} failed and was rolled back: {exc}") from exc
             if self._oversized:  # a nested write was refused by the cap, the rest committed
                 self._shrink_wal(conn)
+
+    def _wal_bytes(self) -> int:
+        try:
+            return Path(f"{self.path}-wal").stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _check_wal(self) -> None:
+        """Refuse a write while the `-wal` is past the size cap (inside the write transaction).
+
+        A checkpoint copies the log back into the database and lets the next writer start it over;
+        a reader that holds an older snapshot (an unfinished SELECT, a transaction left open in
+        another connection) stops both, and every commit then makes the log longer. Refused here,
+        before this write adds its pages, the log stays within the cap plus one write's pages, and
+        the database plus its log within about twice the cap.
+
+        Raises:
+            QuotaError: the log is past the cap and could not be checkpointed (a reader holds it).
+        """
+        wal = self._wal_bytes()
+        if wal > self.limits.max_db_bytes:
+            raise QuotaError(
+                f"the write-ahead log {self.path.name}-wal holds {wal} bytes, past the size cap of "
+                f"{self.limits.max_db_bytes} bytes, and cannot be written back into the database: another "
+                "connection holds an older snapshot (an unfinished SELECT, or a transaction left open). "
+                "Nothing was written; finish or close that reader and try again"
+            )
 
     def take_sequence(self, conn: sqlite3.Connection, count: int = 1) -> int:
         """Take the next `count` numbers of the store's sequence (inside a transaction); return the last.

@@ -9,7 +9,10 @@ does a watchdog process (`memkit.watchdog`) when the process that started the se
 running exit hooks (SIGKILL: how nbval and Jupyter stop a kernel).
 
 PostgreSQL refuses to run as root. As root, the server runs as the `postgres` user where there is
-one, else as `nobody`, and that user owns the folder.
+one, else as `nobody`, and that user owns the folder. That user may be unable to reach the binaries
+(a clone in a folder only root may enter, such as `/root/...` or `mktemp -d`, with the wheel inside
+its `.venv`): then the installation is linked (or copied) into the server's folder first, and run
+from there.
 """
 
 from __future__ import annotations
@@ -91,6 +94,8 @@ class EmbeddedPostgres:
                 raise StoreError(f"the temporary folder {self.folder} is too long a path for a Unix socket; set TMPDIR shorter")
             if self._user is not None:
                 os.chown(self.folder, self._user.pw_uid, self._user.pw_gid)
+                if not self._reachable():
+                    self.bin_dir = self._reachable_copy()
             self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
                       "--no-locale", "--no-sync", "--no-instructions")
             self.start()
@@ -113,6 +118,58 @@ class EmbeddedPostgres:
         if self._user is None:
             return {"cwd": self.folder}
         return {"cwd": self.folder, "user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": []}
+
+    def _reachable(self) -> bool:
+        """Whether the server's user can run the binaries (every folder above them must let it in)."""
+        try:
+            done = subprocess.run([str(self.bin_dir / "postgres"), "--version"], capture_output=True,
+                                  timeout=self.startup_timeout, **self._as_server_user())
+        except PermissionError:
+            return False
+        return done.returncode == 0
+
+    def _reachable_copy(self) -> Path:
+        """The installation (bin, lib, share, the wheel's libraries) inside the server's own folder,
+        which its user can enter.
+
+        Hard links where the folder is on the same file system (instant; the files stay root's and
+        read-only to the server's user), a copy elsewhere. PostgreSQL finds its `lib` and `share`
+        beside its `bin`, so the linked installation runs as the original would. Removed with the folder.
+
+        Raises:
+            StoreError: the server's user cannot run even that copy.
+        """
+        # The wheel's layout, kept: its programs find their libraries at $ORIGIN/../../../pgserver.libs
+        # (auditwheel's RPATH), and PostgreSQL finds lib/ and share/ beside bin/.
+        install = self.bin_dir.parent
+        package, root = install.parent, self.folder / "pg"
+        target = root / package.name / install.name
+        parts = [(install / part, target / part) for part in ("bin", "lib", "share")]
+        parts.append((package.parent / f"{package.name}.libs", root / f"{package.name}.libs"))
+        user = self._user.pw_name if self._user is not None else "the server's user"
+
+        def link_or_copy(src: str, dst: str) -> None:
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copy2(src, dst)
+
+        try:
+            for source, copy in parts:
+                if source.is_dir():
+                    shutil.copytree(source, copy, symlinks=True, copy_function=link_or_copy)
+        except OSError as exc:
+            raise StoreError(f"PostgreSQL runs as {user!r} (it refuses root), who cannot reach {self.bin_dir}; "
+                             f"copying it into {self.folder} failed: {exc}") from None
+        self.bin_dir = target / "bin"
+        if not self._reachable():
+            raise StoreError(
+                f"PostgreSQL runs as {user!r} (it refuses to run as root), who cannot reach its binaries, "
+                f"not even a copy in {self.folder}; let that user into the temporary folder (TMPDIR), "
+                "or give bin_dir= an installed PostgreSQL (Debian's: /usr/lib/postgresql/15/bin), "
+                "or a server's URL (MEMKIT_PG_URL in the tests)"
+            )
+        return self.bin_dir
 
     def _run(self, program: str, *args: str) -> None:
         done = subprocess.run([str(self.bin_dir / program), *args], capture_output=True, text=True,

@@ -25,7 +25,8 @@ from .readonly import ReadOnlyDatabase
 from .store_limits import has_table as has_limits_table, limits_from, record as record_limits, recorded as recorded_limits
 from .targets import check_sqlite_target
 from .proposals import Proposal
-from .statements import RECORD_SQL, SQLITE_STATEMENTS as SQL, Record, Statements, put_read_args, to_record
+from .statements import (RECORD_SQL, SQLITE_STATEMENTS as SQL, Record, Statements, prune_history, put_read_args,
+                         to_record)
 
 if TYPE_CHECKING:
     import numpy
@@ -255,6 +256,7 @@ class MemoryStore:
             )
             if vector is not None:
                 self._write_vector(conn, vector, user, kind, key, value)
+            prune_history(conn, user, self.limits.max_events_per_user)
             self._db.check_size(conn)
         return {"kind": kind, "key": key, "value": value, "source_session": session,
                 "revision": revision, "created_at": created, "updated_at": now}
@@ -297,6 +299,7 @@ class MemoryStore:
             # Here, not in each caller: the CLI, the inspector, the agent's tool and any program
             # delete through this method, and the next request of any process sees the mark.
             conn.execute(SQL.retire_history, (user, now))
+            prune_history(conn, user, self.limits.max_events_per_user)
         return True
 
     def retired_before(self, user: str) -> str | None:
@@ -484,7 +487,12 @@ class MemoryStore:
         return {row[0]: row[1] for row in self._db.fetch("SELECT user_id, records FROM user_counts ORDER BY user_id")}
 
     def history(self, user: str, kind: str, key: str) -> list[dict[str, Any]]:
-        """How the value under (kind, key) changed, oldest first, and on whose say-so."""
+        """How the value under (kind, key) changed, oldest first, and on whose say-so.
+
+        A user keeps at most `Limits.max_events_per_user` events: past it, each write removes the
+        user's oldest ones (never the newest event of a key the user holds), so a long history
+        begins with its newest events, not at revision 1.
+        """
         self._check_identity(user, kind, key)
         rows = self._db.fetch(
             "SELECT action, revision, session_id, old_value, new_value, confirmation, at FROM memory_events"

@@ -36,6 +36,9 @@ class Statements:
         delete_memory: (id).
         insert_event: (user, kind, key, action, revision, session, old_value, new_value,
             confirmation, at); `action` is create, update or delete.
+        count_events: (user) -> how many history events the user has.
+        prune_events: (user, user, count) -> removes the user's `count` oldest events, never the
+            newest event of a key the user holds (`Limits.max_events_per_user`).
         retire_history: (user, at): the user's recent history up to `at` is retired (a delete
             happened then); a later time replaces an earlier one, never the other way round.
         user_records: (user) -> the user's quota counter (no row for a user without records).
@@ -51,6 +54,8 @@ class Statements:
     update_memory: str
     delete_memory: str
     insert_event: str
+    count_events: str
+    prune_events: str
     retire_history: str
     user_records: str
     total_records: str
@@ -81,6 +86,13 @@ SQLITE_STATEMENTS = Statements(
     insert_event=(
         "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
         " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ),
+    count_events="SELECT count(*) FROM memory_events WHERE user_id = ?",
+    prune_events=(
+        "DELETE FROM memory_events WHERE id IN (SELECT id FROM memory_events WHERE user_id = ? AND id NOT IN ("
+        "SELECT max(e.id) FROM memory_events e JOIN memories m ON m.user_id = e.user_id AND m.kind = e.kind"
+        " AND m.memory_key = e.memory_key WHERE e.user_id = ? GROUP BY e.kind, e.memory_key)"
+        " ORDER BY id LIMIT ?)"
     ),
     retire_history=(
         "INSERT INTO history_retired (user_id, at) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET"
@@ -114,3 +126,16 @@ def put_read_args(user: str, kind: str, key: str) -> tuple[str, ...]:
     statement through its adapter.
     """
     return (user, user, kind, key, user, kind, key)
+
+
+def prune_history(conn: Any, user: str, max_events: int) -> int:
+    """Inside a write transaction: remove `user`'s oldest history events past `max_events`; return how many.
+
+    The newest event of every key the user holds stays, so each current record keeps the event
+    that says who set its value. One statement on either backend (`?` placeholders).
+    """
+    count = int(conn.execute(SQLITE_STATEMENTS.count_events, (user,)).fetchone()[0])
+    if count <= max_events:
+        return 0
+    conn.execute(SQLITE_STATEMENTS.prune_events, (user, user, count - max_events))
+    return count - max_events
