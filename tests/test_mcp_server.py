@@ -53,6 +53,13 @@ def history(workspace: Path, user: str = "alice", key: str = "drink") -> list[di
     return json.loads(got.stdout)
 
 
+def pending(workspace: Path, user: str = "alice") -> list[dict[str, Any]]:
+    """The user's pending proposals, as `memkit proposals` lists them."""
+    got = memkit("proposals", "--workspace", str(workspace), "--user", user)
+    assert got.returncode == 0, got.stderr
+    return json.loads(got.stdout)
+
+
 def cli_put(workspace: Path, value: str, user: str = "alice", key: str = "drink") -> None:
     done = memkit("put", "--workspace", str(workspace), "--user", user, "--key", key, "--value", value, "--confirm")
     assert done.returncode == 0, done.stderr
@@ -207,10 +214,14 @@ def test_a_declined_or_cancelled_write_stores_nothing_and_says_so(tmp_path, era,
             assert result["stored"] is False and result["reason"] == action
             assert result["message"].startswith("Nothing was stored: the person")
             assert await conn.structured("memory_get", {"kind": "preference", "key": "drink"}) == {"record": None}
+            # A "no" leaves nothing; a question nobody answered waits as a proposal of alice.
+            assert ("proposal" in result) == (action == "cancel")
 
     run(body)
     assert len(person.asked) == 1
     assert stored(tmp_path) is None and history(tmp_path) == []
+    waiting = pending(tmp_path)
+    assert [(p["action"], p["key"], p["value"]) for p in waiting] == ([("put", "drink", "tea")] if action == "cancel" else [])
 
 
 @pytest.mark.parametrize(("era", "client"), [("legacy", "no elicitation"), ("modern", "no elicitation"),
@@ -233,6 +244,14 @@ def test_a_client_that_cannot_ask_stores_nothing(tmp_path, era, client):
 
     run(body)
     assert stored(tmp_path)["value"] == "coffee" and len(history(tmp_path)) == 1
+    # Both unasked changes wait as alice's proposals; the person approves the save later with memkit.
+    waiting = pending(tmp_path)
+    assert [(p["action"], p["value"]) for p in waiting] == [("put", "tea"), ("delete", None)]
+    approved = memkit("approve", str(waiting[0]["id"]), "--workspace", str(tmp_path), "--user", "alice", "--confirm")
+    assert approved.returncode == 0, approved.stderr
+    assert stored(tmp_path)["value"] == "tea"
+    assert f"proposal#{waiting[0]['id']}" in history(tmp_path)[-1]["confirmation"]
+    assert pending(tmp_path, user="bob") == []
 
 
 @pytest.mark.parametrize("era", ERAS)

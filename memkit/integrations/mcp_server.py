@@ -7,8 +7,10 @@ person through MCP elicitation, showing the kind, the key, the value and what is
 
 - accepted: the change is made once, through a one-time `Approvals` confirmation whose id
   (`mcp-elicitation@<start time>#<n>`) the key's history keeps;
-- declined, cancelled, or a client that cannot ask (no elicitation capability): nothing is stored,
-  and the tool result says so (`_not_stored` is where a pending proposal will be made instead);
+- declined: nothing is stored, and the tool result says so; cancelled (the person dismissed the
+  question) or a client that cannot ask (no elicitation capability): nothing is stored either, and
+  the change waits as a pending proposal of the user that the person can approve later with memkit
+  (`memkit approve ID --user U --confirm`), as the tool result says;
 - the record changed between the question and the answer: nothing is stored. The question names the
   record's revision, so an answer fits only the exact value and state it was given for.
 
@@ -277,12 +279,12 @@ async def memory_put(kind: str, key: str, value: str, ctx: Context,
         return {"stored": False, "reason": "unchanged", "record": record,
                 "message": f"{kind} {key!r} already holds this value; nothing needed saving"}
     if outcome != "accept":
-        return _not_stored(question, outcome, detail)
+        return await _not_stored(memory, question, outcome, detail)
     confirmation = memory.approvals.confirm_put(kind, key, value)
     try:
         record = await _in_thread(_write, memory, question, confirmation)
     except StaleAnswer as exc:
-        return _not_stored(question, "changed", str(exc))
+        return await _not_stored(memory, question, "changed", str(exc))
     return {"stored": True, "record": record, "confirmation": confirmation.id}
 
 
@@ -295,12 +297,12 @@ async def memory_delete(kind: str, key: str, ctx: Context,
     if outcome == "absent":
         return {"deleted": False, "reason": "absent", "message": f"there is no {kind} {key!r}; nothing to delete"}
     if outcome != "accept":
-        return _not_stored(question, outcome, detail)
+        return await _not_stored(memory, question, outcome, detail)
     confirmation = memory.approvals.confirm_delete(kind, key)
     try:
         await _in_thread(_write, memory, question, confirmation)
     except StaleAnswer as exc:
-        return _not_stored(question, "changed", str(exc))
+        return await _not_stored(memory, question, "changed", str(exc))
     return {"deleted": True, "confirmation": confirmation.id}
 
 
@@ -348,12 +350,14 @@ def _write(memory: Memory, question: Question, confirmation: Confirmation) -> Re
     return result
 
 
-def _not_stored(question: Question, outcome: str, detail: str | None = None) -> dict[str, Any]:
+async def _not_stored(memory: Memory, question: Question, outcome: str,
+                      detail: str | None = None) -> dict[str, Any]:
     """The result of a change the person did not confirm: nothing was stored, said plainly.
 
-    Every unconfirmed write and delete ends here (declined, cancelled, a client that cannot ask, a
-    record that changed while asking), so this is the one place where such a change could instead
-    become a pending proposal the person approves later with memkit.
+    Every unconfirmed write and delete ends here. A question the person never answered (dismissed,
+    or a client that cannot ask) leaves the change as a pending proposal of this user, which the
+    person approves or rejects later with memkit; a "no" is a no, and a record that changed while
+    asking is asked about again, so neither leaves a proposal.
     """
     why = {
         "decline": "the person declined",
@@ -363,8 +367,24 @@ def _not_stored(question: Question, outcome: str, detail: str | None = None) -> 
         "changed": detail or "the record changed while the person was being asked",
     }[outcome]
     changed = "deleted" if question.action == "delete" else "stored"
-    return {changed: False, "reason": outcome,
-            "message": f"Nothing was {changed}: {why}. Not done: {question.describe()}."}
+    result: dict[str, Any] = {changed: False, "reason": outcome,
+                              "message": f"Nothing was {changed}: {why}. Not done: {question.describe()}."}
+    if outcome in ("cancel", "cannot_ask"):
+        proposal = await _in_thread(_propose, memory, question)
+        result["proposal"] = proposal["id"]
+        result["message"] += (f" It waits as proposal {proposal['id']} for the person to approve later "
+                              f"(memkit approve {proposal['id']} --user {memory.user} --confirm); "
+                              "tell them it waits, do not say it was done.")
+    return result
+
+
+def _propose(memory: Memory, question: Question) -> dict[str, Any]:
+    """Keep the unanswered change as a pending proposal of the server's user (see MemoryStore.propose_put)."""
+    store, q = memory.store, question
+    if q.action == "put":
+        assert q.value is not None
+        return dict(store.propose_put(memory.user, memory.session, q.kind, q.key, q.value))
+    return dict(store.propose_delete(memory.user, memory.session, q.kind, q.key))
 
 
 # -- the server -------------------------------------------------------------------------------------------
