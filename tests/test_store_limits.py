@@ -176,3 +176,32 @@ def test_the_cli_checks_sizes_against_the_stores_own_limits(tmp_path):
     missing = tmp_path / "new.sqlite3"  # a store still to be made gets the defaults, checked before it is made
     refused = memkit("put", "--db", str(missing), "--user", "ann", "--key", "essay", "--value", "x" * 800, "--confirm")
     assert refused.returncode == 2 and "at most 512" in refused.stderr and not missing.exists()
+
+
+def test_a_limit_is_never_set_below_an_id_or_value_kept_outside_the_records(tmp_path):
+    """The history, proposals and agent session items hold ids and values too: a limit below them
+    would leave a user that cannot be forgotten, or an export that cannot be imported again."""
+    from memkit.integrations.openai_agents import MemkitSession
+    import asyncio
+
+    path = tmp_path / "kept.sqlite3"
+    long_user, long_value = "u" * 40, "v" * 100
+    with MemoryStore(path) as store:
+        store.put("ann", "s1", "preference", "note", long_value)   # kept in the history after the update
+        store.put("ann", "s1", "preference", "note", "short")
+        store.propose_put("ann", "s2", "preference", "motto", "w" * 90)
+        session = MemkitSession("trip", store, user=long_user)
+        asyncio.run(session.add_items([{"role": "user", "content": "hello"}]))
+    for setting, held in (("max_id_chars=20", 40), ("max_value_chars=95", 100), ("max_value_chars=50", 100)):
+        refused = memkit("limits", "--db", str(path), "--set", setting, "--confirm")
+        assert refused.returncode == 2 and f"({held})" in refused.stderr, (setting, refused.stderr)
+    with MemoryStore(path) as store:
+        assert store.forget_user(long_user)["transcript"] == 1
+
+
+@pytest.mark.parametrize("text", ["postgresql://bob:s3c/ret@127.0.0.1/db", "postgresql://bob@db/m?sslpassword=s3c/ret",
+                                  "host=db sslpassword=s3c/ret dbname=m"])
+def test_every_secret_of_a_connection_string_is_masked(text):
+    from memkit.store.targets import masked
+
+    assert "s3c" not in masked(text) and "***" in masked(text)

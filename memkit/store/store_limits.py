@@ -58,12 +58,26 @@ def record(conn: Any, limits: Limits) -> None:
 FLOOR_SQL: dict[str, str] = {
     "max_records_per_user": "SELECT coalesce(max(records), 0) FROM user_counts",
     "max_records_total": "SELECT coalesce(max(records), 0) FROM total_count",
-    "max_value_chars": "SELECT coalesce(max(length(value)), 0) FROM memories",
-    "max_key_chars": "SELECT coalesce(max(length(memory_key)), 0) FROM memories",
+    # Values, keys and ids live beyond `memories`: in the history (an export carries it, and an
+    # import checks it against the limits), in proposals (an approval writes them) and in agent
+    # session items (forget checks the user id). A limit below any of them would strand that row.
+    "max_value_chars": "SELECT coalesce(max(n), 0) FROM (SELECT max(length(value)) AS n FROM memories"
+                       " UNION ALL SELECT max(length(old_value)) FROM memory_events"
+                       " UNION ALL SELECT max(length(new_value)) FROM memory_events"
+                       " UNION ALL SELECT max(length(value)) FROM proposals) AS v",
+    "max_key_chars": "SELECT coalesce(max(n), 0) FROM (SELECT max(length(memory_key)) AS n FROM memories"
+                     " UNION ALL SELECT max(length(memory_key)) FROM memory_events"
+                     " UNION ALL SELECT max(length(memory_key)) FROM proposals) AS k",
     "max_id_chars": "SELECT coalesce(max(n), 0) FROM (SELECT max(length(user_id)) AS n FROM memories"
                     " UNION ALL SELECT max(length(source_session)) FROM memories"
+                    " UNION ALL SELECT max(length(user_id)) FROM memory_events"
+                    " UNION ALL SELECT max(length(session_id)) FROM memory_events"
                     " UNION ALL SELECT max(length(user_id)) FROM transcript"
-                    " UNION ALL SELECT max(length(session_id)) FROM transcript) AS ids",
+                    " UNION ALL SELECT max(length(session_id)) FROM transcript"
+                    " UNION ALL SELECT max(length(user_id)) FROM proposals"
+                    " UNION ALL SELECT max(length(session_id)) FROM proposals"
+                    " UNION ALL SELECT max(length(user_id)) FROM agent_items"
+                    " UNION ALL SELECT max(length(session_id)) FROM agent_items) AS ids",
 }
 """For each limit that bounds stored data, the smallest value that still admits everything stored."""
 

@@ -24,10 +24,14 @@ _LIBPQ_KEYWORDS = frozenset({
     "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "connect_timeout",
     "client_encoding", "options", "application_name", "sslmode", "sslrootcert", "sslcert", "sslkey",
     "service", "target_session_attrs", "require_auth", "channel_binding", "gssencmode", "krbsrvname",
+    "sslpassword",
 })
 _KEYWORD_PAIR = re.compile(r"(?P<key>[A-Za-z_]+)\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']*)")
-_URL_SECRET = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*:)(?P<secret>[^@/?#\s]*)@")
-_KEYWORD_SECRET = re.compile(r"(?P<head>\bpassword\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s&]*)", re.IGNORECASE)
+# A URL's password runs to the `@` before the host, whatever it holds (an unescaped `/`, `?` or `#`
+# included): masking too much is harmless, printing a piece of a password is not.
+_URL_SECRET = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*:)(?P<secret>[^@\s]*)@")
+# `password=` and libpq's `sslpassword=` (the client key's passphrase), as pairs or URL parameters.
+_KEYWORD_SECRET = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s&]*)", re.IGNORECASE)
 
 
 def masked(text: str) -> str:
