@@ -300,7 +300,8 @@ INTRODUCED = {
     "memkit.notebook.MemoryInspector": "08", "memkit.notebook.inspect": "08",
     "memkit.notebook.peer_samples.make_peer_file": "08",
     "memkit.store.open_store": "09", "memkit.store.start_embedded_postgres": "09",
-    "memkit.semantic.load_embedder": "10",
+    "memkit.semantic.load_embedder": "10", "memkit.notebook.ProposalsPanel": "10",
+    "memkit.notebook.decide": "10", "memkit.notebook.outcome_line": "10", "memkit.notebook.pending_table": "10",
 }
 """The curriculum. A notebook that uses a name before the notebook that introduces it fails; the
 introducing notebook must name it in its prose (in backticks), where it explains it."""

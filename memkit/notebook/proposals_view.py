@@ -23,6 +23,7 @@ from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
 from ..store import MemoryStore
 from ..store.proposals import Proposal, describe
 from ._support import pandas as _pandas, widgets as _widgets
+from .tables import text_table
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
@@ -89,7 +90,8 @@ def outcome_line(result: dict[str, Any]) -> str:
 
 
 def pending_table(store: MemoryStore, user: str) -> pandas.DataFrame:
-    """`user`'s proposals waiting for a person, oldest first: what the panel lists, as a DataFrame.
+    """`user`'s proposals waiting for a person, oldest first: what the panel lists, as a table
+    (a DataFrame shown with text columns left-aligned and at most 15 rows).
 
     Columns: `id`, `proposed` (e.g. `save preference city = 'Porto'`), `against` (the record it
     was proposed against: `rev 1: 'Lisbon'`, or `no record`), `note` (`stale`: the record changed
@@ -98,7 +100,7 @@ def pending_table(store: MemoryStore, user: str) -> pandas.DataFrame:
     pd = _pandas()
     rows = [{"id": p["id"], "proposed": describe(p), "against": _against(p), "note": _note(p),
              "session": p["session"]} for p in store.proposals(user)]
-    return pd.DataFrame(rows, columns=["id", "proposed", "against", "note", "session"])
+    return text_table(pd.DataFrame(rows, columns=["id", "proposed", "against", "note", "session"]))
 
 
 def _against(proposal: Proposal) -> str:
