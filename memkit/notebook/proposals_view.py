@@ -149,6 +149,7 @@ class ProposalsPanel:
         self.refresh_button = w.Button(description="Refresh", tooltip="read the store again")
         self.refresh_button.on_click(lambda _button: self.refresh())
         self.widget = w.VBox([w.HBox([self.title, self.refresh_button]), self.rows, self.status])
+        self.widget.add_class("memkit-proposals")  # so a page (or a browser test) can find it
         self.refresh()
 
     def refresh(self) -> None:
