@@ -109,3 +109,17 @@ def test_a_button_decided_elsewhere_or_on_a_closed_store_shows_one_line(tmp_path
     demo.close()
     panel.refresh()
     assert "cannot read the proposals" in panel.status.value and panel.buttons == {}
+
+
+def test_an_expired_proposal_is_refused_then_may_be_rejected(tmp_path):
+    from memkit import FakeClock, Limits, MemoryStore
+
+    clock = FakeClock()
+    with MemoryStore(tmp_path / "ttl.sqlite3", clock=clock, limits=Limits(proposal_ttl_seconds=60)) as store:
+        proposal = store.propose_put("alice", "s1", "preference", "city", "Porto")
+        clock.advance(61)
+        assert pending_table(store, "alice")["note"].tolist() == ["expired"]
+        result = decide(store, "alice", proposal["id"], "approve")
+        assert (result["ok"], result["reason"]) == (False, "expired") and "expired at" in result["error"]
+        assert store.get("alice", "preference", "city") is None
+        assert decide(store, "alice", proposal["id"], "reject")["decision"] == "rejected"
