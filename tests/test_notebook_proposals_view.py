@@ -106,9 +106,14 @@ def test_a_button_decided_elsewhere_or_on_a_closed_store_shows_one_line(tmp_path
     assert panel.last["reason"] == "decided" and "by cli" in panel.status.value
     panel.refresh_button.click()
     assert panel.buttons == {}
-    demo.close()
+    waiting = demo.propose_put("alice", "s1", "preference", "city", "Porto")
     panel.refresh()
-    assert "cannot read the proposals" in panel.status.value and panel.buttons == {}
+    approve = panel.buttons[waiting["id"]][0]
+    demo.close()
+    approve.click()  # the store closed under the panel: one line, no traceback
+    assert panel.last["reason"] == "store" and "is closed" in panel.status.value and panel.buttons == {}
+    panel.refresh()
+    assert "cannot read the proposals" in panel.status.value
 
 
 def test_an_expired_proposal_is_refused_then_may_be_rejected(tmp_path):

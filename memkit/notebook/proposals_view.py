@@ -192,8 +192,8 @@ class ProposalsPanel:
 
     def _decide(self, proposal_id: int, decision: str) -> dict[str, Any]:
         self.last = decide(self.store, self.user, proposal_id, decision, self.origin)
+        self.refresh()  # first: what the decision says matters more than a failed re-read
         self.status.value = _status_html(outcome_line(self.last), ok=self.last["ok"])
-        self.refresh()
         return self.last
 
     def _handler(self, proposal_id: int, decision: str) -> Any:
