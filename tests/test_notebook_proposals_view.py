@@ -128,3 +128,18 @@ def test_an_expired_proposal_is_refused_then_may_be_rejected(tmp_path):
         assert (result["ok"], result["reason"]) == (False, "expired") and "expired at" in result["error"]
         assert store.get("alice", "preference", "city") is None
         assert decide(store, "alice", proposal["id"], "reject")["decision"] == "rejected"
+
+
+def test_an_embedding_view_switches_the_panel_to_another_user(demo):
+    from memkit.errors import ValidationError
+
+    alices = demo.propose_put("alice", "s1", "preference", "drink", "coffee")
+    bobs = demo.propose_put("bob", "s1", "preference", "drink", "tea")
+    panel = ProposalsPanel(demo, "alice")
+    panel.show_user("bob")
+    assert sorted(panel.buttons) == [bobs["id"]] and "bob" in panel.title.value
+    with pytest.raises(ValidationError):
+        panel.show_user("not a user")
+    assert panel.user == "bob"
+    assert panel.approve(alices["id"])["reason"] == "unknown"  # bob's panel cannot decide alice's
+    assert demo.proposals("alice")[0]["status"] == "pending"

@@ -182,6 +182,18 @@ class ProposalsPanel:
             rows.append(w.HTML(f"<p><i>and {len(pending) - MAX_ROWS} more</i></p>"))
         self.rows.children = tuple(rows)
 
+    def show_user(self, user: str) -> None:
+        """List another user's proposals (what an embedding view calls when its user changes).
+
+        Raises:
+            ValidationError: `user` is not a user id; the panel keeps the user it had.
+        """
+        self.store.limits.check_id("user", user)
+        self.user, self.last = user, None
+        self.title.value = f"<b>Proposals of {html.escape(user)} waiting for a person</b>"
+        self.status.value = ""
+        self.refresh()
+
     def approve(self, proposal_id: int) -> dict[str, Any]:
         """Approve a proposal (the Approve button's action); returns `decide`'s result."""
         return self._decide(proposal_id, "approve")
