@@ -143,3 +143,21 @@ def test_an_embedding_view_switches_the_panel_to_another_user(demo):
     assert panel.user == "bob"
     assert panel.approve(alices["id"])["reason"] == "unknown"  # bob's panel cannot decide alice's
     assert demo.proposals("alice")[0]["status"] == "pending"
+
+
+def test_decide_and_the_panel_on_every_backend(backend, store):
+    """The same decisions on SQLite and PostgreSQL: approve, stale refused, decided refused."""
+    store.put("carol", "s0", "preference", "city", "Lisbon")
+    porto = store.propose_put("carol", "s1", "preference", "city", "Porto")
+    braga = store.propose_put("carol", "s2", "preference", "city", "Braga")
+    panel = ProposalsPanel(store, "carol")
+    panel.buttons[porto["id"]][0].click()
+    assert panel.last["revision"] == 2 and store.get("carol", "preference", "city")["value"] == "Porto"
+    assert store.history("carol", "preference", "city")[-1]["confirmation"] == (
+        f"proposal#{porto['id']} approved via notebook")
+    assert pending_table(store, "carol")["note"].tolist() == ["stale"]
+    panel.buttons[braga["id"]][0].click()
+    assert panel.last["reason"] == "stale" and store.get("carol", "preference", "city")["revision"] == 2
+    assert decide(store, "carol", porto["id"], "approve")["reason"] == "decided"
+    panel.buttons[braga["id"]][1].click()
+    assert panel.last["decision"] == "rejected" and panel.buttons == {}
