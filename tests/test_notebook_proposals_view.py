@@ -161,3 +161,15 @@ def test_decide_and_the_panel_on_every_backend(backend, store):
     assert decide(store, "carol", porto["id"], "approve")["reason"] == "decided"
     panel.buttons[braga["id"]][1].click()
     assert panel.last["decision"] == "rejected" and panel.buttons == {}
+
+
+def test_an_approval_over_the_quota_is_refused_and_the_proposal_still_waits(tmp_path):
+    from memkit import Limits, MemoryStore
+
+    with MemoryStore(tmp_path / "quota.sqlite3", limits=Limits(max_records_per_user=1)) as store:
+        store.put("alice", "s0", "preference", "drink", "tea")
+        proposal = store.propose_put("alice", "s1", "preference", "city", "Porto")
+        result = decide(store, "alice", proposal["id"], "approve")
+        assert (result["ok"], result["reason"]) == (False, "quota") and "\n" not in result["error"]
+        assert store.get("alice", "preference", "city") is None
+        assert [p["status"] for p in store.proposals("alice")] == ["pending"]

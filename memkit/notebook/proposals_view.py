@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
 from ..store import MemoryStore
-from ..store.proposals import Proposal, describe
+from ..store.proposals import Proposal, confirmation_of, describe
 from ._support import pandas as _pandas, widgets as _widgets
 from .tables import text_table
 
@@ -73,7 +73,7 @@ def decide(store: MemoryStore, user: str, proposal_id: int, decision: str,
                               "what": describe(approved)}
     if "record" in outcome:
         result["revision"] = outcome["record"]["revision"]
-    result["confirmation"] = f"proposal#{approved['id']} approved via {origin}"
+    result["confirmation"] = confirmation_of(approved, origin)  # what the history now holds
     return result
 
 
