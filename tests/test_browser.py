@@ -7,7 +7,8 @@ wherever the committed notebook shows one), and no error in the kernel's message
 a widget callback never reaches the page, only the log console, so the test reads the kernel's
 websocket frames. Then the widgets must still respond after Run All: the memory inspector (choose a
 user, filter, open a key's history, stage an edit, Confirm), the budget explorer (the chart
-redraws when the slider moves) and the user switcher (it shows the chosen user's data).
+redraws when the slider moves), the user switcher (it shows the chosen user's data) and the
+proposals panel (Approve and Reject decide the proposals the notebook left waiting).
 
 The browser is Debian's `chromium` driven by Playwright from PyPI (`playwright install` cannot
 download a browser here). Without a Chromium the module is skipped with a reason; `make test` says
@@ -68,7 +69,8 @@ DEAD_WIDGET_TIMEOUT_S = 2
 """The same, once the kernel has reported an error from this widget's callbacks (it is known dead)."""
 
 # Which notebook (by number) holds which widget; the check fails if the widget is missing.
-WIDGET_CHECKS = {"04": "budget explorer", "06": "user switcher", "08": "inspector", "11": "question view"}
+WIDGET_CHECKS = {"04": "budget explorer", "06": "user switcher", "08": "inspector", "10": "proposals panel",
+                 "11": "question view"}
 
 
 # -- the server -------------------------------------------------------------------------------------
@@ -628,8 +630,36 @@ def check_question_view(opened: OpenNotebook) -> None:
     steps.finish()
 
 
+def check_proposals_panel(opened: OpenNotebook) -> None:
+    steps = Steps(opened, "proposals panel")
+    # Found by the panel's class, not by its buttons: deciding the last proposal removes them.
+    widget = find_widget(opened, steps, ".memkit-proposals", "the proposals panel")
+    if widget is None:
+        return steps.finish()
+    approve, reject = widget.locator("button:text-is('Approve')"), widget.locator("button:text-is('Reject')")
+    waiting = approve.count()
+    if not steps.check("it lists at least two waiting proposals", waiting >= 2, f"{waiting} listed"):
+        return steps.finish()
+
+    def status() -> str:
+        return (widget.locator(".memkit-proposals-status").first.text_content() or "").strip() \
+            if widget.locator(".memkit-proposals-status").count() else ""
+
+    steps.act("press Approve on the first proposal", approve.first.click)
+    steps.check("Approve applies it and takes it off the list",
+                steps.wait(lambda: " approved: " in status() and approve.count() == waiting - 1),
+                f"status {status()!r}, {approve.count()} listed")
+    steps.act("press Reject on the next proposal", reject.first.click)
+    steps.check("Reject takes it off the list, memory untouched",
+                steps.wait(lambda: " rejected: " in status() and approve.count() == waiting - 2),
+                f"status {status()!r}, {approve.count()} listed")
+    opened.page.wait_for_timeout(200)
+    steps.finish()
+
+
 CHECKS = {"inspector": check_inspector, "budget explorer": check_budget_explorer, "user switcher": check_user_switcher,
-          "question view": check_question_view}
+          "question view": check_question_view,
+          "proposals panel": check_proposals_panel}
 
 
 # -- the tests --------------------------------------------------------------------------------------

@@ -45,6 +45,39 @@ def _build(budget: str = "3000", forget: str = "lambda store, user: store.forget
 DELETE_KEYS = ("lambda store, user: [store.delete(user, r['kind'], r['key']) "
                "for r in store.records(user)]")
 
+
+# Notebook 10, part (a): ways to decide Dana's waiting proposals (diet and name can be applied; the
+# city was proposed against Lisbon, and she set Faro herself since: that proposal is stale).
+REVIEW_RIGHT = """def my_review(store, user):
+    for proposal in store.proposals(user):
+        stale = proposal["stale"] or proposal["expired"]
+        decide(store, user, proposal["id"], "reject" if stale else "approve")
+"""
+REVIEW_APPROVE_ALL = """def my_review(store, user):
+    for proposal in store.proposals(user):
+        decide(store, user, proposal["id"], "approve")
+"""
+REVIEW_REJECT_ALL = """def my_review(store, user):
+    for proposal in store.proposals(user):
+        decide(store, user, proposal["id"], "reject")
+"""
+# Around the rule: the values written directly, the proposals then rejected to clear the list.
+REVIEW_AROUND = """def my_review(store, user):
+    for proposal in store.proposals(user):
+        if not proposal["stale"]:
+            store.put(user, "review", proposal["kind"], proposal["key"], proposal["value"])
+        decide(store, user, proposal["id"], "reject")
+"""
+# Around the rule: the stale proposal rejected, then proposed again and approved over her newer word.
+REVIEW_PROPOSE_AGAIN = """def my_review(store, user):
+    for proposal in store.proposals(user):
+        decide(store, user, proposal["id"], "reject" if proposal["stale"] else "approve")
+        if proposal["stale"]:
+            again = store.propose_put(user, "review", "preference", "city", proposal["value"])
+            decide(store, user, again["id"], "approve")
+"""
+_ASK = 'my_question = "Do I eat meat?"'
+
 # notebook -> [(answer cell source, verdict label, text the verdict must hold)]
 VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "00_start_here.ipynb": [
@@ -215,13 +248,25 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "not answered yet", "'hop 6: C, drink'"),
     ],
     "10_what_to_remember.ipynb": [
-        ('my_question = "Do I eat meat?"', "right", "literal retrieval missed the diet record"),
-        ('my_question = "Am I vegetarian?"', "not right yet", "literal retrieval already finds the diet record"),
-        ('my_question = "Is my diet strict?"', "not right yet", "literal retrieval already finds"),
-        ('my_question = "What is the weather like?"', "not right yet", "the diet record scored"),
-        ('my_question = 42', "not right yet", "not text"),
-        ('my_question = "   "', "not right yet", "query is blank"),
-        ("my_question = None", "not answered yet", "my_question"),
+        (REVIEW_RIGHT + 'my_question = "Do I eat meat?"', "right", "the stale city proposal was rejected"),
+        # (a) judged on what my_review did to Dana's store, never on its text
+        (REVIEW_APPROVE_ALL + _ASK, "not right yet", "the city proposal still waits (it is stale"),
+        (REVIEW_REJECT_ALL + _ASK, "not right yet", "the diet proposal was rejected, though nothing changed"),
+        (REVIEW_AROUND + _ASK, "not right yet", "was written with no approved proposal in its history"),
+        (REVIEW_PROPOSE_AGAIN + _ASK, "not right yet", "Dana's city is now 'Porto'"),
+        ("my_review = lambda store, user: 1 / 0\n" + _ASK, "not right yet", "my_review stopped: ZeroDivisionError"),
+        ('my_review = "approve all"\n' + _ASK, "not right yet", "my_review stopped: TypeError"),
+        ("my_review = None\n" + _ASK, "not answered yet", "(b) right"),
+        # (b) judged on what the two retrievals returned
+        (REVIEW_RIGHT + "my_question = None", "not answered yet", "(a) right"),
+        (REVIEW_RIGHT + 'my_question = "Am I vegetarian?"', "not right yet",
+         "literal retrieval already finds the diet record"),
+        (REVIEW_RIGHT + 'my_question = "Is my diet strict?"', "not right yet", "literal retrieval already finds"),
+        (REVIEW_RIGHT + 'my_question = "What is the weather like?"', "not right yet", "the diet record scored"),
+        (REVIEW_RIGHT + "my_question = 42", "not right yet", "not text"),
+        (REVIEW_RIGHT + 'my_question = "   "', "not right yet", "query is blank"),
+        (REVIEW_APPROVE_ALL + 'my_question = "Am I vegetarian?"', "not right yet", "(a) the city proposal"),
+        ("my_review = None\nmy_question = None", "not answered yet", "my_review (a) and my_question (b)"),
     ],
     "11_where_agents_live.ipynb": [
         ('predicted = {"value": "vegan", "events": 1}', "right", "the late answer stored nothing"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 from ._support import run_sync
 from .charts import DEFAULT_TASKS, PARTS, budget_chart, budget_summary, conversation_rows, measurement_rows
 from .inspector import MemoryInspector, NotInspectable, PeerInspector, inspect
+from .proposals_view import ProposalsPanel, decide, outcome_line, pending_table
 from .tables import (approvals_table, history_table, messages_table, records_table, text_table,
                      tool_results_table)
 from .views import (BudgetExplorer, ConfirmForm, UserSwitcher, confirm_from_form, cross_user_scan, scan_requests,
@@ -39,6 +40,7 @@ __all__ = [
     "scan_requests", "cross_user_scan", "run_sync",
     # the inspector
     "MemoryInspector", "PeerInspector", "NotInspectable", "inspect",
+    "ProposalsPanel", "decide", "outcome_line", "pending_table",  # a person decides what the model proposed
     # a notebook's workspace
     "Workspace",
 ]

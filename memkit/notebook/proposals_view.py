@@ -1,0 +1,229 @@
+"""The proposals panel: a person approves or rejects what the model proposed, one click each.
+
+The model proposes a save or a delete; with no confirmation waiting, the store keeps it as a
+pending proposal of that user (`MemoryStore.propose_put`). This panel lists a user's pending
+proposals with an Approve and a Reject button each. Every button calls `decide`, a plain function
+that a notebook's next cell (or a test) calls too, so what a click did can be checked headless.
+
+`decide` never raises for a refusal: an unknown or another user's id, an already decided, expired
+or stale proposal, a quota, a closed store come back as `{"ok": False, "reason": ..., "error": ...}`
+(one line), and the store is unchanged, as `MemoryStore.approve` and `reject` guarantee.
+
+The panel holds no state of its own beyond the store and the user: it reads the store again after
+every decision, so it shows the truth even after another process (or a second Run All) decided.
+It takes a store and a user, so the inspector can embed it (`panel.widget`).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
+from ..store import MemoryStore
+from ..store.proposals import Proposal, confirmation_of, describe
+from ._support import pandas as _pandas, widgets as _widgets
+from .tables import text_table
+
+if TYPE_CHECKING:  # pragma: no cover - only for type checkers
+    import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
+
+DECISIONS = ("approve", "reject")
+"""What a person may decide about a proposal."""
+
+MAX_ROWS = 15
+"""The most proposals the panel lists at once (a screen's worth); the rest are counted."""
+
+
+def decide(store: MemoryStore, user: str, proposal_id: int, decision: str,
+           origin: str = "notebook") -> dict[str, Any]:
+    """Approve or reject one pending proposal of `user`; what the panel's buttons call.
+
+    Args:
+        store: the store that keeps the proposal.
+        user: whose proposal (another user's id is refused as unknown: ids cannot be probed).
+        proposal_id: as `store.proposals(user)` lists it.
+        decision: `approve` or `reject`.
+        origin: where the person decided; the event history keeps `proposal#ID approved via ORIGIN`.
+
+    Returns:
+        `{"ok": True, "decision": "approved"|"rejected", "proposal": id, "what": ..., ...}`: for an
+        approved save also `revision` and `confirmation` (what the history records); or
+        `{"ok": False, "proposal": id, "reason": ..., "error": ...}` when it was refused
+        (`reason`: `unknown`, `decided`, `expired`, `stale`, `invalid`, `quota`, `store`), and then
+        nothing was changed.
+    """
+    if decision not in DECISIONS:
+        return _refused(proposal_id, "invalid", f"decision {decision!r} is unknown; use 'approve' or 'reject'")
+    try:
+        if decision == "reject":
+            rejected = store.reject(user, proposal_id, origin=origin)
+            return {"ok": True, "decision": "rejected", "proposal": rejected["id"], "what": describe(rejected)}
+        outcome = store.approve(user, proposal_id, origin=origin)
+    except ProposalError as exc:
+        return _refused(proposal_id, exc.reason, str(exc))
+    except ValidationError as exc:
+        return _refused(proposal_id, "invalid", str(exc))
+    except QuotaError as exc:  # a quota or the size cap: the proposal still waits
+        return _refused(proposal_id, "quota", str(exc))
+    except MemkitError as exc:  # a locked or closed store
+        return _refused(proposal_id, "store", str(exc))
+    approved: Proposal = outcome["proposal"]
+    result: dict[str, Any] = {"ok": True, "decision": "approved", "proposal": approved["id"],
+                              "what": describe(approved)}
+    if "record" in outcome:
+        result["revision"] = outcome["record"]["revision"]
+    result["confirmation"] = confirmation_of(approved, origin)  # what the history now holds
+    return result
+
+
+def _refused(proposal_id: Any, reason: str, error: str) -> dict[str, Any]:
+    return {"ok": False, "proposal": proposal_id, "reason": reason, "error": " ".join(error.split())}
+
+
+def outcome_line(result: dict[str, Any]) -> str:
+    """One line saying what `decide` did, or why it refused."""
+    if result["ok"]:
+        revision = f" (revision {result['revision']})" if "revision" in result else ""
+        return f"proposal {result['proposal']} {result['decision']}: {result['what']}{revision}"
+    return f"proposal {result['proposal']} refused ({result['reason']}): {result['error']}"
+
+
+def pending_table(store: MemoryStore, user: str) -> pandas.DataFrame:
+    """`user`'s proposals waiting for a person, oldest first: what the panel lists, as a table
+    (a DataFrame shown with text columns left-aligned and at most 15 rows).
+
+    Columns: `id`, `proposed` (e.g. `save preference city = 'Porto'`), `against` (the record it
+    was proposed against: `rev 1: 'Lisbon'`, or `no record`), `note` (`stale`: the record changed
+    since, an approval is refused; `expired`), `session`.
+    """
+    pd = _pandas()
+    rows = [{"id": p["id"], "proposed": describe(p), "against": _against(p), "note": _note(p),
+             "session": p["session"]} for p in store.proposals(user)]
+    return text_table(pd.DataFrame(rows, columns=["id", "proposed", "against", "note", "session"]))
+
+
+def _against(proposal: Proposal) -> str:
+    if proposal["against_revision"] is None:
+        return "no record"
+    return f"rev {proposal['against_revision']}: {proposal['against_value']!r}"
+
+
+def _note(proposal: Proposal) -> str:
+    return "expired" if proposal["expired"] else "stale" if proposal["stale"] else ""
+
+
+def _status_html(message: str, ok: bool) -> str:
+    colour = "#1b5e20" if ok else "#b71c1c"
+    return f'<p class="memkit-proposals-status" style="color:{colour}">{html.escape(message)}</p>'
+
+
+class ProposalsPanel:
+    """A user's pending proposals, each with Approve and Reject buttons that call `decide`.
+
+    Args:
+        store: the store that keeps the proposals.
+        user: whose proposals (the panel never lists or decides another user's).
+        origin: where the decisions come from; recorded in the history as `approved via ORIGIN`.
+
+    Attributes:
+        last: what the newest click (or `approve`/`reject` call) returned, None before one.
+        buttons: proposal id -> (Approve button, Reject button), for the proposals listed now.
+
+    Example:
+        >>> panel = ProposalsPanel(store, "alice")          # doctest: +SKIP
+        >>> panel                                            # doctest: +SKIP
+        >>> panel.buttons[1][0].click()  # Approve proposal 1, as a person would   # doctest: +SKIP
+    """
+
+    def __init__(self, store: MemoryStore, user: str, origin: str = "notebook") -> None:
+        store.limits.check_id("user", user)
+        store.limits.check_id("origin", origin)
+        w = _widgets()
+        self.store, self.user, self.origin = store, user, origin
+        self.last: dict[str, Any] | None = None
+        self.buttons: dict[int, tuple[Any, Any]] = {}
+        self.title = w.HTML(f"<b>Proposals of {html.escape(user)} waiting for a person</b>")
+        self.rows = w.VBox()
+        self.status = w.HTML()
+        self.refresh_button = w.Button(description="Refresh", tooltip="read the store again")
+        self.refresh_button.on_click(lambda _button: self.refresh())
+        self.widget = w.VBox([w.HBox([self.title, self.refresh_button]), self.rows, self.status])
+        self.widget.add_class("memkit-proposals")  # so a page (or a browser test) can find it
+        self.refresh()
+
+    def refresh(self) -> None:
+        """List the pending proposals again, from the store (one line instead, if it cannot be read)."""
+        w = _widgets()
+        try:
+            pending = self.store.proposals(self.user)
+        except Exception as exc:  # a closed or broken store: one line, the panel stays usable
+            self.buttons, self.rows.children = {}, ()
+            self.status.value = _status_html(f"cannot read the proposals: {_one_line(exc)}", ok=False)
+            return
+        self.buttons = {}
+        rows = []
+        for proposal in pending[:MAX_ROWS]:
+            approve = w.Button(description="Approve", button_style="success",
+                               tooltip=f"approve proposal {proposal['id']}")
+            reject = w.Button(description="Reject", button_style="danger",
+                              tooltip=f"reject proposal {proposal['id']}")
+            approve.on_click(self._handler(proposal["id"], "approve"))
+            reject.on_click(self._handler(proposal["id"], "reject"))
+            self.buttons[proposal["id"]] = (approve, reject)
+            note = f" <i>({_note(proposal)})</i>" if _note(proposal) else ""
+            label = w.HTML(f"#{proposal['id']} {html.escape(describe(proposal))}, against "
+                           f"{html.escape(_against(proposal))}{note}",
+                           layout=w.Layout(width="460px"))
+            rows.append(w.HBox([label, approve, reject]))
+        if not pending:
+            rows.append(w.HTML("<p><i>nothing is waiting</i></p>"))
+        elif len(pending) > MAX_ROWS:
+            rows.append(w.HTML(f"<p><i>and {len(pending) - MAX_ROWS} more</i></p>"))
+        self.rows.children = tuple(rows)
+
+    def show_user(self, user: str) -> None:
+        """List another user's proposals (what an embedding view calls when its user changes).
+
+        Raises:
+            ValidationError: `user` is not a user id; the panel keeps the user it had.
+        """
+        self.store.limits.check_id("user", user)
+        self.user, self.last = user, None
+        self.title.value = f"<b>Proposals of {html.escape(user)} waiting for a person</b>"
+        self.status.value = ""
+        self.refresh()
+
+    def approve(self, proposal_id: int) -> dict[str, Any]:
+        """Approve a proposal (the Approve button's action); returns `decide`'s result."""
+        return self._decide(proposal_id, "approve")
+
+    def reject(self, proposal_id: int) -> dict[str, Any]:
+        """Reject a proposal (the Reject button's action); returns `decide`'s result."""
+        return self._decide(proposal_id, "reject")
+
+    def _decide(self, proposal_id: int, decision: str) -> dict[str, Any]:
+        self.last = decide(self.store, self.user, proposal_id, decision, self.origin)
+        self.refresh()  # first: what the decision says matters more than a failed re-read
+        self.status.value = _status_html(outcome_line(self.last), ok=self.last["ok"])
+        return self.last
+
+    def _handler(self, proposal_id: int, decision: str) -> Any:
+        def on_click(_button: Any) -> None:
+            try:
+                self._decide(proposal_id, decision)
+            except Exception as exc:  # a button shows one line, never a traceback
+                self.status.value = _status_html(f"proposal {proposal_id}: {_one_line(exc)}", ok=False)
+        return on_click
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude))
+        bundle["text/plain"] = repr(self)  # the same from run to run, unlike the widget's own
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"ProposalsPanel(user={self.user!r}, origin={self.origin!r})"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
