@@ -76,3 +76,22 @@ def test_sigkill_during_an_approval_leaves_it_whole_or_absent(tmp_path, request,
     assert result["counters_consistent"] is True and result.get("integrity", "ok") == "ok"
     assert result["approved after the kill"] == rounds
     assert result["acknowledged"] > 0 and result["not applied"] > 0
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_racing_proposals_never_pass_the_per_user_bound_nor_keep_one_twice(tmp_path, request, figures, where):
+    """Proposer processes start together on one user at the per-user bound of waiting proposals,
+    half of each one's proposals the same as the others'. (On PostgreSQL, READ COMMITTED, the
+    per-user proposal lock is what keeps the count exact: without it this experiment kept 11-12
+    proposals against a bound of 8, and 5-6 duplicates, in each of 4 rounds.)"""
+    totals: dict[str, Any] = {}
+    rounds = scale(3, 40)
+    for number in range(rounds):
+        target, schema = target_for(where, request, tmp_path, f"propose{number}")
+        added(totals, {k: v for k, v in lab.proposal_race(target, schema=schema, proposers=6).items()
+                       if k not in ("proposers", "bound")})
+    figures(f"Racing proposals ({'SQLite' if where == 'sqlite' else 'PostgreSQL'})", rounds=rounds, proposers=6,
+            bound=8, **{k: totals[k] for k in ("proposals made", "kept", "over the bound", "refused: bound",
+                                               "same proposal", "duplicates kept")})
+    assert totals["over the bound"] == totals["duplicates kept"] == totals["unexplained"] == 0
+    assert totals["kept"] == rounds * 8 and totals["refused: bound"] > 0
