@@ -41,7 +41,7 @@ def test_racing_approvals_apply_each_proposal_once_and_never_pass_the_quota(tmp_
     value, the events naming it), no two calls may both approve one, and the user never pass the
     quota; every refusal is one the store explains (decided, stale, quota)."""
     totals: dict[str, Any] = {}
-    rounds = scale(3, 40)
+    rounds = scale(2, 20)
     for number in range(rounds):
         target, schema = target_for(where, request, tmp_path, f"race{number}")
         result = lab.approval_race(target, schema=schema, approvers=4, seed_=number)
@@ -67,7 +67,7 @@ def test_sigkill_during_an_approval_leaves_it_whole_or_absent(tmp_path, request,
     the store opens sound (on SQLite recovering from the -wal), and a proposal left pending can
     still be approved: no lock outlived the killed process."""
     target, schema = target_for(where, request, tmp_path, "killed")
-    rounds = scale(6, 100)
+    rounds = scale(6, 60)
     result = lab.approval_kill_experiment(target, schema=schema, rounds=rounds, seed_=1)
     figures(f"SIGKILL during an approval ({result['backend']})",
             **{k: v for k, v in result.items() if k not in ("backend", "counters_consistent")})
@@ -85,7 +85,7 @@ def test_racing_proposals_never_pass_the_per_user_bound_nor_keep_one_twice(tmp_p
     per-user proposal lock is what keeps the count exact: without it this experiment kept 11-12
     proposals against a bound of 8, and 5-6 duplicates, in each of 4 rounds.)"""
     totals: dict[str, Any] = {}
-    rounds = scale(3, 40)
+    rounds = scale(2, 20)
     for number in range(rounds):
         target, schema = target_for(where, request, tmp_path, f"propose{number}")
         added(totals, {k: v for k, v in lab.proposal_race(target, schema=schema, proposers=6).items()
