@@ -217,3 +217,16 @@ def test_chat_reading_messages_from_a_terminal_asks_between_them(tmp_path):
     with MemoryStore(tmp_path / "m.sqlite3") as store:
         assert store.get("alice", "preference", "city")["value"] == "Porto"
         assert store.get("alice", "preference", "name") is None
+
+
+def test_export_says_proposals_stay_behind_and_import_brings_none(tmp_path):
+    db = tmp_path / "memory.sqlite3"
+    ok(memkit("put", "--db", str(db), "--user", "alice", "--key", "drink", "--value", "tea", "--confirm"))
+    with MemoryStore(db) as store:
+        store.propose_put("alice", "s1", "preference", "city", "Porto")
+    bundle = tmp_path / "alice.jsonl"
+    exported = ok(memkit("export", "--db", str(db), "--user", "alice", "--out", str(bundle)))
+    assert (exported["records"], exported["proposals_left_out"]) == (1, 1) and "Porto" not in bundle.read_text()
+    imported = ok(memkit("import", "--db", str(db), "--file", str(bundle), "--as-user", "carol", "--confirm"))
+    assert imported == {"records": 1, "events": 1, "proposals_imported": 0}
+    assert ok(memkit("proposals", "--db", str(db), "--user", "carol")) == []
