@@ -95,3 +95,42 @@ def test_racing_proposals_never_pass_the_per_user_bound_nor_keep_one_twice(tmp_p
                                                "same proposal", "duplicates kept")})
     assert totals["over the bound"] == totals["duplicates kept"] == totals["unexplained"] == 0
     assert totals["kept"] == rounds * 8 and totals["refused: bound"] > 0
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_forgetting_a_user_while_their_approval_is_in_flight_leaves_nothing(tmp_path, request, where):
+    """A user with nothing but a proposal; another process approves it and holds its transaction
+    open (the first record written, not committed) while this one forgets the user. The forget must
+    wait for the approval and then remove what it wrote. (On PostgreSQL the user has no counter row
+    to lock yet: the per-user proposal lock is what makes the forget wait; without it the approved
+    record would outlive the forget.)"""
+    import threading
+    import time
+
+    from memkit.lab.scaling import prepare_store
+    from memkit.lab.workers import expect, finish, send, start_worker
+    from memkit.store import open_store
+
+    target, schema = target_for(where, request, tmp_path, "forget")
+    limits = {"busy_timeout_ms": 60_000}
+    options = {"schema": schema} if schema else {}
+    prepare_store(target, schema=schema, limits=limits)
+    with open_store(str(target), **options) as store:
+        number = store.propose_put("ghost", "s1", "preference", "city", "Porto")["id"]
+    approver = start_worker("approve-killed", {"target": str(target), "schema": schema, "limits": limits,
+                                               "user": "ghost", "ids": [number], "inside": True})
+    expect(approver, "ready")
+    send(approver, "go")
+    expect(approver, "inside")
+    removed: dict[str, Any] = {}
+    with open_store(str(target), limits=lab.limits_from(limits), **options) as store:
+        forgetting = threading.Thread(target=lambda: removed.update(store.forget_user("ghost")))
+        forgetting.start()
+        time.sleep(0.5)
+        assert forgetting.is_alive()  # waiting for the approval's transaction
+        send(approver, "commit")
+        assert finish(approver, "approver") == "committed"
+        forgetting.join(timeout=60)
+        assert removed == {"records": 1, "events": 1, "transcript": 0, "proposals": 1}
+        assert store.traces("ghost") == {"records": 0, "events": 0, "transcript": 0, "proposals": 0}
+        assert store.health()["counters_consistent"]
