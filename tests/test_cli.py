@@ -118,7 +118,7 @@ def test_export_forget_import_round_trip(db, tmp_path):
     assert forgotten["removed"] == {"records": 1, "events": 1, "transcript": 0, "proposals": 0} and set(forgotten["left"].values()) == {0}
     assert json.loads(memkit("get", "--db", str(db), "--user", "alice", "--key", "drink").stdout) is None
     imported = json.loads(memkit("import", "--db", str(db), "--file", str(bundle), "--confirm").stdout)
-    assert imported == {"records": 1, "events": 1}
+    assert imported == {"records": 1, "events": 1, "proposals_imported": 0}
     assert memkit("export", "--db", str(db), "--user", "alice").stdout == bundle.read_text()
 
 

@@ -189,3 +189,44 @@ def test_the_proposal_walk_on_postgresql(pg_url):
     assert ok(memkit("get", "--db", url, "--user", "alice", "--key", "drink", env=env)) is None
     forgotten = ok(memkit("forget-user", "--db", url, "--user", "alice", "--confirm", env=env))
     assert forgotten["removed"]["proposals"] == 2 and forgotten["left"]["proposals"] == 0
+
+
+def test_chat_reading_messages_from_a_terminal_asks_between_them(tmp_path):
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "memkit", "chat", "--db", str(tmp_path / "m.sqlite3"),
+                                    "--window", "process", "--user", "alice"],
+                                   stdin=follower, stderr=follower, stdout=subprocess.PIPE)
+        os.close(follower)
+        for message, answer in ((b"Remember my city is Porto\n", b"y\n"), (b"Remember my name is Sam\n", b"\n")):
+            os.write(leader, message)
+            shown = b""
+            while b"[y/N]" not in shown:
+                chunk = os.read(leader, 1024)
+                assert chunk, shown
+                shown += chunk
+            os.write(leader, answer)
+        os.write(leader, b"\x04")  # end of input: the conversation ends
+        out, _ = process.communicate(timeout=120)
+    finally:
+        os.close(leader)
+    lines = [json.loads(line) for line in out.decode().splitlines()]
+    assert [t["proposals"][0]["decision"] for t in lines[:2]] == ["approved", "pending"]
+    assert lines[-1]["done"] is True and [p["proposed"] for p in lines[-1]["proposals_waiting"]] == [
+        "save preference name = 'Sam'"]
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        assert store.get("alice", "preference", "city")["value"] == "Porto"
+        assert store.get("alice", "preference", "name") is None
+
+
+def test_export_says_proposals_stay_behind_and_import_brings_none(tmp_path):
+    db = tmp_path / "memory.sqlite3"
+    ok(memkit("put", "--db", str(db), "--user", "alice", "--key", "drink", "--value", "tea", "--confirm"))
+    with MemoryStore(db) as store:
+        store.propose_put("alice", "s1", "preference", "city", "Porto")
+    bundle = tmp_path / "alice.jsonl"
+    exported = ok(memkit("export", "--db", str(db), "--user", "alice", "--out", str(bundle)))
+    assert (exported["records"], exported["proposals_left_out"]) == (1, 1) and "Porto" not in bundle.read_text()
+    imported = ok(memkit("import", "--db", str(db), "--file", str(bundle), "--as-user", "carol", "--confirm"))
+    assert imported == {"records": 1, "events": 1, "proposals_imported": 0}
+    assert ok(memkit("proposals", "--db", str(db), "--user", "carol")) == []

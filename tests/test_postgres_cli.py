@@ -55,7 +55,8 @@ def test_the_cli_walk_on_postgresql_with_db_and_with_database_url(database, tmp_
     out = tmp_path / "alice.jsonl"
     assert run("export", *flag, "--user", "alice", "--out", str(out), env=env)["records"] == 1
     assert memkit("export", *flag, "--user", "alice", env=env).stdout == out.read_text(encoding="utf-8")
-    assert run("import", *flag, "--file", str(out), "--as-user", "bob", "--confirm", env=env) == {"records": 1, "events": 2}
+    assert run("import", *flag, "--file", str(out), "--as-user", "bob", "--confirm", env=env) == {"records": 1, "events": 2,
+                                                                                              "proposals_imported": 0}
     assert run("delete", *flag, "--user", "alice", "--key", "drink", "--confirm", env=env) == {"deleted": True}
     forgotten = run("forget-user", *flag, "--user", "bob", "--confirm", env=env)
     assert forgotten["removed"] == {"records": 1, "events": 2, "transcript": 0, "proposals": 0}

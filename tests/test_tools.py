@@ -157,3 +157,37 @@ def test_the_proposing_tools_tell_a_model_when_to_propose(proposing, tools):
         "Save a memory. Works only if the user confirmed exactly this value outside the chat.")
     with pytest.raises(Exception, match="unconfirmed is 'save'; use 'refuse' or 'propose'"):
         MemoryTools(tools.store, "alice", "s1", Approvals(), unconfirmed="save")  # type: ignore[arg-type]
+
+
+def test_proposing_tools_never_write_memory_never_raise_and_stay_bounded(tmp_path_factory):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from memkit import Limits, MemoryStore
+
+    arguments = st.fixed_dictionaries({}, optional={
+        "kind": st.sampled_from(["preference", "episode", "secret", ""]),
+        "key": st.sampled_from(["city", "name", "drink", "Bad", "", "a" * 70]),
+        "value": st.one_of(st.sampled_from(["Porto", "tea", " ", "x" * 600]), st.text(max_size=12)),
+        "user": st.just("bob")})
+    calls = st.lists(st.tuples(st.sampled_from(["memory_put", "memory_delete"]), arguments), max_size=10)
+
+    @settings(max_examples=120, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(calls=calls)
+    def check(calls):
+        path = tmp_path_factory.mktemp("fuzz") / "m.sqlite3"
+        with MemoryStore(path, limits=Limits(max_pending_proposals_per_user=3)) as store:
+            store.put("alice", "s0", "preference", "drink", "tea")
+            memory = (store.export_user("alice"), store.export_user("bob"))
+            tools = MemoryTools(store, "alice", "s1", Approvals(), unconfirmed="propose")
+            for name, args in calls:
+                outcome = tools.call(name, args)
+                assert set(outcome) in ({"ok", "result"}, {"ok", "error"})
+                if outcome["ok"]:
+                    assert outcome["result"]["status"] == "waiting_for_approval"
+                    assert outcome["result"]["message"].startswith("NOT ")
+            assert (store.export_user("alice"), store.export_user("bob")) == memory  # memory untouched
+            assert len(store.proposals("alice")) <= 3 and store.proposals("bob") == []
+
+    check()

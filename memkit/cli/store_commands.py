@@ -85,7 +85,10 @@ def cmd_export(args: argparse.Namespace) -> None:
             bundle = store.export_user(args.user)
             write_private(out, bundle.encode("utf-8"))
             header = json.loads(bundle.split("\n", 1)[0])
-            emit({"user": args.user, "written": args.out, "records": header["records"]})
+            # Bundles carry no proposals (they are questions about this store's records): say how
+            # many of the user's stay behind, waiting here.
+            emit({"user": args.user, "written": args.out, "records": header["records"],
+                  "proposals_left_out": len(store.proposals(args.user))})
         else:
             sys.stdout.write(store.export_user(args.user))
 
@@ -97,7 +100,8 @@ def cmd_import(args: argparse.Namespace) -> None:
         raise CliError(f"there is no bundle file at {bundle}")
     with store_for(args) as store:
         result = store.import_records(bundle, user=args.as_user)
-        emit(result, committed=f"a bundle imported: {json.dumps(result)}")
+        report = {**result, "proposals_imported": 0}  # bundles carry none (see MemoryStore.export_user)
+        emit(report, committed=f"a bundle imported: {json.dumps(result)}")
 
 
 def cmd_forget_user(args: argparse.Namespace) -> None:

@@ -11,6 +11,7 @@ functions return plain dicts and lists, easy to put in a pandas DataFrame or to 
   edge; `run_racers`, the harness under it.
 - `locks`: `holding_write_lock`, another process holding the database's write lock.
 - `approving`: `approval_race`, processes racing to approve the same proposals near the quota;
+  `proposal_race`, processes racing to propose for one user at the per-user bound;
   `approval_kill_experiment`, an approving process killed with SIGKILL (inside its transaction,
   or at a random moment): every approval whole or absent.
 - `crashes`: `kill_writer` / `check_writes` / `crash_experiment`, a writer that acknowledges each
@@ -39,7 +40,7 @@ so notebook outputs carry no machine paths.
 
 from __future__ import annotations
 
-from .approving import approval_kill_experiment, approval_race
+from .approving import approval_kill_experiment, approval_race, proposal_race
 from .conversation import (ask_in_new_process, conversation_crash_experiment, start_redis_server,
                            ticket_after_sigkill, told_then_killed)
 from .crashes import check_writes, crash_experiment, crash_value, kill_writer, stream_writes
@@ -59,6 +60,7 @@ from .workers import ROOMY_LIMITS, limits_from, read_answer, run_worker, start_w
 __all__ = [
     "run_session", "run_goldfish_session", "GoldfishAgent",
     "race_writers", "run_racers", "holding_write_lock", "approval_race", "approval_kill_experiment",
+    "proposal_race",
     "kill_writer", "check_writes", "crash_experiment", "crash_value", "stream_writes",
     "spawn_instance", "kill_experiment", "conversation_crash_experiment", "start_redis_server",
     "told_then_killed", "ask_in_new_process", "ticket_after_sigkill",

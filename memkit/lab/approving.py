@@ -4,6 +4,8 @@ at the same moment, and an approving process killed with SIGKILL.
 - `approval_race`: approver processes start together, each approving every proposal of one user
   (in an order of its own), the user near the per-user quota. Each proposal must be applied once or
   not at all, and the user never pass the quota.
+- `proposal_race`: proposer processes start together on one user: never more proposals waiting
+  than the per-user bound, and the same proposal made by two of them kept once.
 - `approval_kill_experiment`: an approver killed with SIGKILL, either inside the approval's
   transaction (its writes made, its COMMIT not yet sent) or at a random moment of a stream of
   approvals. Every proposal must afterwards be approved and applied whole, or pending and not
@@ -156,6 +158,54 @@ def approval_race(target: PathLike, *, approvers: int = 4, records: int = 6, new
     }
 
 
+# -- racing proposals: the per-user bound -----------------------------------------------------------
+
+
+@worker("propose-race")
+def _propose_race_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    outcomes = []
+    with open_target(payload) as store:
+        answer("ready")
+        wait_for_go()
+        for key, value in payload["proposals"]:
+            try:
+                made = store.propose_put(payload["user"], payload["session"], "preference", key, value)
+                outcomes.append("proposed" if made["new"] else "same")
+            except QuotaError:
+                outcomes.append("quota")
+            except Exception as exc:  # reported, never hidden
+                outcomes.append(f"unexplained: {type(exc).__name__}: {exc}")
+    return {"outcomes": outcomes}
+
+
+def proposal_race(target: PathLike, *, proposers: int = 4, per_proposer: int = 6, bound: int = 8,
+                  schema: str | None = None, user: str = "proposer") -> dict[str, Any]:
+    """Proposer processes start together, each proposing saves of new keys for one user; half of
+    each one's proposals are the same as another proposer's (which must come back as one).
+
+    Returns:
+        Figures: `proposals made`, `kept` (waiting, read from the store), `over the bound` (must be
+        0), `refused: bound`, `same proposal` (answered with the one already waiting), `duplicates
+        kept` (two waiting proposals alike: must be 0), `unexplained` (must be 0).
+    """
+    target = os.fspath(target)
+    limits = {"max_pending_proposals_per_user": bound, "busy_timeout_ms": 60_000}
+    prepare_store(target, schema=schema, limits=limits)
+    plans = [[[f"shared-{n}", f"value {n}"] if n % 2 == 0 else [f"p{index}-{n}", f"value {index} {n}"]
+              for n in range(per_proposer)] for index in range(proposers)]
+    processes = [start_worker("propose-race", {"target": target, "schema": schema, "limits": limits, "user": user,
+                                               "session": f"proposer-{n}", "proposals": plan})
+                 for n, plan in enumerate(plans)]
+    outcomes = [o for r in run_together(processes, "proposer") for o in r["outcomes"]]
+    with _open(target, schema, limits) as store:
+        kept = store.proposals(user)
+    alike = len(kept) - len({(p["key"], p["value"]) for p in kept})
+    return {"backend": backend_of(target), "proposers": proposers, "bound": bound,
+            "proposals made": len(outcomes), "kept": len(kept), "over the bound": max(0, len(kept) - bound),
+            "refused: bound": outcomes.count("quota"), "same proposal": outcomes.count("same"),
+            "duplicates kept": alike, "unexplained": sum(o.startswith("unexplained") for o in outcomes)}
+
+
 # -- SIGKILL during an approval ---------------------------------------------------------------------
 
 
@@ -171,6 +221,7 @@ def _approve_killed_worker(payload: dict[str, Any]) -> None:
                 store.approve(payload["user"], payload["ids"][0], origin="killed")
                 answer("inside")
                 sys.stdin.readline()
+            answer("committed")  # reached only when the parent let it commit instead of killing it
             return
         for number in payload["ids"]:
             try:
