@@ -280,6 +280,9 @@ class FixtureModel(RecordingModel):
             return f"Saved {result['kind']} {result['key']} = {result['value']} (revision {result['revision']})."
         if isinstance(result, dict) and "deleted" in result:
             return "Deleted." if result["deleted"] else "There was nothing to delete."
+        if isinstance(result, dict) and result.get("status") == "waiting_for_approval":
+            # As a model should: say it waits for the person, never that it was done.
+            return f"I have proposed this; it waits for your approval: {result['proposed']}."
         return f"Result: {json.dumps(result, ensure_ascii=False)}."
 
 

@@ -268,3 +268,14 @@ def test_a_one_off_instruction_calls_no_tool_and_says_so(store):
     reply = asyncio.run(MemoryAgent(store, "alice", "s1", model).ask("Answer in French this time"))
     assert reply.tool_results == [] and reply.text == "Understood, for this time only: nothing to remember."
     assert store.records("alice") == []
+
+
+def test_the_fixture_says_a_proposal_waits_for_the_person_never_that_it_was_saved(tmp_path):
+    from memkit import FixtureModel, MemoryStore
+
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        agent = MemoryAgent(store, "ann", "s1", FixtureModel(), unconfirmed="propose")
+        reply = asyncio.run(agent.ask("I live in Lisbon"))
+        assert store.get("ann", "preference", "city") is None and len(store.proposals("ann")) == 1
+    assert "waits for your approval" in reply.text and "Saved" not in reply.text
+    assert "city" in reply.text and "Lisbon" in reply.text
