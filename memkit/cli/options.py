@@ -19,7 +19,7 @@ from ..limits import DEFAULT_LIMITS, check_text
 from ..request import History
 from ..store import MemoryStore, is_database_url, open_store
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
-from ..window.workspace import WorkspaceRedis, window_folder
+from ..window.workspace import DEFAULT_WAIT_S, WorkspaceRedis, window_folder
 
 DEFAULT_WORKSPACE = "memkit-workspace"
 WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat"}
@@ -90,7 +90,7 @@ def store_for(args: argparse.Namespace) -> MemoryStore:
         if args.command not in WRITE_COMMANDS:
             raise CliError(f"there is no database at {path}; create one with `memkit put ... --confirm` or `memkit chat`")
         if is_workspace:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folders(path.parent)
     return MemoryStore(path)
 
 
@@ -158,14 +158,41 @@ def window_for(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTe
         return
     url = os.environ.get("REDIS_URL")
     if not url:  # a PostgreSQL store's window lives in the workspace, which may not exist yet
-        workspace_window(args, store).parent.mkdir(parents=True, exist_ok=True)
-    handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store))
+        private_folders(workspace_window(args, store).parent)
+    handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store), wait=window_wait())
     try:
         window = RedisWindow(store, handle.client, size=History(limits=store.limits).turns_needed)
         with window:
             yield window
     finally:
         handle.close()
+
+
+def window_wait() -> float:
+    """Seconds to wait for the workspace window's lock or a stalled server: $MEMKIT_WINDOW_WAIT, else 15."""
+    raw = os.environ.get("MEMKIT_WINDOW_WAIT")
+    if raw is None or not raw.strip():
+        return DEFAULT_WAIT_S
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = -1.0
+    if not 0 < wait < 86400:
+        raise CliError(f"MEMKIT_WINDOW_WAIT is {raw!r}; give the seconds to wait for the window as a positive number")
+    return wait
+
+
+def private_folders(folder: Path) -> None:
+    """Make `folder` and its missing parents 0700 (whatever the umask): the workspace is one user's."""
+    missing = []
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+        if path.stat().st_uid == os.getuid():
+            os.chmod(path, 0o700)
 
 
 def need(args: argparse.Namespace, name: str) -> Any:

@@ -171,6 +171,13 @@ PG_MIGRATIONS: list[list[str]] = [
     # PostgreSQL's pg_trgm indexes are ordinary GIN indexes that search plans around: nothing to do,
     # but the version moves with SQLite's, so version 5 names the same schema on both.
     [],
+    # (window places): SQLite's step, and the store's own id, which SQLite keeps in `store_meta`
+    # (step 3): window keys carry it, so two stores on one Redis never share a window.
+    [
+        "ALTER TABLE memkit_meta ADD COLUMN database_id text COLLATE \"C\" NOT NULL"
+        " DEFAULT replace(gen_random_uuid()::text, '-', '')",
+        'CREATE TABLE window_places (place text COLLATE "C" PRIMARY KEY, noted_at text COLLATE "C" NOT NULL)',
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
@@ -194,6 +201,7 @@ PG_EXPECTED_TABLES: dict[str, set[str]] = {
 adds what later steps add. tests/test_postgres.py checks them against what the steps make."""
 
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+_MAKES_TABLE = re.compile(r"CREATE TABLE (\w+) \(([^()]*)\)")  # a later step's table: no parentheses inside
 
 
 def expected_columns(version: int = PG_SCHEMA_VERSION) -> dict[str, set[str]]:
@@ -201,6 +209,8 @@ def expected_columns(version: int = PG_SCHEMA_VERSION) -> dict[str, set[str]]:
     columns = {table: set(names) for table, names in PG_EXPECTED_TABLES.items()}
     for steps in PG_MIGRATIONS[:version]:
         for statement in steps:
+            for table, body in _MAKES_TABLE.findall(statement):
+                columns.setdefault(table, {part.split()[0] for part in body.split(",")})
             for table, column in _ADDS_COLUMN.findall(statement):
                 columns[table].add(column)
     return columns
