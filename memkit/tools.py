@@ -13,6 +13,7 @@ from typing import Any, Callable
 from .approvals import Approvals
 from .limits import shorten
 from .errors import MemkitError
+from .jsonutil import import_jsonschema
 from .limits import KEY_PATTERN, KINDS
 from .store import MemoryStore
 
@@ -69,9 +70,9 @@ class MemoryTools:
         self.approvals = approvals
         self.on_delete = on_delete
         self.schemas = tool_schemas(store)
-        # Imported here, not at module level: with jupyter's optional format checkers installed,
-        # importing jsonschema costs seconds, and store-only processes should not pay for it.
-        import jsonschema
+        # Imported here, not at module level, and without the seconds of grammar compiling that
+        # Jupyter's optional format checkers add (see import_jsonschema).
+        jsonschema = import_jsonschema()
 
         self._jsonschema = jsonschema
         self._validators = {

