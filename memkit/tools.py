@@ -70,14 +70,9 @@ class MemoryTools:
         self.approvals = approvals
         self.on_delete = on_delete
         self.schemas = tool_schemas(store)
-        # Imported here, not at module level, and without the seconds of grammar compiling that
-        # Jupyter's optional format checkers add (see import_jsonschema).
-        jsonschema = import_jsonschema()
-
-        self._jsonschema = jsonschema
-        self._validators = {
-            s["function"]["name"]: jsonschema.Draft202012Validator(s["function"]["parameters"]) for s in self.schemas
-        }
+        # The validators are made at the first tool call, not here: importing jsonschema is a
+        # good part of a one-message `memkit chat`, and a reply without a tool call needs none.
+        self._validators: dict[str, Any] | None = None
         self._handlers: dict[str, Callable[..., Any]] = {
             "memory_get": self._get, "memory_search": self._search,
             "memory_put": self._put, "memory_delete": self._delete,
@@ -98,7 +93,11 @@ class MemoryTools:
                 return {"ok": False, "error": f"arguments of {name} cannot be decoded: {str(exc)[:120]}"}
         if not isinstance(arguments, dict):
             return {"ok": False, "error": f"arguments of {name} must be a JSON object"}
-        error = self._jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
+        jsonschema = import_jsonschema()  # (without the IRI grammar's seconds: see import_jsonschema)
+        if self._validators is None:
+            self._validators = {s["function"]["name"]: jsonschema.Draft202012Validator(s["function"]["parameters"])
+                                for s in self.schemas}
+        error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path)
             return {"ok": False, "error": f"invalid arguments for {name}{' at ' + where if where else ''}: "
