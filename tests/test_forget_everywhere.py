@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from _window_helpers import own_server  # noqa: F401  (a fixture)
-from memkit import ForgetIncomplete, InProcessWindow, MemoryStore, RedisWindow, forget_user
+from memkit import InProcessWindow, MemoryStore, RedisWindow
 from memkit.window.workspace import WorkspaceRedis, window_folder
 
 SECRET = "T-4471"
@@ -76,6 +76,8 @@ def test_forget_refuses_and_removes_nothing_when_a_recorded_window_cannot_be_rea
 
 
 def test_forget_user_in_python_reaches_the_recorded_windows_and_the_given_ones(own_server, tmp_path):
+    from memkit import ForgetIncomplete, forget_user
+
     server = own_server(persistence="none")
     with MemoryStore(tmp_path / "m.sqlite3") as store:
         with RedisWindow(store, url=server.url, background=False) as window:

@@ -25,7 +25,22 @@ from pathlib import Path
 import pytest
 
 from memkit.watchdog import start_token
-from memkit.window.workspace import WorkspaceRedis, _redis_server_binary, _servers_on, window_folder
+from memkit.window.workspace import WorkspaceRedis, _redis_server_binary, window_folder
+
+
+def _servers_on(folder: Path) -> list[int]:
+    """Pids of redis-servers working in `folder` (on its append-only file), whatever any record says."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["name"]):
+        try:
+            if process.info["name"] == "redis-server" and process.cwd() == str(folder.resolve()) \
+                    and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found
 
 
 def memkit(*argv: str, env: dict[str, str] | None = None, umask: int = -1,
