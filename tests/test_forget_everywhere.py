@@ -13,16 +13,61 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from _window_helpers import own_server  # noqa: F401  (a fixture)
 from memkit import InProcessWindow, MemoryStore, RedisWindow
-from memkit.window.workspace import WorkspaceRedis, window_folder
+from memkit.window.workspace import WorkspaceRedis, _redis_server_binary, window_folder
 
 SECRET = "T-4471"
+
+
+class Standalone:
+    """A redis-server of its own on a TCP port, keeping an append-only file (as a class Redis would)."""
+
+    def __init__(self, folder: Path) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        folder.mkdir()
+        self.process = subprocess.Popen([_redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                                         "--dir", str(folder), "--appendonly", "yes", "--save", ""],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        import redis
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis.from_url(self.url).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    servers: list[Standalone] = []
+
+    def start() -> Standalone:
+        servers.append(Standalone(tmp_path / f"redis-{len(servers)}"))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
 
 
 def memkit(*argv: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -70,7 +115,7 @@ def test_forget_refuses_and_removes_nothing_when_a_recorded_window_cannot_be_rea
     server.close()  # the Redis that holds alice's window is gone for now
     done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env_with())
     assert done.returncode != 0
-    assert "NOT forgotten" in done.stderr and "Redis at unix://" in done.stderr and "Nothing was removed" in done.stderr
+    assert "NOT forgotten" in done.stderr and f"Redis at redis://127.0.0.1:{server.port}/0" in done.stderr and "Nothing was removed" in done.stderr
     with MemoryStore(db) as store:
         assert store.traces("alice")["records"] == 1  # nothing was removed anywhere
 
@@ -78,7 +123,7 @@ def test_forget_refuses_and_removes_nothing_when_a_recorded_window_cannot_be_rea
 def test_forget_user_in_python_reaches_the_recorded_windows_and_the_given_ones(own_server, tmp_path):
     from memkit import ForgetIncomplete, forget_user
 
-    server = own_server(persistence="none")
+    server = own_server()
     with MemoryStore(tmp_path / "m.sqlite3") as store:
         with RedisWindow(store, url=server.url, background=False) as window:
             window.append("alice", "s1", "user", "hello from Redis")

@@ -216,5 +216,5 @@ def test_a_lock_held_by_another_process_ends_in_a_clear_error_after_the_timeout(
 
 
 def test_no_process_is_left_behind_by_the_trust_checks(db):
-    assert chat(db).returncode == 0
+    assert chat(db, env=base_env(MEMKIT_WINDOW_IDLE="0")).returncode == 0
     assert _servers_on(window_folder(db)) == []

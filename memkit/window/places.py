@@ -74,6 +74,8 @@ def client_place(client: Any, prefix: str = "memkit") -> str | None:
         folder = socket_folder_of(path)
         if folder is not None:  # a workspace's server: its socket moves with each start, its folder stays
             return workspace_place(folder, prefix)
+        if Path(path).parent.name.startswith("memkit-sock-") and _temporary_data(client):
+            return None  # another process's embedded server without a folder: its owner archives it all
         return url_place(f"unix://{user}{path}?db={database}", prefix)
     host, port = kwargs.get("host"), kwargs.get("port")
     if not host:
@@ -81,6 +83,18 @@ def client_place(client: Any, prefix: str = "memkit") -> str | None:
     scheme = "rediss" if "ssl" in str(getattr(client.connection_pool, "connection_class", "")).lower() else "redis"
     host = f"[{host}]" if ":" in str(host) else host
     return url_place(f"{scheme}://{user}{host}:{port or 6379}/{database}", prefix)
+
+
+def _temporary_data(client: Any) -> bool:
+    """True if an embedded server (`start_embedded_redis`) keeps its data in a temporary folder: the
+    process that started it archives every window before it stops, and nothing of it outlives it."""
+    try:
+        folder = client.config_get("dir")
+    except Exception:  # a server that refuses CONFIG: count it as a place
+        return False
+    value = next(iter(folder.values()), b"") if isinstance(folder, dict) else b""
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    return Path(text).name.startswith("memkit-redis-")
 
 
 def describe(place: str) -> str:

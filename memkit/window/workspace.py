@@ -369,10 +369,20 @@ def _live_server(folder: Path, wait: float) -> dict[str, Any] | None:
             time.sleep(0.05)
     others = _servers_on(folder)
     if others:
+        # A server of this user on this folder's AOF that the record no longer leads to (the record
+        # was replaced, or its socket removed): nobody can reach it, so it is stopped cleanly
+        # (SIGTERM fsyncs the AOF) before another starts on the same file, and never replaced.
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + wait
+        while (others := _servers_on(folder)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if others:
         raise WindowError(
             f"a redis-server (pid {others[0]}) works on the append-only file of {folder.name} but cannot be reached "
-            "through server.json (the record was lost or replaced, or its socket folder was removed); memkit will "
-            "not start a second server on the same file. "
+            "through server.json (the record was lost or replaced, or its socket folder was removed) and did not "
+            f"stop within {wait:g} s of a SIGTERM; memkit will not start a second server on the same file. "
             f"End that process (kill {others[0]}) and try again")
     record = _read_record(folder)
     if record is not None:
