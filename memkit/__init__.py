@@ -26,6 +26,7 @@ from .errors import (
     ValidationError,
     WindowError,
 )
+from .forgetting import ForgetIncomplete, forget_user
 from .limits import Limits
 from .models import FixtureModel, OpenAIModel, ScriptedModel
 from .retrieval import retrieve
@@ -49,6 +50,8 @@ __all__ = [
     "load_embedder", "SemanticUnavailableError",
     # short-term memory
     "ShortTermWindow", "InProcessWindow", "RedisWindow", "start_embedded_redis",
+    # forgetting a user everywhere: every window the store used, then the store
+    "forget_user", "ForgetIncomplete",
     # time, for tests and notebooks
     "FakeClock",
     # errors

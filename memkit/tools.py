@@ -16,6 +16,7 @@ from typing import Any, Callable, Literal
 from .approvals import Approvals
 from .limits import shorten
 from .errors import MemkitError, ValidationError
+from .jsonutil import import_jsonschema
 from .limits import KEY_PATTERN, KINDS
 from .store import MemoryStore
 from .store.proposals import Proposal, describe
@@ -101,14 +102,9 @@ class MemoryTools:
             raise ValidationError(f"unconfirmed is {unconfirmed!r}; use 'refuse' or 'propose'")
         self.unconfirmed = unconfirmed
         self.schemas = tool_schemas(store, unconfirmed)
-        # Imported here, not at module level: with jupyter's optional format checkers installed,
-        # importing jsonschema costs seconds, and store-only processes should not pay for it.
-        import jsonschema
-
-        self._jsonschema = jsonschema
-        self._validators = {
-            s["function"]["name"]: jsonschema.Draft202012Validator(s["function"]["parameters"]) for s in self.schemas
-        }
+        # The validators are made at the first tool call, not here: importing jsonschema is a
+        # good part of a one-message `memkit chat`, and a reply without a tool call needs none.
+        self._validators: dict[str, Any] | None = None
         self._handlers: dict[str, Callable[..., Any]] = {
             "memory_get": self._get, "memory_search": self._search,
             "memory_put": self._put, "memory_delete": self._delete,
@@ -129,7 +125,11 @@ class MemoryTools:
                 return {"ok": False, "error": f"arguments of {name} cannot be decoded: {str(exc)[:120]}"}
         if not isinstance(arguments, dict):
             return {"ok": False, "error": f"arguments of {name} must be a JSON object"}
-        error = self._jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
+        jsonschema = import_jsonschema()  # (without the IRI grammar's seconds: see import_jsonschema)
+        if self._validators is None:
+            self._validators = {s["function"]["name"]: jsonschema.Draft202012Validator(s["function"]["parameters"])
+                                for s in self.schemas}
+        error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path)
             return {"ok": False, "error": f"invalid arguments for {name}{' at ' + where if where else ''}: "

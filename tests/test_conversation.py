@@ -132,8 +132,10 @@ def test_two_chat_invocations_continue_one_conversation(workspace, tmp_path):
     assert "T-4471" in json.loads(second.stdout)["turns"][0]["reply"]
     history = requests_of(dump)[0]["recent_history"]
     assert history == [{"user": "My ticket number is T-4471", "assistant": "Noted: your ticket number is T-4471."}]
-    # Nothing is left running once the last process closed: the next one starts the server again.
-    assert not (window_folder(workspace / "state" / "memory.sqlite3") / "server.json").exists()
+    # The server is kept warm for the next message, with a keeper that stops it once idle
+    # (tests/test_window_warm.py); the fixture stops it now.
+    record = json.loads((window_folder(workspace / "state" / "memory.sqlite3") / "server.json").read_text())
+    assert record["keeper"] and record["pid"]
 
 
 def test_messages_on_stdin_are_answered_one_json_line_each_as_they_arrive(workspace):

@@ -17,7 +17,7 @@ LAYERS: list[set[str]] = [
     {"codec", "transcript", "semantic"},
     {"store"},
     {"window"},
-    {"retrieval", "request"},
+    {"retrieval", "request", "forgetting"},
     {"budget", "approvals", "tokens"},
     {"tools", "models"},
     {"agent"},

@@ -12,6 +12,7 @@ import uuid
 import psycopg
 import pytest
 
+from memkit.window.workspace import WorkspaceRedis
 from test_cli import memkit
 
 pytestmark = pytest.mark.postgres
@@ -98,7 +99,9 @@ def test_chat_on_postgresql_keeps_its_window_in_the_workspace_one_folder_per_dat
     assert "T-4471" in reply["turns"][0]["reply"]  # the second process read the first one's window
     folders = sorted(p.name for p in (workspace / "state").iterdir())
     assert len(folders) == 1 and re.fullmatch(r"postgresql-[0-9a-f]{12}-window", folders[0])
-    assert not (workspace / "state" / folders[0] / "server.json").exists()  # the last process stopped it
+    # Kept warm for the next message; its keeper stops it once idle (tests/test_window_warm.py).
+    assert json.loads((workspace / "state" / folders[0] / "server.json").read_text())["keeper"]
+    WorkspaceRedis.stop(workspace / "state" / folders[0])
     # The same database spelt another way (no password, the user as a parameter) is the same window.
     name, socket = database.split("@/", 1)[1].split("?host=")
     same = f"postgresql:///{name}?user=postgres&host={socket}"

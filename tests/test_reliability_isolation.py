@@ -142,11 +142,11 @@ def test_isolation_probes_hold_after_a_restart_and_after_forget_user(tmp_path, f
         # Every Redis key belongs to exactly one (user, session): no key is shared or ambiguous.
         owners: dict[str, str] = {}
         for user in users:
-            for key in session_keys(prefix, user, "s1"):
+            for key in session_keys(window.layout.base, user, "s1"):  # {prefix}:{store}
                 assert key not in owners, (key, owners.get(key), user)
                 owners[key] = user
         stray = [k.decode() for k in redis_client.scan_iter(f"{prefix}:*")
-                 if k.decode() not in owners and not k.decode().startswith(f"{prefix}:_")]
+                 if k.decode() not in owners and not k.decode().startswith(f"{window.layout.base}:_")]
         assert stray == []
 
     def dump_all(subset: list[str]) -> dict[str, Any]:

@@ -376,9 +376,10 @@ def test_users_never_see_each_others_window(make_window, redis_handle, prefix):
     window.append("bob", "s1", "user", "bob's note")
     assert [t["content"] for t in window.recent("bob", "s1")] == ["bob's note"]
     assert [t["content"] for t in window.load_session("bob", "s1")] == ["bob's note"]
-    alice_keys = {k.decode() for k in redis_handle.client.scan_iter(match=f"{prefix}:alice:*")}
-    assert alice_keys == {f"{prefix}:alice:s1:turns", f"{prefix}:alice:s1:seq"}
-    assert b"alice" not in b"".join(redis_handle.client.zrange(f"{prefix}:bob:s1:turns", 0, -1))
+    base = window.layout.base  # {prefix}:{store}
+    alice_keys = {k.decode() for k in redis_handle.client.scan_iter(match=f"{base}:alice:*")}
+    assert alice_keys == {f"{base}:alice:s1:turns", f"{base}:alice:s1:seq"}
+    assert b"alice" not in b"".join(redis_handle.client.zrange(f"{base}:bob:s1:turns", 0, -1))
 
 
 @pytest.mark.parametrize("user, session", [
@@ -465,7 +466,8 @@ def test_redis_url_is_used_when_set(monkeypatch, redis_handle, prefix, store):
         assert not handle.embedded and handle.url == redis_handle.url
         window = RedisWindow(store, handle.client, prefix=prefix, background=False)
         window.append("alice", "s1", "user", "via REDIS_URL")
-        assert redis_handle.client.exists(f"{prefix}:alice:s1:turns")
+        assert redis_handle.client.exists(window.keys("alice", "s1").turns)
+        assert window.keys("alice", "s1").turns == f"{prefix}:{store.store_id[:16]}:alice:s1:turns"
     with RedisWindow(store, prefix=prefix, background=False) as owned:  # connects through REDIS_URL itself
         assert owned.recent("alice", "s1")[0]["content"] == "via REDIS_URL"
     assert redis_handle.client.ping()  # closing the window closed its client, not the server

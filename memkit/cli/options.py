@@ -22,7 +22,7 @@ from ..semantic import DEFAULT_MIN_SIMILARITY
 from ..store import MemoryStore, is_database_url, open_store
 from ..store.targets import postgres_conninfo
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
-from ..window.workspace import WorkspaceRedis, window_folder
+from ..window.workspace import DEFAULT_WAIT_S, WorkspaceRedis, window_folder
 
 DEFAULT_WORKSPACE = "memkit-workspace"
 WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat", "mcp"}
@@ -87,6 +87,10 @@ def workspace_window(args: argparse.Namespace, store: MemoryStore) -> Path:
     return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / f"postgresql-{digest}-window"
 
 
+KEEPS_VECTORS = frozenset({"put", "chat", "approve", "import", "mcp"})
+"""The commands that write records: on a store that keeps vectors, each write keeps its record's."""
+
+
 def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
     """The store this command line names: a PostgreSQL URL, or a SQLite file (created only by a write).
 
@@ -95,7 +99,7 @@ def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
     url = database_url(args)
     if url is not None:  # PostgreSQL; a read-only command never creates the store's tables
         store = open_store(url, create=args.command in WRITE_COMMANDS, **options)
-        if args.command in ("put", "chat") and "embedder" not in options:
+        if args.command in KEEPS_VECTORS and "embedder" not in options:
             keep_vectors(store)
         return store
     path, is_workspace = db_path(args)
@@ -103,9 +107,9 @@ def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
         if args.command not in WRITE_COMMANDS:
             raise CliError(f"there is no database at {path}; create one with `memkit put ... --confirm` or `memkit chat`")
         if is_workspace:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folders(path.parent)
     store = MemoryStore(path, **options)
-    if args.command in ("put", "chat") and "embedder" not in options:
+    if args.command in KEEPS_VECTORS and "embedder" not in options:
         keep_vectors(store)
     return store
 
@@ -174,6 +178,9 @@ def check_args(args: argparse.Namespace) -> None:
                 raise CliError(f"--min-similarity is {args.min_similarity}; use a number from -1 to 1")
         elif args.model is not None or args.min_similarity != DEFAULT_MIN_SIMILARITY:
             raise CliError("--model and --min-similarity go with --by-meaning; add it, or drop them")
+    if args.command in ("chat", "forget-user"):  # the window's settings, checked before anything is opened
+        window_wait()
+        window_idle()
     if args.command == "chat":
         for key, value in (args.confirm_preference or []) + (args.confirm_episode or []):
             limits.check_key(key)
@@ -218,14 +225,62 @@ def window_for(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTe
         return
     url = os.environ.get("REDIS_URL")
     if not url:  # a PostgreSQL store's window lives in the workspace, which may not exist yet
-        workspace_window(args, store).parent.mkdir(parents=True, exist_ok=True)
-    handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store))
+        private_folders(workspace_window(args, store).parent)
+    handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store), wait=window_wait(),
+                                                         idle=window_idle())
     try:
         window = RedisWindow(store, handle.client, size=History(limits=store.limits).turns_needed)
         with window:
             yield window
     finally:
         handle.close()
+
+
+def window_wait() -> float:
+    """Seconds to wait for the workspace window's lock or a stalled server: $MEMKIT_WINDOW_WAIT, else 15."""
+    raw = os.environ.get("MEMKIT_WINDOW_WAIT")
+    if raw is None or not raw.strip():
+        return DEFAULT_WAIT_S
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = -1.0
+    if not 0 < wait < 86400:
+        raise CliError(f"MEMKIT_WINDOW_WAIT is {raw!r}; give the seconds to wait for the window as a positive number")
+    return wait
+
+
+DEFAULT_IDLE_S = 60.0
+"""Seconds the workspace's redis-server stays warm after the last chat (its keeper then stops it)."""
+
+
+def window_idle() -> float:
+    """Seconds the workspace's server stays warm for the next message: $MEMKIT_WINDOW_IDLE, else 60
+    (0: stop it when the last process closes, paying its start on every message)."""
+    raw = os.environ.get("MEMKIT_WINDOW_IDLE")
+    if raw is None or not raw.strip():
+        return DEFAULT_IDLE_S
+    try:
+        idle = float(raw)
+    except ValueError:
+        idle = -1.0
+    if not 0 <= idle < 86400:
+        raise CliError(f"MEMKIT_WINDOW_IDLE is {raw!r}; give the seconds to keep the window's server warm "
+                       "(0 to stop it after each command)")
+    return idle
+
+
+def private_folders(folder: Path) -> None:
+    """Make `folder` and its missing parents 0700 (whatever the umask): the workspace is one user's."""
+    missing = []
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+        if path.stat().st_uid == os.getuid():
+            os.chmod(path, 0o700)
 
 
 def need(args: argparse.Namespace, name: str) -> Any:

@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..forgetting import forget_user
 from ..store import MemoryStore
 from ..store.files import write_private
-from ..window import ShortTermWindow
-from .options import CliError, cli_approvals, require_confirm, store_for, window_for, workspace_window
+from ..window.places import url_place, workspace_place
+from .options import CliError, cli_approvals, require_confirm, store_for, window_wait, workspace_window
 from .output import emit
 
 
@@ -105,31 +106,18 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 
 def cmd_forget_user(args: argparse.Namespace) -> None:
+    """Forget the user in every window the store recorded (`memkit.forgetting`), this shell's
+    `REDIS_URL` and workspace window included, then in the store."""
     require_confirm(args, "forget-user")
     with store_for(args) as store:
-        url = os.environ.get("REDIS_URL")
-        if url or workspace_window(args, store).exists():
-            with window_for(args, store) as window:
-                report = forget_everywhere(store, args.user, window)
-        else:  # no window was ever kept for this database: nothing to start a server for
-            report = forget_everywhere(store, args.user, None)
+        url = os.environ.get("REDIS_URL") or None
+        here = []  # windows opened before the store recorded its window places
+        if workspace_window(args, store).exists():
+            here.append(workspace_place(workspace_window(args, store)))
+        if url:
+            here.append(url_place(url))
+        report = forget_user(store, args.user, places=here, redis_url=url, wait=window_wait())
         emit(report, committed=f"user {args.user!r} forgotten: {json.dumps(report['removed'])}")
-
-
-def forget_everywhere(store: MemoryStore, user: str, window: ShortTermWindow | None) -> dict[str, Any]:
-    """Remove `user` from the window (recent and pending turns) and the store, then check both.
-
-    `ShortTermWindow.forget_user` clears the window first and then the store, so no archiver moves
-    the user's turns into the store after it was cleared. `left` is read again afterwards: all zero,
-    or an error.
-    """
-    removed = window.forget_user(user) if window is not None else store.forget_user(user)
-    left = dict(store.traces(user))
-    if window is not None:
-        left["window_turns"] = window.user_turns(user)
-    if any(left.values()):
-        raise CliError(f"user {user!r} is not fully forgotten: {json.dumps(left)} remain")
-    return {"user": user, "removed": removed, "left": left}
 
 
 def cmd_health(args: argparse.Namespace) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import StoreError, ValidationError
+from ..jsonutil import import_jsonschema
 from ..limits import Limits, check_text
 from .db import SqliteDatabase
 from .files import write_private
@@ -101,7 +102,7 @@ def seal_bundle(lines: Iterable[dict[str, Any]]) -> str:
 
 @functools.cache
 def _validators() -> dict[str, Any]:
-    import jsonschema  # type: ignore[import-untyped]  # slow to import: only when a bundle is read
+    jsonschema = import_jsonschema()  # slow to import: only when a bundle is read
 
     base = jsonschema.Draft202012Validator
     # JSON Schema counts 2.0 as an integer; a revision or a count must be a real int, and never a bool.

@@ -694,6 +694,40 @@ class MemoryStore:
             " (SELECT count(*) FROM proposals WHERE user_id = ?)", (user, user, user, user, user))[0]
         return {"records": row[0], "events": row[1], "transcript": row[2], "proposals": row[3]}
 
+    # -- where this store's windows are --------------------------------------------------------------
+
+    _ID_SQL = "SELECT database_id FROM store_meta"
+
+    @property
+    def store_id(self) -> str:
+        """The store's own random id, made once with its schema (SQLite: `store_meta`; PostgreSQL:
+        `memkit_meta`). A short-term window's Redis keys carry it, so two stores on one Redis server
+        never read, archive or forget each other's turns (`memkit.window.keys`)."""
+        cached = getattr(self, "_store_id", None)
+        if cached is None:
+            cached = self._store_id = str(self._db.fetch(self._ID_SQL)[0][0])
+        return cached
+
+    def note_window(self, place: str) -> bool:
+        """Record that a short-term window of this store lives at `place` (a JSON description made by
+        `memkit.window.places`), so that forgetting a user reaches it later from any directory or
+        shell. A place already known costs one read and no write.
+
+        Returns:
+            True if the place was new.
+        """
+        if not isinstance(place, str) or not place or len(place) > 4096:
+            raise ValidationError("a window place is a non-empty text of at most 4096 characters")
+        if self._db.fetch("SELECT 1 FROM window_places WHERE place = ?", (place,)):
+            return False
+        with self.transaction() as conn:
+            return conn.execute("INSERT INTO window_places (place, noted_at) VALUES (?, ?) ON CONFLICT (place) "
+                                "DO NOTHING", (place, iso(self._clock()))).rowcount == 1
+
+    def window_places(self) -> list[str]:
+        """Every place a short-term window of this store was opened at (see `note_window`), oldest first."""
+        return [str(row[0]) for row in self._db.fetch("SELECT place FROM window_places ORDER BY noted_at, place")]
+
     # -- export and import ---------------------------------------------------------------------------
 
     def export_user(self, user: str, path: str | os.PathLike[str] | None = None) -> str:

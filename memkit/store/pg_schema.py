@@ -253,6 +253,13 @@ PG_MIGRATIONS: list[list[str]] = [
           for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
                                     ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))),
     ],
+    # 11: window places, as SQLite's step, and the store's own id, which SQLite keeps in `store_meta`
+    # (step 3): window keys carry it, so two stores on one Redis never share a window.
+    [
+        "ALTER TABLE memkit_meta ADD COLUMN database_id text COLLATE \"C\" NOT NULL"
+        " DEFAULT replace(gen_random_uuid()::text, '-', '')",
+        'CREATE TABLE window_places (place text COLLATE "C" PRIMARY KEY, noted_at text COLLATE "C" NOT NULL)',
+    ],
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

@@ -123,6 +123,8 @@ class PostgresStore(MemoryStore):
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r}, schema={self.schema!r})"
 
+    _ID_SQL = "SELECT database_id FROM memkit_meta"
+
     @property
     def location(self) -> str:
         """Which store this is, whatever the URL's spelling: `host`, `port`, `dbname` and `schema`

@@ -225,6 +225,16 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (user_id, session_id, position)
         ) WITHOUT ROWID""",
     ],
+    # 11: window places: where this store's short-term windows live. A window notes its place the
+    # first time it is opened on the store (`MemoryStore.note_window`): a workspace's redis-server
+    # folder, or a Redis server named without its password. forget_user reaches every one of them,
+    # wherever and in whatever shell it runs (`memkit.forgetting`).
+    [
+        """CREATE TABLE window_places (
+            place TEXT PRIMARY KEY,
+            noted_at TEXT NOT NULL
+        )""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,7 +16,9 @@ Two implementations share one interface, `ShortTermWindow`:
   user, with a sliding TTL, archived into SQLite exactly once by its `archiver`.
 
 The modules, from the leaves up: `server` (the embedded redis-server or `REDIS_URL`), `workspace`
-(the redis-server a workspace keeps beside its SQLite file), `keys` (the Redis key layout),
+(the redis-server a workspace keeps beside its SQLite file; `keeper`, the process that stops it once
+idle), `places` (where a store's windows are, recorded in the store so that forgetting reaches
+them), `keys` (the Redis key layout, one per prefix and store),
 `life` (the connect hook by which an append notices a restarted server), `base`, `numbering` (the turn numbers an instance knows are taken), `reads` (the read path, and
 where a session's turns are), `archiver` (window to SQLite, exactly once), `redis`.
 """

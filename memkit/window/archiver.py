@@ -51,6 +51,7 @@ class Archiver:
 
     RETIRE = """
 -- Retire an idle session: move its whole window into pending before the TTL can drop it.
+-- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
 -- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index  KEYS[5] the archive queue
 -- ARGV[1] "user/session"  ARGV[2] margin in ms: retire only if the session expires within it
 --   ("inf" retires it whatever its expiry, e.g. before stopping the server)
@@ -80,6 +81,7 @@ return #old / 2
     TRIM = """
 -- After the archive committed turns up to ARGV[2], remove them from pending, and move a counter
 -- that went back (Redis restored from an older state) past them, keeping its TTL.
+-- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
 -- KEYS[1] pending  KEYS[2] the archive queue  KEYS[3] seq
 -- ARGV[1] "user/session"  ARGV[2] the highest turn number now safe in SQLite
 -- Returns how many pending turns are left (the queue entry goes when none are).
@@ -93,6 +95,7 @@ return left
 
     RENUMBER = """
 -- Give pending turns whose numbers the archive holds with other content the next free numbers.
+-- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
 -- KEYS[1] pending  KEYS[2] seq  KEYS[3] turns
 -- ARGV[1] the highest turn number archived  ARGV[2..] the conflicting turn numbers
 -- Returns {old, new, old, new, ...}, one pair per turn moved. The counter (if the session has one)

@@ -90,6 +90,12 @@ class ShortTermWindow(abc.ABC):
         (`window_turns`, and the store's counts)."""
 
     @abc.abstractmethod
+    def clear_user(self, user: str) -> dict[str, int]:
+        """Remove `user`'s turns from this window only (recent and waiting to be archived), leaving
+        the store alone: `memkit.forgetting.forget_user` clears every window first, then the store.
+        Returns `window_turns` (how many went) and, for Redis, `redis_keys`."""
+
+    @abc.abstractmethod
     def user_turns(self, user: str) -> int:
         """How many turns of `user` the window holds, all sessions (0 once forgotten)."""
 
@@ -188,14 +194,19 @@ class InProcessWindow(ShortTermWindow):
             return len(sessions)
 
     def forget_user(self, user: str) -> dict[str, int]:
+        with self._lock:
+            cleared = self.clear_user(user)
+            counts = self.store.forget_user(user) if self.store is not None else {}
+        return {**counts, **cleared}
+
+    def clear_user(self, user: str) -> dict[str, int]:
         self.limits.check_id("user", user)
         with self._lock:
             doomed = [key for key in self._turns if key[0] == user]
             turns = sum(len(self._turns.pop(key)) for key in doomed)
             for key in doomed:
                 self._seq.pop(key, None)
-            counts = self.store.forget_user(user) if self.store is not None else {}
-        return {**counts, "window_turns": turns}
+        return {"window_turns": turns}
 
     def user_turns(self, user: str) -> int:
         with self._lock:

@@ -33,6 +33,7 @@ class SessionReads:
     READ = """
 -- Read a session's window and its pending turns in one step and slide the TTL (load_session;
 -- `recent` reads the window alone with the RECENT script, see SessionReads._read).
+-- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
 -- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
 -- ARGV[1] "user/session"  ARGV[2] TTL in ms  ARGV[3] "1" to return pending turns as well
 -- Returns {window members oldest first, pending members oldest first (or empty)}.
@@ -51,6 +52,7 @@ return {window, pending}
 
     RECENT = """
 -- Read a session's window and slide its TTL (`recent`, on every reply).
+-- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
 -- KEYS[1] turns  KEYS[2] seq  ARGV[1] TTL in ms
 -- Returns the window's members, oldest first.
 local window = redis.call('ZRANGE', KEYS[1], 0, -1)

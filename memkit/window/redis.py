@@ -41,6 +41,7 @@ from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .keys import LIFE_KEY, KeyLayout, as_text
 from .life import notes_server_life
 from .numbering import TakenNumbers
+from .places import client_place
 from .reads import SessionReads
 from .server import (
     DEFAULT_TIMEOUT_S,
@@ -87,8 +88,9 @@ class RedisWindow(SessionReads, ShortTermWindow):
         max_backlog: when an append would leave a session more pending turns than this (the
             worker is behind or stopped), `append` archives them itself first: back-pressure,
             not growth.
-        prefix: the first part of every key; separate deployments (or tests) on one server use
-            different prefixes. Each prefix should belong to one SQLite store.
+        prefix: the first part of every key, before the store's id (`memkit.window.keys`): two
+            stores never share keys whatever their prefix; separate deployments on one server may
+            choose their own prefix too.
         on_archived: called as `on_archived(user, session, turns)` after turns are committed to
             SQLite and before they are removed from Redis (for logging, metrics, demonstrations).
         clock: where turn timestamps come from.
@@ -112,6 +114,7 @@ class RedisWindow(SessionReads, ShortTermWindow):
 
     APPEND = """
 -- Append one turn to a session's window, move what falls out into pending, slide the TTL.
+-- KEYS[1..5] are the keys of one store (`{prefix}:{store}:...`, memkit.window.keys), KEYS[6] the server's.
 -- KEYS[1] turns   (zset: turn number -> turn JSON; sliding TTL)
 -- KEYS[2] pending (zset of turns that left the window, waiting for the archiver; no TTL)
 -- KEYS[3] seq     (the session's turn counter; sliding TTL)
@@ -192,7 +195,7 @@ return {n, redis.call('ZCARD', KEYS[2])}
         accept_eviction: bool = False,
     ) -> None:
         super().__init__(size, store, clock, store.limits, max_content_chars)
-        self.layout = KeyLayout(prefix, store.limits)
+        self.layout = KeyLayout(prefix, store.limits, store.store_id)
         if not ttl > 0.01:
             raise ValidationError(f"ttl is {ttl!r} seconds; it must be more than 0.01")
         self.store: MemoryStore = store
@@ -230,6 +233,13 @@ return {n, redis.call('ZCARD', KEYS[2])}
                 refuse_eviction(client, self._where)
             with redis_errors(self._where, "reading its run_id"):
                 self._numbers.run_id = str(client.info("server")["run_id"])
+            # The store writes down where its windows are, so forgetting a user reaches this one
+            # later from any directory or shell (memkit.window.places).
+            # (Not a temporary embedded server of this process: it archives all it holds before it stops.)
+            own = self._handle if self._handle is not None and self._handle.embedded else embedded_handle(client)
+            place = client_place(client, prefix) if own is None or own.keeps_data else None
+            if place is not None:
+                store.note_window(place)
         except BaseException:
             if self._handle is not None:  # nothing may outlive a window that did not start
                 self._handle.close()
@@ -415,10 +425,20 @@ return {n, redis.call('ZCARD', KEYS[2])}
             they held, windows and pending).
         """
         with self.archiver.lock:
-            turns = self.user_turns(user)
-            removed = self.archiver.forget(user)
-            self._numbers.forget_user(user)
-            return {**self.store.forget_user(user), "redis_keys": removed, "window_turns": turns}
+            cleared = self._clear_user(user)
+            return {**self.store.forget_user(user), **cleared}
+
+    def clear_user(self, user: str) -> dict[str, int]:
+        """Remove `user`'s keys from this window only (all sessions, windows and pending turns),
+        leaving the store alone. Returns `redis_keys` (keys removed) and `window_turns` (turns they held)."""
+        with self.archiver.lock:
+            return self._clear_user(user)
+
+    def _clear_user(self, user: str) -> dict[str, int]:  # the caller holds the archiver's lock
+        turns = self.user_turns(user)
+        removed = self.archiver.forget(user)
+        self._numbers.forget_user(user)
+        return {"redis_keys": removed, "window_turns": turns}
 
     def close(self) -> None:
         """Stop the worker, archive what is pending, and close what the window opened.

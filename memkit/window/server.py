@@ -128,7 +128,7 @@ def _check_timeout(timeout: object) -> float:
     return float(timeout)
 
 
-def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> "redis.Redis":
+def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S, password: str | None = None) -> "redis.Redis":
     redis = _redis_module()
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
@@ -140,6 +140,7 @@ def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> "redis.Redis":
         return redis.Redis.from_url(
             url, retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), 2, supported_errors=(redis.ConnectionError,)),
             socket_connect_timeout=timeout, socket_timeout=timeout, redis_connect_func=note_server_life,
+            **({"password": password} if password is not None else {}),
         )
     except (ValueError, TypeError) as exc:
         raise WindowError(f"the Redis URL {display_url(url)!r} is not one redis-py accepts: {exc}") from None

@@ -1,0 +1,111 @@
+"""Where a store's short-term windows live, written down in the store so that forgetting reaches them.
+
+A window is opened at a *place*: a workspace's own redis-server (its folder), or a Redis server at
+a URL. The store records each place a window of it was opened at (`MemoryStore.note_window`), so
+`memkit.forgetting.forget_user` can clear every one of them later, from any directory and in any
+shell: chat on PostgreSQL from one folder and forget from another, or chat with `REDIS_URL` set in
+one shell and forget in a shell without it.
+
+A place is a small JSON text with sorted keys, so one place is recorded once:
+
+* `{"folder": "/abs/path/memory.sqlite3-window", "kind": "workspace", "prefix": "memkit"}`
+* `{"kind": "redis", "prefix": "memkit", "url": "redis://user@host:6379/0"}`: never the password.
+  Forgetting connects with `REDIS_URL` when it names the same server (it may carry the password),
+  else with the recorded URL.
+
+A temporary embedded server (`start_embedded_redis` without a folder) is no place: it archives
+what it holds into the store before it stops, and nothing of it outlives it.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from .server import check_redis_url
+from .workspace import socket_folder_of
+
+WORKSPACE = "workspace"
+REDIS = "redis"
+
+
+def workspace_place(folder: str | Path, prefix: str = "memkit") -> str:
+    """The place of a workspace's own redis-server, named by its folder (made absolute)."""
+    return json.dumps({"kind": WORKSPACE, "folder": str(Path(folder).resolve()), "prefix": prefix}, sort_keys=True)
+
+
+def url_place(url: str, prefix: str = "memkit") -> str:
+    """The place of the Redis server at `url`, named without its password (see `server_url`)."""
+    return json.dumps({"kind": REDIS, "url": server_url(url), "prefix": prefix}, sort_keys=True)
+
+
+def server_url(url: str) -> str:
+    """`url` (a Redis URL) without its password or options: what names the server and database.
+
+    `redis://:secret@Host:6379/0` -> `redis://host:6379/0`; `unix://u:secret@/run/r.sock?db=2` ->
+    `unix://u@/run/r.sock?db=2`.
+
+    Raises:
+        WindowError: `url` is not a Redis URL (`check_redis_url`).
+    """
+    parts = urllib.parse.urlsplit(check_redis_url(url))
+    scheme = parts.scheme.lower()
+    user = f"{urllib.parse.unquote(parts.username)}@" if parts.username else ""
+    database = urllib.parse.parse_qs(parts.query).get("db", ["0"])[0]
+    if scheme == "unix":
+        return f"unix://{user}{parts.path}?db={database}"
+    host = (parts.hostname or "").lower()
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{user}{host}:{parts.port or 6379}/{parts.path.lstrip('/') or database}"
+
+
+def client_place(client: Any, prefix: str = "memkit") -> str | None:
+    """The place of the server a redis-py client talks to, or None when it cannot be told (a client
+    of an unusual kind)."""
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
+    if not isinstance(kwargs, dict):
+        return None
+    user = f"{urllib.parse.quote(str(kwargs['username']))}@" if kwargs.get("username") else ""
+    database = int(kwargs.get("db") or 0)
+    if kwargs.get("path"):
+        path = str(kwargs["path"])
+        folder = socket_folder_of(path)
+        if folder is not None:  # a workspace's server: its socket moves with each start, its folder stays
+            return workspace_place(folder, prefix)
+        if Path(path).parent.name.startswith("memkit-sock-") and _temporary_data(client):
+            return None  # another process's embedded server without a folder: its owner archives it all
+        return url_place(f"unix://{user}{path}?db={database}", prefix)
+    host, port = kwargs.get("host"), kwargs.get("port")
+    if not host:
+        return None
+    scheme = "rediss" if "ssl" in str(getattr(client.connection_pool, "connection_class", "")).lower() else "redis"
+    host = f"[{host}]" if ":" in str(host) else host
+    return url_place(f"{scheme}://{user}{host}:{port or 6379}/{database}", prefix)
+
+
+def _temporary_data(client: Any) -> bool:
+    """True if an embedded server (`start_embedded_redis`) keeps its data in a temporary folder: the
+    process that started it archives every window before it stops, and nothing of it outlives it."""
+    try:
+        folder = client.config_get("dir")
+    except Exception:  # a server that refuses CONFIG: count it as a place
+        return False
+    value = next(iter(folder.values()), b"") if isinstance(folder, dict) else b""
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    return Path(text).name.startswith("memkit-redis-")
+
+
+def describe(place: str) -> str:
+    """A place as a person reads it: "the workspace window in /path" or "Redis at redis://host:6379/0"."""
+    try:
+        data = json.loads(place)
+        prefix = f" (key prefix {data['prefix']!r})" if data.get("prefix", "memkit") != "memkit" else ""
+        if data.get("kind") == WORKSPACE:
+            return f"the workspace window in {data['folder']}{prefix}"
+        if data.get("kind") == REDIS:
+            return f"Redis at {data['url']}{prefix}"
+    except (ValueError, KeyError, TypeError):
+        pass
+    return f"an unknown window place {place!r}"

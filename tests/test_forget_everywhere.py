@@ -1,0 +1,161 @@
+"""Forget reaches every window (issue 21, class 1).
+
+`forget-user` used to look only at the window of its own shell and directory: it reported the user
+gone (exit 0, `left` all zero) while their conversation lived on in a window it never opened, and
+the next chat recalled it. The store now records where its windows are; forget clears each one, or
+refuses, naming the window it could not reach, and removes nothing. Real processes, a real
+redis-server, real SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from memkit import InProcessWindow, MemoryStore, RedisWindow
+from memkit.window.workspace import WorkspaceRedis, _redis_server_binary, window_folder
+
+SECRET = "T-4471"
+
+
+class Standalone:
+    """A redis-server of its own on a TCP port, keeping an append-only file (as a class Redis would)."""
+
+    def __init__(self, folder: Path) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        folder.mkdir()
+        self.process = subprocess.Popen([_redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                                         "--dir", str(folder), "--appendonly", "yes", "--save", ""],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        import redis
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis.from_url(self.url).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    servers: list[Standalone] = []
+
+    def start() -> Standalone:
+        servers.append(Standalone(tmp_path / f"redis-{len(servers)}"))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def memkit(*argv: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=cwd)
+
+
+def env_with(**changes: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MEMKIT_DB", "DATABASE_URL")}
+    return {**env, **changes}
+
+
+def recalls(db: str, env: dict[str, str], cwd: Path | None = None, *extra: str) -> bool:
+    done = memkit("chat", "--db", db, *extra, "--user", "alice", "--session", "s1",
+                  "--message", "What was my ticket number?", env=env, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return SECRET in json.loads(done.stdout)["turns"][0]["reply"]
+
+
+def test_sqlite_forget_in_a_shell_without_redis_url_clears_the_window_chat_used(own_server, tmp_path):
+    server = own_server()
+    db = str(tmp_path / "memory.sqlite3")
+    with_url, without = env_with(REDIS_URL=server.url), env_with()
+    told = memkit("chat", "--db", db, "--user", "alice", "--session", "s1", "--message",
+                  f"My ticket number is {SECRET}", env=with_url)
+    assert told.returncode == 0, told.stderr
+    assert recalls(db, with_url)
+    done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=without)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["removed"]["window_turns"] == 4 and set(report["left"].values()) == {0}
+    assert not recalls(db, with_url), "the chat recalled a forgotten user's turn from the REDIS_URL window"
+    try:
+        WorkspaceRedis.stop(window_folder(db))
+    except Exception:
+        pass
+
+
+def test_forget_refuses_and_removes_nothing_when_a_recorded_window_cannot_be_reached(own_server, tmp_path):
+    server = own_server()
+    db = str(tmp_path / "memory.sqlite3")
+    told = memkit("chat", "--db", db, "--user", "alice", "--session", "s1", "--confirm-preference", "drink", "tea",
+                  "--message", "Remember my drink is tea", env=env_with(REDIS_URL=server.url))
+    assert told.returncode == 0, told.stderr
+    server.close()  # the Redis that holds alice's window is gone for now
+    done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env_with())
+    assert done.returncode != 0
+    assert "NOT forgotten" in done.stderr and f"Redis at redis://127.0.0.1:{server.port}/0" in done.stderr and "Nothing was removed" in done.stderr
+    with MemoryStore(db) as store:
+        assert store.traces("alice")["records"] == 1  # nothing was removed anywhere
+
+
+def test_forget_user_in_python_reaches_the_recorded_windows_and_the_given_ones(own_server, tmp_path):
+    from memkit import ForgetIncomplete, forget_user
+
+    server = own_server()
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        with RedisWindow(store, url=server.url, background=False) as window:
+            window.append("alice", "s1", "user", "hello from Redis")
+        goldfish = InProcessWindow(4, store=store)
+        goldfish.append("alice", "s2", "user", "hello from this process")
+        report = forget_user(store, "alice", windows=[goldfish], redis_url="")
+        assert report["removed"]["window_turns"] == 2 and set(report["left"].values()) == {0}
+        assert len(report["windows"]) == 2
+        with pytest.raises(ForgetIncomplete, match="could not be reached"):
+            server.close()
+            forget_user(store, "alice", redis_url="")
+
+
+@pytest.mark.postgres
+def test_postgresql_forget_run_from_another_directory_clears_the_workspace_window(pg_url, tmp_path):
+    import psycopg
+
+    name = f"fg_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    database = pg_url.replace("/postgres?", f"/{name}?", 1)
+    chat_dir, other_dir = tmp_path / "chat-here", tmp_path / "forget-here"
+    chat_dir.mkdir()
+    other_dir.mkdir()
+    env = env_with()
+    told = memkit("chat", "--db", database, "--user", "alice", "--session", "s1", "--message",
+                  f"My ticket number is {SECRET}", env=env, cwd=chat_dir)
+    assert told.returncode == 0, told.stderr
+    done = memkit("forget-user", "--db", database, "--user", "alice", "--confirm", env=env, cwd=other_dir)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["removed"]["window_turns"] == 2 and set(report["left"].values()) == {0}
+    assert not recalls(database, env, chat_dir), "the chat recalled a forgotten user from its workspace window"
+    for folder in (chat_dir / "memkit-workspace" / "state").iterdir():
+        WorkspaceRedis.stop(folder)
