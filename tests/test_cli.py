@@ -93,7 +93,8 @@ def test_a_chat_that_fails_midway_reports_the_turns_it_completed(tmp_path):
     db = str(tmp_path / "m.sqlite3")
     done = memkit("chat", "--db", db, "--user", "alice", "--budget", "4000", "--confirm-preference", "drink", "tea",
                   "--message", "Remember my drink is tea", "--message", "x" * 5000)
-    assert done.returncode == 2 and "budget" in done.stderr
+    # The first message's save stands: not "refused, nothing changed" (2) but committed, then failed.
+    assert done.returncode == 4 and "budget" in done.stderr and "saved at revision 1" in done.stderr
     partial = json.loads(done.stdout)
     assert [t["message"] for t in partial["turns"]] == ["Remember my drink is tea"] and "error" in partial
     assert json.loads(memkit("get", "--db", db, "--user", "alice", "--key", "drink").stdout)["value"] == "tea"

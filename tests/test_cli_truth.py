@@ -111,3 +111,23 @@ def test_chat_with_stdin_that_is_not_utf8_is_an_error(tmp_path):
     done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(tmp_path / "m.sqlite3"), "--user",
                            "alice"], input=b"\xff\xfe not text\n", capture_output=True, timeout=120)
     assert done.returncode == 2 and b"Traceback" not in done.stderr and done.stderr.startswith(b"error: ")
+
+
+def test_a_later_message_refused_after_an_earlier_one_saved_exits_4_naming_the_save(tmp_path):
+    """The first message saved a memory; the second cannot fit the budget. The save stands, so the
+    command must not say "refused, nothing changed" (2): it exits 4 and names what was committed."""
+    path = tmp_path / "m.sqlite3"
+    done = memkit("chat", "--db", str(path), "--user", "alice", "--window", "process", "--budget", "3300",
+                  "--confirm-preference", "city", "Porto", "--message", "I live in Porto",
+                  "--message", "tell me about " + "the sea " * 180)
+    assert done.returncode == 4, done.stderr
+    assert "committed:" in done.stderr and "'city' saved at revision 1" in done.stderr and "then failed" in done.stderr
+    assert get(path, "city")["value"] == "Porto"
+
+
+def test_chat_writes_the_requests_it_dumps_privately(tmp_path):
+    out = tmp_path / "requests.json"
+    done = memkit("chat", "--db", str(tmp_path / "m.sqlite3"), "--user", "alice", "--window", "process",
+                  "--message", "hello", "--dump-requests", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_mode & 0o777 == 0o600 and "hello" in out.read_text()

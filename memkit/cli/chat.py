@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..agent import MemoryAgent
-from ..errors import MemkitError
+from ..errors import CommittedThenFailedError, MemkitError
 from ..limits import check_text
 from ..models import FixtureModel, OpenAIModel
+from ..store.files import write_private
 from .options import CliError, cli_approvals, store_for, window_for
 from .output import emit, emit_line
 from .proposal_commands import settle_proposals, waiting_in
@@ -73,10 +74,15 @@ def cmd_chat(args: argparse.Namespace) -> None:
         except MemkitError as exc:
             if turns and not streaming:  # earlier turns were answered and stored: say so before failing
                 emit({**summary, "turns": turns, "error": str(exc)})
+            if turns and not isinstance(exc, CommittedThenFailedError):
+                # The earlier exchanges (and whatever they saved) stand: "refused, nothing changed"
+                # would be untrue, so this is a failure after commits (exit 4), naming them.
+                raise CommittedThenFailedError(_committed_in(args.user, args.session, turns), exc) from exc
             raise
         finally:
             if args.dump_requests and isinstance(model, FixtureModel):
-                Path(args.dump_requests).write_text(json.dumps(model.requests, ensure_ascii=False), encoding="utf-8")
+                # The requests hold the user's memories and conversation: a private file.
+                write_private(Path(args.dump_requests), json.dumps(model.requests, ensure_ascii=False).encode("utf-8"))
     totals = {"requests": len(agent.model.measurements), "largest_request_chars": agent.model.largest_request,
               "unused_confirmations": [c.describe() for c in approvals.pending],
               "proposals_waiting": waiting_in(turns)}
@@ -85,6 +91,19 @@ def cmd_chat(args: argparse.Namespace) -> None:
         emit_line({"done": True, **summary, "answered": len(turns), **totals}, committed=answered)
     else:
         emit({**summary, "turns": turns, **totals}, committed=answered if turns else None)
+
+
+def _committed_in(user: str, session: str, turns: list[dict[str, Any]]) -> list[str]:
+    """What the answered turns committed: the exchanges stored, and every save or delete they made."""
+    committed = [f"{len(turns)} earlier exchange(s) of {user}'s session {session!r} answered and stored"]
+    for turn in turns:
+        for call in turn["tool_results"]:
+            result = call["outcome"].get("result") if call["outcome"].get("ok") else None
+            if isinstance(result, dict) and "revision" in result:
+                committed.append(f"{result['kind']} {result['key']!r} saved at revision {result['revision']}")
+            elif isinstance(result, dict) and result.get("deleted") is True:
+                committed.append(f"{call['name']} {call['arguments']} deleted")
+    return committed
 
 
 async def _converse(agent: MemoryAgent, model: Any, messages: Iterator[str], turns: list[dict[str, Any]],
