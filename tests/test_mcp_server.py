@@ -393,6 +393,32 @@ def test_a_record_changed_while_the_person_was_asked_is_not_overwritten(tmp_path
     assert [e["confirmation"].split("@")[0] for e in history(tmp_path)] == ["cli"]
 
 
+@pytest.mark.parametrize("tool", ["memory_delete", "memory_put"])
+def test_an_answer_never_reaches_a_record_rewritten_at_the_same_revision(tmp_path, tool):
+    """The person is asked about "coffee" (revision 1); meanwhile the user is forgotten and "lisbon"
+    is saved, again at revision 1. Their answer was about a value that is gone: nothing changes."""
+    cli_put(tmp_path, "coffee")
+
+    async def forget_and_rewrite() -> None:
+        def rewrite() -> None:
+            gone = memkit("forget-user", "--workspace", str(tmp_path), "--user", "alice", "--confirm")
+            assert gone.returncode == 0, gone.stderr
+            cli_put(tmp_path, "lisbon")
+        await anyio.to_thread.run_sync(rewrite)
+
+    person = Person("accept", before=forget_and_rewrite)
+
+    async def body() -> None:
+        async with connect(tmp_path, "legacy", person) as conn:
+            arguments = {"kind": "preference", "key": "drink", **({"value": "tea"} if tool == "memory_put" else {})}
+            result = await conn.structured(tool, arguments)
+            assert result["reason"] == "changed", result
+
+    run(body)
+    assert stored(tmp_path)["value"] == "lisbon"
+    assert [e["confirmation"].split("@")[0] for e in history(tmp_path)] == ["cli"]
+
+
 # -- restarts and errors --------------------------------------------------------------------------------
 
 

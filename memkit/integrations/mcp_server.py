@@ -90,14 +90,17 @@ class Memory:
 
 @dataclasses.dataclass(frozen=True)
 class RecordState:
-    """A record as the person was shown it: its value (None: absent) and revision.
+    """A record as the person was shown it: its value (None: absent), revision and write number.
 
     For an absent key, `revision` is the last revision in its history (0 if it never existed), so a
-    key created and deleted again while the person was asked is not "the same" absent key.
+    key created and deleted again while the person was asked is not "the same" absent key. Revisions
+    start again at 1 after the user is forgotten; `write` (the store's sequence number of the
+    record's last write, which never goes back) tells such a rewrite from the record the person saw.
     """
 
     value: str | None
     revision: int
+    write: int | None = None
 
     def describe(self) -> str:
         if self.value is not None:
@@ -177,7 +180,7 @@ async def _in_thread(fn: Any, *args: Any) -> Any:
 def _read_state(memory: Memory, kind: str, key: str) -> RecordState:
     record = memory.store.get(memory.user, kind, key)
     if record is not None:
-        return RecordState(record["value"], record["revision"])
+        return RecordState(record["value"], record["revision"], memory.store.write_number(memory.user, kind, key))
     history = memory.store.history(memory.user, kind, key)
     return RecordState(None, history[-1]["revision"] if history else 0)
 
@@ -327,6 +330,10 @@ def _write(memory: Memory, question: Question, confirmation: Confirmation) -> Re
     store, user, q = memory.store, memory.user, question
     try:
         with store.transaction():
+            # Under the write lock: the record is still the one the person was shown, write number
+            # included (a forget and a rewrite give the same revision, never the same write).
+            if _read_state(memory, q.kind, q.key) != q.state:
+                raise _Overtaken
             if q.action == "put":
                 assert q.value is not None
                 result: Record | None = store.put(user, memory.session, q.kind, q.key, q.value,
