@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -43,6 +44,7 @@ def time_notebook(path: Path) -> dict[str, Any]:
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
                                      resources={"metadata": {"path": str(NOTEBOOKS)}})
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with client.setup_kernel():
         kernel_s = time.perf_counter() - started
@@ -55,8 +57,13 @@ def time_notebook(path: Path) -> dict[str, Any]:
             client.execute_cell(cell, index)
             cells.append((index, time.perf_counter() - t0))
         run_all_s = time.perf_counter() - run_started
+    # The kernel has exited and been reaped here, and it reaped its own processes (workers, servers):
+    # their CPU time, the work the notebook needs whatever the load of the machine.
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
     slowest = sorted(cells, key=lambda c: -c[1])[:3]
     return {"notebook": path.stem, "run_all_s": round(run_all_s, 2), "kernel_start_s": round(kernel_s, 2),
+            "cpu_s": round(cpu_s, 1),
             "code_cells": len(cells), "slowest": [{"cell": i, "s": round(s, 2)} for i, s in slowest]}
 
 
@@ -96,6 +103,7 @@ def run(names: list[str], repeat: int, log: Any = print) -> dict[str, Any]:
                      "median_s": round(median, 1),
                      "kernel_start_s": round(statistics.median(r["kernel_start_s"] for r in timed), 1),
                      "code_cells": timed[0]["code_cells"], "slowest": slowest,
+                     "cpu_s": statistics.median(r["cpu_s"] for r in timed),
                      "stated_minutes": stated_minutes(path)})
     load = os.getloadavg()[0]
     return {"meta": {"load_before": round(loads[0], 1), "load_after": round(load, 1),
@@ -115,9 +123,13 @@ def section(results: dict[str, Any]) -> str:
              f"average {meta.get('load_before', '?')} when the run began and {meta.get('load_after', '?')} "
              "when it ended (on 2 cores), so an idle machine is faster. A row marked *(before)* is an earlier "
              "version of a notebook (for issue 26: as it was before that round, commit 60cb204), timed in the "
-             "same run as today's, round after round, so both met the same load.", "",
-             "| notebook | Run All | runs | kernel start | code cells | slowest cells | class time | target |",
-             "|---|---:|---|---:|---:|---|---:|---|"]
+             "same run as today's, round after round, so both met the same load. *CPU* is the processor time "
+             "the kernel and every process it started used (user and system, from `getrusage` once they "
+             "were reaped; a server that detaches, PostgreSQL in 09, is not counted): the notebook's work "
+             "whatever the load; on an idle 2-core machine Run All takes at least half of it, plus the time "
+             "its experiments wait (sleeps, pauses).", "",
+             "| notebook | Run All | runs | kernel start | CPU | code cells | slowest cells | class time | target |",
+             "|---|---:|---|---:|---:|---:|---|---:|---|"]
     for row in results["notebooks"]:
         number = row["notebook"][:2]
         target = TARGET_S.get(number)
@@ -125,8 +137,9 @@ def section(results: dict[str, Any]) -> str:
         slowest = ", ".join(f"[{c['cell']}] {c['s']:.1f} s" for c in row["slowest"])
         runs = " / ".join(f"{s:.1f}" for s in row["runs_s"])
         stated = f"{row['stated_minutes']} min" if row["stated_minutes"] else "–"
+        cpu = f"{row['cpu_s']:.1f} s" if row.get("cpu_s") is not None else "–"
         lines.append(f"| `{row['notebook']}` | {row['median_s']:.1f} s | {runs} | {row['kernel_start_s']:.1f} s | "
-                     f"{row['code_cells']} | {slowest} | {stated} | {held} |")
+                     f"{cpu} | {row['code_cells']} | {slowest} | {stated} | {held} |")
     total = sum(row["median_s"] for row in results["notebooks"] if "(" not in row["notebook"])
     lines += ["", f"All of today's notebooks: {total:.0f} s of Run All. Cell numbers count every cell from 0, "
               "as the notebook file does."]

@@ -24,8 +24,8 @@ from ..request import History
 from ..store import MemoryStore
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow
 from .scaling import open_target
-from .workers import (WORKER_TIMEOUT_S, PathLike, answer, expect, read_answer, send, skip_iri_grammar, start_worker,
-                      stop, worker)
+from .workers import (WORKER_TIMEOUT_S, PathLike, _stderr_tail, answer, expect, read_answer, send, skip_iri_grammar,
+                      start_worker, stop, worker)
 
 HOP_SCRIPT: tuple[dict[str, Any], ...] = (
     {"message": "My ticket number is T-4471"},
@@ -65,8 +65,13 @@ class Instance:
             `reply`; `exchanges` and `memories`, how many recent exchanges and retrieved records
             the first model request carried; `requests`, the text of every model request sent.
         """
-        send(self.process, json.dumps({"user": user, "session": session, "message": message,
-                                       "confirm": list(confirm) if confirm else None}))
+        try:
+            send(self.process, json.dumps({"user": user, "session": session, "message": message,
+                                           "confirm": list(confirm) if confirm else None}))
+        except BrokenPipeError:  # it ended before it read the message: say why, from its stderr
+            self.process.wait(timeout=WORKER_TIMEOUT_S)
+            raise RuntimeError(f"instance {self.name} exited with code {self.process.returncode} "
+                               f"before it read a message: {_stderr_tail(self.process)}") from None
         result: dict[str, Any] = read_answer(self.process)
         if "error" in result:
             raise RuntimeError(f"instance {self.name} failed: {result['error']}")
