@@ -706,3 +706,39 @@ def test_the_inspector_benchmark_runs_at_a_small_size():
     names = [name for name, _, _ in rows]
     assert "select a user" in names and "a later Confirm (stage and write)" in names
     assert all(ms >= 0 for _, ms, _ in rows) and "## Inspector at size" in markdown(rows, 200, 20, 1)
+
+
+def test_the_inspector_lists_a_users_proposals_and_approves_them_only_when_editing(tmp_path):
+    """Issue 23: the inspector shows a user's pending proposals with Approve and Reject; read-only
+    it refuses to decide (nothing changes), with Edit on an approval writes exactly the proposal and
+    the history names it and the inspector."""
+    path = tmp_path / "m.sqlite3"
+    with MemoryStore(path) as store:
+        store.put("ann", "s1", "preference", "city", "Lisbon")
+        moved = store.propose_put("ann", "s2", "preference", "city", "Porto")
+        vegan = store.propose_put("ann", "s2", "preference", "diet", "vegan")
+        store.propose_put("bob", "s9", "preference", "city", "Oslo")
+    before = path.read_bytes()
+    inspector = MemoryInspector(str(path))
+    inspector.select_user("ann")
+    inspector.widget  # build it, as displaying it would
+    panel = inspector._panel
+    assert panel is not None and panel.user == "ann" and set(panel.buttons) == {moved["id"], vegan["id"]}
+    assert [p["key"] for p in inspector.pending_proposals()] == ["city", "diet"]
+    refused = inspector.decide_proposal(moved["id"], "approve")
+    assert refused["ok"] is False and "read-only" in refused["error"]
+    panel.buttons[vegan["id"]][0].click()  # the panel's own button, read-only: refused in one line
+    assert panel.last["ok"] is False and path.read_bytes() == before
+    inspector.set_edit(True)
+    done = inspector.decide_proposal(moved["id"], "approve")
+    assert done["ok"] is True and done["decision"] == "approved"
+    assert inspector.store.get("ann", "preference", "city")["value"] == "Porto"
+    assert inspector.store.history("ann", "preference", "city")[-1]["confirmation"] == \
+        f"proposal#{moved['id']} approved via inspector"
+    inspector._panel.buttons[vegan["id"]][1].click()  # Reject, as a person would
+    assert inspector._panel.last["decision"] == "rejected" and inspector.store.get("ann", "preference", "diet") is None
+    assert inspector.pending_proposals() == []
+    inspector.select_user("bob")
+    inspector._refresh()
+    assert inspector._panel.user == "bob" and len(inspector._panel.buttons) == 1
+    inspector.close()

@@ -27,6 +27,7 @@ from ..store.targets import masked, postgres_conninfo
 from ..tools import MemoryTools
 from ._support import pandas as _pandas, widgets as _widgets
 from .peer_views import NotInspectable, PeerInspector
+from .proposals_view import ProposalsPanel, decide
 from .tables import history_table, html_table, records_table
 from .views import _View, status_html
 
@@ -138,6 +139,7 @@ class MemoryInspector(_View):
         self._tools: dict[str, MemoryTools] = {}
         self._turns: pandas.DataFrame | None = None
         self._refreshing = False
+        self._panel: ProposalsPanel | None = None  # made when a user is first selected in the widget
         users = self.users()
         if users:
             self.user = users[0]
@@ -310,6 +312,33 @@ class MemoryInspector(_View):
         self.user = self.store.limits.check_id("user", user)
         self.selected, self.staged, self.notice, self.page, self.session_shown = None, None, None, 0, None
         return self._changed(self.table())
+
+    def pending_proposals(self) -> list[dict[str, Any]]:
+        """The selected user's proposals waiting for a person (what a model proposed: notebook 10)."""
+        return [] if self.user is None else self.store.proposals(self.user)
+
+    def decide_proposal(self, proposal_id: int, decision: str) -> dict[str, Any]:
+        """Approve or reject one of the selected user's proposals, as the panel's buttons do.
+
+        Approving writes, so it needs the Edit switch on; the history then names the proposal and
+        `inspector` as where it was approved. Returns `proposals_view.decide`'s result: a refusal is
+        a result with `ok` False and the reason, and changes nothing.
+        """
+        if self.user is None:
+            return {"ok": False, "proposal": proposal_id, "reason": "invalid", "error": "select a user first"}
+        if not self.editing:
+            return {"ok": False, "proposal": proposal_id, "reason": "read-only",
+                    "error": "the inspector is read-only: switch Edit on to approve or reject a proposal"}
+        result = decide(self.store, self.user, proposal_id, decision, origin="inspector")
+        if self._panel is not None:
+            self._panel.refresh()
+        self._after_decision(result)
+        return result
+
+    def _after_decision(self, result: dict[str, Any]) -> None:
+        """A decision may have written a record: show the records and the history as they are now."""
+        self.notice = None
+        self._changed(None)
 
     @_shows_refusals
     def set_kind(self, kind: str | None) -> pandas.DataFrame:
@@ -568,10 +597,13 @@ class MemoryInspector(_View):
             w.HBox([c["value"], c["stage_edit"], c["stage_delete"]], layout=w.Layout(flex_flow="row wrap")),
             w.HBox([c["confirm"], c["cancel"]]), c["status"],
         ], layout=w.Layout(min_width="380px", flex="1 1 45%"))
+        c["proposals"] = w.VBox([w.HTML("<i>pick a user to see what a model proposed for them</i>")])
         more = w.Accordion(children=[w.VBox([c["show_deleted"], c["deleted"]]),
-                                     w.VBox([c["session"], c["sessions"], c["turns"]])])
+                                     w.VBox([c["session"], c["sessions"], c["turns"]]),
+                                     c["proposals"]])
         more.set_title(0, "deleted keys")
         more.set_title(1, "sessions and what was said")
+        more.set_title(2, "proposals waiting for a person")
         box = w.VBox([
             w.HBox([c["edit"], c["note"]]),
             w.HBox([c["user"], c["kind"], c["sort"]], layout=w.Layout(flex_flow="row wrap")), c["query"],
@@ -583,6 +615,19 @@ class MemoryInspector(_View):
         self._widget = box
         self._refresh()
         return box
+
+    def _show_proposals(self) -> None:
+        """The proposals panel follows the selected user and the store in use (it reopens on Edit)."""
+        if self.user is None:
+            return
+        panel = self._panel
+        if panel is None:
+            self._panel = ProposalsPanel(self.store, self.user, origin="inspector",
+                                         on_decide=self._after_decision)
+            self.controls["proposals"].children = (self._panel.widget,)
+        elif panel.store is not self.store or panel.user != self.user:
+            panel.store = self.store
+            panel.show_user(self.user)
 
     def _slow(self, doing: str, method: Callable[..., Any], *args: Any) -> Any:
         """Run a method that may take more than a moment, saying so in the status line meanwhile."""
@@ -658,6 +703,7 @@ class MemoryInspector(_View):
                 c[name].disabled = not self.editing
             c["confirm"].disabled = self.staged is None
             c["cancel"].disabled = self.staged is None
+            self._show_proposals()
             c["show_deleted"].value = self.show_deleted
             c["deleted"].value = html_table(self.deleted(), "no deleted keys") if self.show_deleted else ""
             sessions = self.sessions()

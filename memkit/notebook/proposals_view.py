@@ -17,7 +17,7 @@ It takes a store and a user, so the inspector can embed it (`panel.widget`).
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import Callable, TYPE_CHECKING, Any
 
 from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
 from ..store import MemoryStore
@@ -136,11 +136,14 @@ class ProposalsPanel:
         >>> panel.buttons[1][0].click()  # Approve proposal 1, as a person would   # doctest: +SKIP
     """
 
-    def __init__(self, store: MemoryStore, user: str, origin: str = "notebook") -> None:
+    def __init__(self, store: MemoryStore, user: str, origin: str = "notebook",
+                 on_decide: Callable[[dict[str, Any]], None] | None = None) -> None:
         store.limits.check_id("user", user)
         store.limits.check_id("origin", origin)
         w = _widgets()
         self.store, self.user, self.origin = store, user, origin
+        self.on_decide = on_decide
+        """Called with every decision's result (a view that embeds the panel refreshes itself)."""
         self.last: dict[str, Any] | None = None
         self.buttons: dict[int, tuple[Any, Any]] = {}
         self.title = w.HTML(f"<b>Proposals of {html.escape(user)} waiting for a person</b>")
@@ -206,6 +209,8 @@ class ProposalsPanel:
         self.last = decide(self.store, self.user, proposal_id, decision, self.origin)
         self.refresh()  # first: what the decision says matters more than a failed re-read
         self.status.value = _status_html(outcome_line(self.last), ok=self.last["ok"])
+        if self.on_decide is not None:
+            self.on_decide(self.last)
         return self.last
 
     def _handler(self, proposal_id: int, decision: str) -> Any:
