@@ -32,6 +32,8 @@ from typing import Any
 import memkit
 from memkit.window.workspace import WorkspaceRedis, window_folder
 
+from .sections import write_section
+
 HERE = Path(__file__).resolve().parent
 SECTION = "## Chat: one message in a fresh process"
 TARGET_TOTAL_S, TARGET_SHARE_S = 1.0, 0.5
@@ -121,15 +123,6 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_section(results_md: Path, section: str) -> None:
-    """Put `section` into `results_md` in place of an older one (or at the end): the rest is kept."""
-    text = results_md.read_text(encoding="utf-8") if results_md.exists() else ""
-    start = text.find(SECTION)
-    if start >= 0:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + (text[end + 1:] if end >= 0 else "")
-    text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + section.rstrip("\n") + "\n"
-    results_md.write_text(text, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .sections import write_section
+
 HERE = Path(__file__).resolve().parent
 NOTEBOOKS = HERE.parent / "notebooks"
 SECTION = "## Notebooks: Run All"
@@ -194,14 +196,6 @@ def tracks(results: dict[str, Any]) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def write_section(results_md: Path, text: str) -> None:
-    """Put the section into `results_md` in place of an older one (or at the end); the rest is kept."""
-    old = results_md.read_text(encoding="utf-8") if results_md.exists() else ""
-    start = old.find(SECTION)
-    if start >= 0:
-        end = old.find("\n## ", start + len(SECTION))
-        old = old[:start] + (old[end + 1:] if end >= 0 else "")
-    results_md.write_text(old.rstrip("\n") + ("\n\n" if old.strip() else "") + text, encoding="utf-8")
 
 
 def merge(path: Path, results: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .sections import write_section  # noqa: F401  (pg_bench and its test write through pg_report)
+
 SECTION = "## PostgreSQL backend"
 TARGET = 0.7
 """memkit/limit at least this for put, get and search (issue 14)."""
@@ -104,13 +106,3 @@ def plot(results: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
-
-def write_section(results_md: Path, section: str) -> None:
-    """Put `section` into `results_md` in place of an older one (or at the end): the rest is kept."""
-    text = results_md.read_text(encoding="utf-8") if results_md.exists() else ""
-    start = text.find(SECTION)
-    if start >= 0:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + (text[end + 1:] if end >= 0 else "")
-    text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + section.rstrip("\n") + "\n"
-    results_md.write_text(text, encoding="utf-8")

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .sections import write_section
+
 HERE = Path(__file__).resolve().parent
 SECTION = "## Retrieval by meaning"
 
@@ -380,15 +382,6 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(results_md: Path, section: str) -> None:
-    """Put `section` into `results_md` in place of an older one (or at the end): the rest is kept."""
-    text = results_md.read_text(encoding="utf-8") if results_md.exists() else ""
-    start = text.find(SECTION)
-    if start >= 0:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + (text[end + 1:] if end >= 0 else "")
-    text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + section.rstrip("\n") + "\n"
-    results_md.write_text(text, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> None:
