@@ -205,3 +205,22 @@ def test_every_secret_of_a_connection_string_is_masked(text):
     from memkit.store.targets import masked
 
     assert "s3c" not in masked(text) and "***" in masked(text)
+
+
+def test_commands_that_only_read_never_migrate_an_older_store(tmp_path):
+    """`get`, `search`, `history`, `export` and `proposals` read: an older file stays as it is (an
+    older memkit keeps opening it); only a command that writes, or `memkit migrate`, moves it on."""
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    before = path.read_bytes()
+    for argv in (("get", "--key", "drink"), ("search", "--query", "tea"), ("history", "--key", "drink"),
+                 ("export",), ("proposals",)):
+        done = memkit(*argv[:1], "--db", str(path), "--user", "ann", *argv[1:])
+        assert done.returncode == 0, (argv, done.stderr)
+        assert path.read_bytes() == before, argv
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 1

@@ -26,6 +26,9 @@ from ..window.workspace import DEFAULT_WAIT_S, WorkspaceRedis, window_folder
 
 DEFAULT_WORKSPACE = "memkit-workspace"
 WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat", "mcp"}
+READ_COMMANDS = {"get", "search", "history", "export", "proposals"}
+"""Commands that only read: they open a SQLite file read-only, so they never migrate an older
+schema (an older memkit would then refuse its own file) nor record limits in it."""
 
 
 class CliError(MemkitError):
@@ -108,7 +111,7 @@ def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
             raise CliError(f"there is no database at {path}; create one with `memkit put ... --confirm` or `memkit chat`")
         if is_workspace:
             private_folders(path.parent)
-    store = MemoryStore(path, **options)
+    store = MemoryStore(path, read_only=args.command in READ_COMMANDS, **options)
     if args.command in KEEPS_VECTORS and "embedder" not in options:
         keep_vectors(store)
     return store
