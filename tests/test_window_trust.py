@@ -109,9 +109,14 @@ def test_another_users_server_on_the_recorded_pid_and_socket_is_never_adopted(db
     assert chat(db).returncode == 0
     nobody = 65534
     folder = Path(tempfile.mkdtemp(prefix="memkit-ws-"))  # even a folder named like memkit's
+    # The other user runs a copy of the binary in their own folder: the clone's .venv may sit in a
+    # folder only root may enter (`mktemp -d`, /root/...), where `nobody` cannot execute it.
+    binary = folder / "redis-server"
+    shutil.copy2(_redis_server_binary(), binary)
+    binary.chmod(0o755)
     os.chown(folder, nobody, nobody)
     socket = folder / "redis.sock"
-    stranger = subprocess.Popen([_redis_server_binary(), "--port", "0", "--unixsocket", str(socket), "--unixsocketperm",
+    stranger = subprocess.Popen([str(binary), "--port", "0", "--unixsocket", str(socket), "--unixsocketperm",
                                  "777", "--dir", str(folder), "--save", ""], user=nobody, group=nobody,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
