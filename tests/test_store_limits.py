@@ -148,14 +148,19 @@ def test_memkit_migrate_and_limits_on_postgresql(pg_url):
         assert store.limits.max_records_total == 4000
 
 
-def test_limits_are_not_set_on_an_older_store_before_it_is_migrated(tmp_path):
-    path = tmp_path / "old.sqlite3"
+def version_one_file(path) -> None:
+    """A store file as memkit's first schema version left it (WAL, step 1 only)."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     for statement in MIGRATIONS[0]:
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 1")
     conn.close()
+
+
+def test_limits_are_not_set_on_an_older_store_before_it_is_migrated(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    version_one_file(path)
     before = path.read_bytes()
     shown = memkit("limits", "--db", str(path))
     assert shown.returncode == 0 and json.loads(shown.stdout)["recorded"] is False
@@ -211,12 +216,7 @@ def test_commands_that_only_read_never_migrate_an_older_store(tmp_path):
     """`get`, `search`, `history`, `export` and `proposals` read: an older file stays as it is (an
     older memkit keeps opening it); only a command that writes, or `memkit migrate`, moves it on."""
     path = tmp_path / "old.sqlite3"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    for statement in MIGRATIONS[0]:
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
-    conn.close()
+    version_one_file(path)
     before = path.read_bytes()
     for argv in (("get", "--key", "drink"), ("search", "--query", "tea"), ("history", "--key", "drink"),
                  ("export",), ("proposals",)):
