@@ -224,3 +224,12 @@ def test_commands_that_only_read_never_migrate_an_older_store(tmp_path):
         assert done.returncode == 0, (argv, done.stderr)
         assert path.read_bytes() == before, argv
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("url", ["postgresql://bob@127.0.0.1:9/db?sslpassword=s3c/ret&connect_timeout=2",
+                                 "postgresql://bob:s3c/ret@127.0.0.1:9/db?connect_timeout=2"])
+def test_a_refused_connection_never_prints_a_secret_of_the_url(url):
+    """The connection error goes through the same masking as every other message."""
+    pytest.importorskip("psycopg")
+    done = memkit("get", "--db", url, "--user", "a", "--key", "b")
+    assert done.returncode == 2 and "s3c" not in done.stderr + done.stdout and "***" in done.stderr

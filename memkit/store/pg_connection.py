@@ -15,6 +15,8 @@ import functools
 import re
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .targets import masked, url_password
+
 try:
     import psycopg
     from psycopg.pq import TransactionStatus
@@ -180,19 +182,15 @@ class PgConnection:
 
 # -- connection strings and the secrets inside them -----------------------------------------------
 
-_URL_PASSWORD = re.compile(r"(?P<head>postgres(?:ql)?://[^:/?#@\s]*:)(?P<secret>[^@/?#\s]*)(?P<at>@)")
-_KEYWORD_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|[^\s&]*)", re.IGNORECASE)
-
-
 def mask(text: str) -> str:
-    """`text` with every password of a connection URL or key=value string shown as `***`.
+    """`text` with every password of a connection URL or key=value string shown as `***`: the one
+    masking rule of the kit (`targets.masked`: `password=`, `sslpassword=`, a URL's password whole).
 
     Example:
         >>> mask("postgresql://ann:s3cret@db.example/memkit?sslmode=require")
         'postgresql://ann:***@db.example/memkit?sslmode=require'
     """
-    text = _URL_PASSWORD.sub(lambda m: m["head"] + ("***" if m["secret"] else "") + m["at"], text)
-    return _KEYWORD_PASSWORD.sub(lambda m: m["head"] + "***", text)
+    return masked(text)
 
 
 def password_of(conninfo: str) -> str | None:
@@ -201,8 +199,7 @@ def password_of(conninfo: str) -> str | None:
         password = psycopg.conninfo.conninfo_to_dict(conninfo).get("password")
         return str(password) if password else None
     except psycopg.Error:
-        match = _URL_PASSWORD.search(conninfo)
-        return match["secret"] if match and match["secret"] else None
+        return url_password(conninfo)
 
 
 def scrub(text: str, secret: str | None) -> str:

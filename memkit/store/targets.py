@@ -47,6 +47,12 @@ def masked(text: str) -> str:
     return _KEYWORD_SECRET.sub(lambda m: m["head"] + "***", text)
 
 
+def url_password(text: str) -> str | None:
+    """The password of the first URL in `text` (as `masked` finds it), or None."""
+    match = _URL_SECRET.search(text)
+    return match["secret"] if match and match["secret"] else None
+
+
 def is_keyword_conninfo(text: str) -> bool:
     """Whether `text` is a libpq `key=value` connection string: only pairs, every key a libpq keyword."""
     stripped = text.strip()
