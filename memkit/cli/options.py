@@ -239,18 +239,25 @@ def window_for(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTe
         handle.close()
 
 
+def _seconds(name: str, default: float, *, zero: bool, what: str) -> float:
+    """Seconds from the environment variable `name` (unset or blank: `default`); a negative value,
+    zero unless `zero`, a day or more, or not a number is refused, naming the variable and its value."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not (0 <= seconds if zero else 0 < seconds) or not seconds < 86400:
+        raise CliError(f"{name} is {raw!r}; give {what}")
+    return seconds
+
+
 def window_wait() -> float:
     """Seconds to wait for the workspace window's lock or a stalled server: $MEMKIT_WINDOW_WAIT, else 15."""
-    raw = os.environ.get("MEMKIT_WINDOW_WAIT")
-    if raw is None or not raw.strip():
-        return DEFAULT_WAIT_S
-    try:
-        wait = float(raw)
-    except ValueError:
-        wait = -1.0
-    if not 0 < wait < 86400:
-        raise CliError(f"MEMKIT_WINDOW_WAIT is {raw!r}; give the seconds to wait for the window as a positive number")
-    return wait
+    return _seconds("MEMKIT_WINDOW_WAIT", DEFAULT_WAIT_S, zero=False,
+                    what="the seconds to wait for the window as a positive number")
 
 
 DEFAULT_IDLE_S = 60.0
@@ -260,17 +267,8 @@ DEFAULT_IDLE_S = 60.0
 def window_idle() -> float:
     """Seconds the workspace's server stays warm for the next message: $MEMKIT_WINDOW_IDLE, else 60
     (0: stop it when the last process closes, paying its start on every message)."""
-    raw = os.environ.get("MEMKIT_WINDOW_IDLE")
-    if raw is None or not raw.strip():
-        return DEFAULT_IDLE_S
-    try:
-        idle = float(raw)
-    except ValueError:
-        idle = -1.0
-    if not 0 <= idle < 86400:
-        raise CliError(f"MEMKIT_WINDOW_IDLE is {raw!r}; give the seconds to keep the window's server warm "
-                       "(0 to stop it after each command)")
-    return idle
+    return _seconds("MEMKIT_WINDOW_IDLE", DEFAULT_IDLE_S, zero=True,
+                    what="the seconds to keep the window's server warm (0 to stop it after each command)")
 
 
 def private_folders(folder: Path) -> None:
