@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, cast
 
 from ..approvals import Approvals
+from ..jsonutil import import_jsonschema
 from ..errors import ApprovalError, MemkitError, StoreError, ValidationError
 from ..limits import KINDS, Limits
 from ..store import SCHEMA_VERSION, MemoryStore, Record, open_store
@@ -62,8 +63,9 @@ def _shows_refusals(method: F) -> F:
 
 
 def _warm_tools() -> None:
-    """Import jsonschema (seconds with jupyter's format checkers) before the first Confirm needs it."""
-    import jsonschema  # noqa: F401
+    """Import jsonschema before the first Confirm needs it, the way the tools import it
+    (`import_jsonschema`: without compiling the IRI grammar, which cost seconds)."""
+    import_jsonschema()
 
 
 class MemoryInspector(_View):
