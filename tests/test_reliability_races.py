@@ -34,7 +34,10 @@ def race(path: Path, *, writers: int, creates: int, updates: int, per_user: int,
             ops.append([user, "preference", f"base-{rng.randrange(prefill[user])}", f"update {n} by writer {w}"])
         rng.shuffle(ops)
         plans.append(ops)
-    limits = {"max_records_per_user": per_user, "max_records_total": total, "busy_timeout_ms": 30_000}
+    # The history bound (max_events_per_user) stays out of the way: this experiment reads every
+    # update back from the history, and at full size one user's updates pass the default 256.
+    limits = {"max_records_per_user": per_user, "max_records_total": total, "busy_timeout_ms": 30_000,
+              "max_events_per_user": ROOMY["max_events_per_user"]}
     results = lab.run_racers(path, plans, limits=limits, session="w")
     outcomes = [(op, outcome) for ops, result in zip(plans, results) for op, outcome in zip(ops, result)]
     creates_ok = sum(1 for op, o in outcomes if op[2].startswith("w") and o["outcome"] == "ok")
