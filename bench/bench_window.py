@@ -29,14 +29,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a checkout
 
-from memkit.clock import iso, utc_now  # noqa: E402
-from memkit.limits import Limits  # noqa: E402
-from memkit.store import MemoryStore  # noqa: E402
-from memkit.window import InProcessWindow, RedisWindow, connect_redis  # noqa: E402
+from memkit.clock import iso, utc_now
+from memkit.limits import Limits
+from memkit.store import MemoryStore
+from memkit.window import InProcessWindow, RedisWindow, connect_redis
 
 SIZE = 10
 

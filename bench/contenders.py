@@ -69,10 +69,9 @@ def build_kit_file(path: Path, data: DataSet, limits: Limits = BENCH_LIMITS) -> 
     `transaction()` (each import is a savepoint), so the load costs one fsync, not one per user.
     """
     started = time.perf_counter()
-    with MemoryStore(path, limits=limits) as store:
-        with store.transaction():
-            for user, records in data.by_user().items():
-                store.import_records(_bundle(user, records))
+    with MemoryStore(path, limits=limits) as store, store.transaction():
+        for user, records in data.by_user().items():
+            store.import_records(_bundle(user, records))
     return time.perf_counter() - started
 
 

@@ -95,7 +95,7 @@ def make_dataset(size: int, seed: int = 1) -> DataSet:
     for i in range(size - sum(sizes)):  # hand out the rounding remainder
         sizes[i % n_users] += 1
     users = [f"user{i:05d}" for i in range(n_users)]
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     records: list[Memory] = []
     order = [user for user, n in zip(users, sizes) for _ in range(n)]
     rng.shuffle(order)  # interleave users, as records arrive over time

@@ -23,7 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from memkit import Limits, MemoryStore
 from memkit.notebook import MemoryInspector
@@ -33,21 +34,20 @@ def build(path: Path, records: int, users: int) -> None:
     """`records` memories over `users` users; one in ten updated, one in twenty deleted; 6 turns a user."""
     per_user = records // users
     limits = Limits(max_records_total=records * 2, max_records_per_user=per_user * 2, max_db_bytes=512 * 1024 * 1024)
-    with MemoryStore(path, limits=limits, synchronous="NORMAL") as store:
-        with store.transaction():
-            for n in range(records):
-                user = f"user-{n % users:04d}"
-                kind = "preference" if n % 3 else "episode"
-                store.put(user, "s0", kind, f"key.{n // users:03d}", f"value {n} of {user}")
-                if n % 10 == 0:
-                    store.put(user, "s1", kind, f"key.{n // users:03d}", f"updated value {n}")
-                if n % 20 == 5:
-                    store.put(user, "s0", "episode", f"gone.{n // users:03d}", "to be deleted")
-                    store.delete(user, "episode", f"gone.{n // users:03d}", session="s1")
-            for u in range(users):
-                store.archive_turns(f"user-{u:04d}", "chat-1", [
-                    {"turn": t, "role": "user" if t % 2 else "assistant", "content": f"turn {t}",
-                     "at": f"2026-05-01T10:00:{t:02d}Z"} for t in range(1, 7)])
+    with MemoryStore(path, limits=limits, synchronous="NORMAL") as store, store.transaction():
+        for n in range(records):
+            user = f"user-{n % users:04d}"
+            kind = "preference" if n % 3 else "episode"
+            store.put(user, "s0", kind, f"key.{n // users:03d}", f"value {n} of {user}")
+            if n % 10 == 0:
+                store.put(user, "s1", kind, f"key.{n // users:03d}", f"updated value {n}")
+            if n % 20 == 5:
+                store.put(user, "s0", "episode", f"gone.{n // users:03d}", "to be deleted")
+                store.delete(user, "episode", f"gone.{n // users:03d}", session="s1")
+        for u in range(users):
+            store.archive_turns(f"user-{u:04d}", "chat-1", [
+                {"turn": t, "role": "user" if t % 2 else "assistant", "content": f"turn {t}",
+                 "at": f"2026-05-01T10:00:{t:02d}Z"} for t in range(1, 7)])
 
 
 def median_ms(action: Callable[[], Any], rounds: int) -> float:

@@ -46,10 +46,9 @@ def load(url: str, schema: str, data: DataSet) -> None:
     """`data` into a new store in `schema`, through the store's bulk path, in one transaction."""
     from memkit.store.pg_store import PostgresStore
 
-    with PostgresStore(url, schema=schema, limits=BENCH_LIMITS) as store:
-        with store.transaction():
-            for user, records in data.by_user().items():
-                store.import_records(_bundle(user, records))
+    with PostgresStore(url, schema=schema, limits=BENCH_LIMITS) as store, store.transaction():
+        for user, records in data.by_user().items():
+            store.import_records(_bundle(user, records))
 
 
 class PgKit(Kit):

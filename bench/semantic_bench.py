@@ -32,7 +32,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .sections import write_section
 
@@ -265,29 +266,28 @@ def _postgres_timing(embedder: Any, repeat: int) -> dict[str, dict[str, float]]:
     from memkit.store import PostgresStore, start_embedded_postgres
 
     question = "What coffee do I like?"
-    with start_embedded_postgres() as server:
-        with PostgresStore(server.url, schema="quota", embedder=embedder) as store:
-            vector_schema = store.vector_schema
-            if vector_schema is None:
-                return {}
-            base = timing_at_quota(store, embedder, 3)  # fills the store; its times are redone below
-            calls = {
-                "search_by_meaning": lambda: store.search_by_meaning("q0", question, limit=3),
-                "retrieve_combined": lambda: retrieve(store, "q0", question, by_meaning=True),
-                "literal_search_many": lambda: store.search_many("q0", ["coffee"], limit=8),
-                "retrieve_literal": lambda: retrieve(store, "q0", question, by_meaning=False),
-                "embed_question": lambda: embedder.embed([question]),
-            }
-            times: dict[str, dict[str, list[float]]] = {"pgvector": {k: [] for k in calls},
-                                                        "Python": {k: [] for k in calls}}
-            for _ in range(repeat):
-                for path in ("pgvector", "Python"):
-                    store.vector_schema = vector_schema if path == "pgvector" else None
-                    for name, call in calls.items():
-                        started = time.perf_counter()
-                        call()
-                        times[path][name].append(time.perf_counter() - started)
-            store.vector_schema = vector_schema
+    with start_embedded_postgres() as server, PostgresStore(server.url, schema="quota", embedder=embedder) as store:
+        vector_schema = store.vector_schema
+        if vector_schema is None:
+            return {}
+        base = timing_at_quota(store, embedder, 3)  # fills the store; its times are redone below
+        calls = {
+            "search_by_meaning": lambda: store.search_by_meaning("q0", question, limit=3),
+            "retrieve_combined": lambda: retrieve(store, "q0", question, by_meaning=True),
+            "literal_search_many": lambda: store.search_many("q0", ["coffee"], limit=8),
+            "retrieve_literal": lambda: retrieve(store, "q0", question, by_meaning=False),
+            "embed_question": lambda: embedder.embed([question]),
+        }
+        times: dict[str, dict[str, list[float]]] = {"pgvector": {k: [] for k in calls},
+                                                    "Python": {k: [] for k in calls}}
+        for _ in range(repeat):
+            for path in ("pgvector", "Python"):
+                store.vector_schema = vector_schema if path == "pgvector" else None
+                for name, call in calls.items():
+                    started = time.perf_counter()
+                    call()
+                    times[path][name].append(time.perf_counter() - started)
+        store.vector_schema = vector_schema
     return {f"PostgreSQL ({path})": {**{k: base[k] for k in ("records_per_user", "users")},
                                      **{k: statistics.median(v) for k, v in figures.items()}}
             for path, figures in times.items()}

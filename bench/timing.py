@@ -11,7 +11,8 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 def run_batch(method: Callable[..., Any], items: Sequence[tuple[Any, ...]], cap_s: float | None,
               min_items: int = 3) -> tuple[float, int]:

@@ -37,7 +37,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from memkit.limits import Limits
 from memkit.store import MemoryStore

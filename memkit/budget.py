@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .errors import BudgetError
 from .jsonutil import canonical_json, json_chars

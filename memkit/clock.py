@@ -6,19 +6,19 @@ Timestamps are ISO 8601 UTC strings with microseconds: they sort as text and rea
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Callable
+from collections.abc import Callable
 
 Clock = Callable[[], _dt.datetime]
 
 
 def utc_now() -> _dt.datetime:
     """The current time, timezone-aware UTC."""
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 def iso(moment: _dt.datetime) -> str:
     """Format an aware datetime as `2026-11-30T03:42:15.123456Z`."""
-    return moment.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class FakeClock:
@@ -32,7 +32,7 @@ class FakeClock:
     """
 
     def __init__(self, start: _dt.datetime | None = None, step_seconds: float = 0.0) -> None:
-        self.now = start or _dt.datetime(2026, 1, 1, 9, 0, tzinfo=_dt.timezone.utc)
+        self.now = start or _dt.datetime(2026, 1, 1, 9, 0, tzinfo=_dt.UTC)
         self.step = _dt.timedelta(seconds=step_seconds)
 
     def __call__(self) -> _dt.datetime:

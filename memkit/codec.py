@@ -38,7 +38,8 @@ import datetime as _dt
 import json
 import math
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from .jsonutil import canonical_json
 from .errors import ValidationError

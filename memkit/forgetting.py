@@ -20,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import Any, Iterable, Iterator
+from typing import Any
+from collections.abc import Iterable, Iterator
 
 from .errors import MemkitError, WindowError
 from .store import MemoryStore
@@ -28,7 +29,7 @@ from .window import RedisWindow, ShortTermWindow, connect_redis
 from .window.places import REDIS, WORKSPACE, describe, server_url
 from .window.workspace import DEFAULT_WAIT_S, WorkspaceRedis
 
-__all__ = ["forget_user", "ForgetIncomplete"]
+__all__ = ["ForgetIncomplete", "forget_user"]
 
 
 class ForgetIncomplete(WindowError):

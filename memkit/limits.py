@@ -64,7 +64,7 @@ class Limits:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValidationError(f"Limits.{field.name} is {value!r}; it must be a positive integer")
 
-    def replace(self, **changes: Any) -> "Limits":
+    def replace(self, **changes: Any) -> Limits:
         """A copy with some limits changed."""
         return dataclasses.replace(self, **changes)
 

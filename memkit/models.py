@@ -13,7 +13,8 @@ import itertools
 import json
 import os
 import re
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Union
+from collections.abc import Callable, Iterable
 
 from .errors import ModelError
 
@@ -476,7 +477,7 @@ class OpenAIModel:
         """Close the HTTP client."""
         await self.client.close()
 
-    async def __aenter__(self) -> "OpenAIModel":
+    async def __aenter__(self) -> OpenAIModel:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

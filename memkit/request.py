@@ -7,7 +7,8 @@ Retrieved memory and recent history travel inside the user message as JSON data 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
+from collections.abc import Iterable
 
 from .jsonutil import canonical_json, json_chars
 from .limits import DEFAULT_LIMITS, Limits, positive_or_default, shorten

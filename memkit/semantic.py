@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
 
 from .errors import MemkitError, ValidationError
 
@@ -57,7 +58,7 @@ class Embedder(Protocol):
     name: str
     dim: int
 
-    def embed(self, texts: Sequence[str]) -> "numpy.ndarray":
+    def embed(self, texts: Sequence[str]) -> numpy.ndarray:
         """One unit-length float32 vector per text, as a `(len(texts), dim)` array."""
         ...
 
@@ -87,7 +88,7 @@ class WordLlamaEmbedder:
         self._model: Any = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True,
                                           trunc_dim=None if dim == 256 else dim)
 
-    def embed(self, texts: Sequence[str]) -> "numpy.ndarray":
+    def embed(self, texts: Sequence[str]) -> numpy.ndarray:
         """Unit-length float32 vectors, one row per text."""
         import numpy
 
@@ -120,14 +121,14 @@ def embedding_text(key: str, value: str) -> str:
     return f"{_KEY_SEPARATORS.sub(' ', key).strip()}: {value}"
 
 
-def to_bytes(vector: "numpy.ndarray") -> bytes:
+def to_bytes(vector: numpy.ndarray) -> bytes:
     """A vector as the bytes SQLite keeps: little-endian float32, 4 bytes per dimension."""
     import numpy
 
     return numpy.asarray(vector, dtype="<f4").tobytes()
 
 
-def from_bytes(blob: bytes, dim: int) -> "numpy.ndarray":
+def from_bytes(blob: bytes, dim: int) -> numpy.ndarray:
     """The vector `to_bytes` wrote (refusing bytes of another length)."""
     import numpy
 
@@ -136,7 +137,7 @@ def from_bytes(blob: bytes, dim: int) -> "numpy.ndarray":
     return numpy.frombuffer(blob, dtype="<f4")
 
 
-def similarities(query: "numpy.ndarray", vectors: "numpy.ndarray") -> list[float]:
+def similarities(query: numpy.ndarray, vectors: numpy.ndarray) -> list[float]:
     """The cosine similarity of `query` with each row of `vectors` (all unit length: dot products)."""
     if len(vectors) == 0:
         return []

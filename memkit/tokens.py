@@ -20,7 +20,8 @@ from __future__ import annotations
 import functools
 import importlib
 import warnings
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
 
 from .errors import ValidationError
 from .jsonutil import canonical_json
@@ -111,7 +112,7 @@ class Tokenizer:
         return self.count(canonical_json(obj))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_tokenizer(encoding: str = DEFAULT_ENCODING) -> Tokenizer:
     """The shared `Tokenizer` of an encoding (loading a vocabulary takes a fraction of a second)."""
     return Tokenizer(encoding)

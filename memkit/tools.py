@@ -11,7 +11,8 @@ Every outcome goes back to the model as JSON: `{"ok": true, "result": ...}` or `
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Literal
+from typing import Any, Literal
+from collections.abc import Callable
 
 from .approvals import Approvals
 from .limits import shorten

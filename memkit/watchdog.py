@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this memkit, run from any folder
 
-from memkit.errors import LockedError, MemkitError, QuotaError, StoreError  # noqa: E402
-from memkit.lab.workers import answer, limits_from, wait_for_go  # noqa: E402
-from memkit.store import PostgresStore  # noqa: E402
+from memkit.errors import LockedError, MemkitError, QuotaError, StoreError
+from memkit.lab.workers import answer, limits_from, wait_for_go
+from memkit.store import PostgresStore
 
 
 def open_store(payload: dict[str, Any]) -> PostgresStore:

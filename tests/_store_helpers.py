@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
@@ -128,3 +129,14 @@ def killed_writer(path: Path, user: str, key: str, value: str) -> dict[str, Any]
         hanging.communicate()
     assert Path(f"{path}-wal").stat().st_size > 0
     return dict(written)
+
+
+@pytest.fixture
+def demo(tmp_path):
+    """Alice and Bob with the same keys and different values, on a fake clock."""
+    with MemoryStore(tmp_path / "demo.sqlite3", clock=FakeClock(step_seconds=1)) as store:
+        for user, drink, city in (("alice", "jasmine tea", "Lisbon"), ("bob", "espresso", "Oslo")):
+            store.put(user, "s0", "preference", "drink", drink)
+            store.put(user, "s0", "preference", "city", city)
+        store.put("alice", "s0", "episode", "trip.lisbon", "Walked the Alfama hills in May")
+        yield store

@@ -9,6 +9,10 @@ import pytest
 
 from _store_helpers import ACTIVE, DEBIAN_POSTGRES, SQLITE, TEST_SERVER_SETTINGS, Backend
 
+# The helper modules' fixtures (clocked, demo, own_server) reach every test through pytest, so a test
+# names them as arguments without importing them.
+pytest_plugins = ["_store_helpers", "_window_helpers"]
+
 BACKENDS = ["sqlite", "pg", "pg-trgm"]
 """The conformance suite's backends: a SQLite file; PostgreSQL 16 of the pgserver wheel (no
 pg_trgm: searches scan), or the server at MEMKIT_PG_URL; Debian's PostgreSQL 15 with pg_trgm."""

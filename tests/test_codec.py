@@ -18,7 +18,7 @@ _scalars = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.decimals(allow_nan=False, allow_infinity=False)
     | st.binary(max_size=20)
-    | st.datetimes(timezones=st.none() | st.just(dt.timezone.utc) | st.just(dt.timezone(dt.timedelta(hours=-5))))
+    | st.datetimes(timezones=st.none() | st.just(dt.UTC) | st.just(dt.timezone(dt.timedelta(hours=-5))))
 )
 _keys = st.sampled_from(codec.TAGS) | st.text(max_size=10)
 _values = st.recursive(
@@ -38,7 +38,7 @@ def test_codec_round_trips_tagged_values(value):
 
 @pytest.mark.parametrize("value, text", [
     (Decimal("9.990"), '{"$decimal":"9.990"}'),
-    (dt.datetime(2026, 1, 1, 9, 30, tzinfo=dt.timezone.utc), '{"$datetime":"2026-01-01T09:30:00+00:00"}'),
+    (dt.datetime(2026, 1, 1, 9, 30, tzinfo=dt.UTC), '{"$datetime":"2026-01-01T09:30:00+00:00"}'),
     (b"\x00\xff", '{"$bytes":"AP8="}'),
     ({"tea", "green"}, '{"$set":["green","tea"]}'),
     ({"$set": 1}, '{"$object":[["$set",1]]}'),

@@ -18,17 +18,18 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 import pytest
 
 pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install 'memkit[mcp]'")
 
-import mcp_types as types  # noqa: E402
-from mcp import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
-from mcp.shared.exceptions import MCPError  # noqa: E402
+import mcp_types as types
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 ERAS = ["legacy", "modern"]
 PUT = {"kind": "preference", "key": "drink", "value": "tea"}

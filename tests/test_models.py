@@ -26,7 +26,7 @@ class ChatServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints do: connections get reused
 
-            def do_POST(self):  # noqa: N802 (http.server's naming)
+            def do_POST(self):
                 raw = self.rfile.read(int(self.headers["Content-Length"]))
                 body = json.loads(raw)
                 server.received.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from _notebook_demo import demo  # noqa: F401  (a fixture; skips this module without the notebook extra)
+import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
 
 from memkit.models import call
 from memkit.notebook import budget_chart, budget_summary, conversation_rows

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from _notebook_demo import demo  # noqa: F401  (a fixture; skips this module without the notebook extra)
+import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
 
 from memkit import Limits, MemoryStore
 from memkit.errors import ApprovalError, StoreError, ValidationError
@@ -216,7 +216,6 @@ def test_widget_tables_have_padding_and_the_kind_labels_fit(demo):
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import stat  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from memkit import FakeClock, ReadOnlyError  # noqa: E402

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from _notebook_demo import demo  # noqa: F401  (a fixture; skips this module without the notebook extra)
+import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
 
 from memkit import FixtureModel, MemoryAgent
 from memkit.notebook import ProposalsPanel, decide, pending_table

@@ -8,7 +8,7 @@ import asyncio
 import subprocess
 import sys
 
-from _notebook_demo import demo  # noqa: F401  (a fixture; skips this module without the notebook extra)
+import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
 
 from memkit import MemoryAgent, ScriptedModel
 from memkit.models import call

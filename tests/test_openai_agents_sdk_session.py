@@ -32,11 +32,11 @@ import pytest
 
 pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install 'memkit[agents]'")
 
-from agents import Agent, RunConfig, Runner, SessionSettings, TResponseInputItem  # noqa: E402
-from agents.testing import ScriptedModel  # noqa: E402
-from openai.types.responses import ResponseOutputMessage, ResponseOutputText  # noqa: E402
+from agents import Agent, RunConfig, Runner, SessionSettings, TResponseInputItem
+from agents.testing import ScriptedModel
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
-from memkit.integrations.openai_agents import MemkitSession  # noqa: E402
+from memkit.integrations.openai_agents import MemkitSession
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +20,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install 'memkit[agents]'")
 
-from agents import Agent, Runner  # noqa: E402
-from agents.memory import Session  # noqa: E402
-from agents.testing import ScriptedModel, function_call  # noqa: E402
+from agents import Agent, Runner
+from agents.memory import Session
+from agents.testing import ScriptedModel, function_call
 
-from memkit import Limits, MemoryStore, QuotaError, ValidationError  # noqa: E402
-from memkit.integrations.openai_agents import MAX_ITEM_CHARS, ItemNotJSON, MemkitSession  # noqa: E402
+from memkit import Limits, MemoryStore, QuotaError, ValidationError
+from memkit.integrations.openai_agents import MAX_ITEM_CHARS, ItemNotJSON, MemkitSession
 
 BIG_OUTPUT = "".join(f"line {n}: " + "x" * 70 + "\n" for n in range(800))  # a 60 000-character file read
 

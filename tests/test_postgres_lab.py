@@ -10,7 +10,8 @@ PostgresStores; their figures are recorded with "(PostgreSQL)" added to the expe
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 

@@ -96,7 +96,7 @@ def damaged_cases(folder: Path, rng: random.Random, truncations: int) -> list[tu
                       write(data[:100] + rng.randbytes(size)), "damaged|corrupt|truncated"))
     cases += [
         ("zero-length", write(b""), "empty"),
-        ("a text file", write("my notes\nnot a database\n".encode()), "not a SQLite database"),
+        ("a text file", write(b"my notes\nnot a database\n"), "not a SQLite database"),
         ("a foreign SQLite schema", foreign, "another program"),
         ("a newer user_version", edited(f"PRAGMA user_version = {SCHEMA_VERSION + 1}"), "newer"),
         ("a read-only file", read_only_file, "read-only"),

@@ -54,7 +54,7 @@ class Endpoint:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self):  # noqa: N802 (http.server's naming)
+            def do_POST(self):
                 self.rfile.read(int(self.headers["Content-Length"]))
                 endpoint.calls += 1
                 status, content_type, body, delay = endpoint.replies.pop(0) if endpoint.replies else (

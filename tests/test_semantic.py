@@ -299,9 +299,8 @@ def test_a_refused_or_rolled_back_write_leaves_no_vector(tmp_path, embedder):
         store.put("alice", "s1", "preference", "drink", "espresso")
         with pytest.raises(QuotaError):
             store.put("alice", "s1", "preference", "city", "Porto")
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                store.put("alice", "s1", "preference", "drink", "green tea")
-                raise RuntimeError("the caller's block fails after the put")
+        with pytest.raises(RuntimeError), store.transaction():
+            store.put("alice", "s1", "preference", "drink", "green tea")
+            raise RuntimeError("the caller's block fails after the put")
         assert vectors_of(store, "alice") == [(embedder.name, 256)]
         assert store.search_by_meaning("alice", "coffee")[0]["value"] == "espresso"  # the old vector, kept

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from _store_helpers import clocked, snapshot
+from _store_helpers import snapshot
 from memkit.errors import ValidationError
 from memkit.store.archive import ArchiveConflictError
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _store_helpers import clocked, fill, open_store, snapshot
+from _store_helpers import fill, open_store, snapshot
 from memkit.errors import QuotaError, StoreError, ValidationError
 from memkit.limits import Limits
 from memkit.store import SCHEMA_VERSION, MemoryStore, seal_bundle

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from _store_helpers import clocked, open_store, snapshot
+from _store_helpers import open_store, snapshot
 from memkit import lab
 from memkit.clock import FakeClock
 from memkit.errors import QuotaError, StoreError
@@ -114,12 +114,11 @@ def test_history_is_append_only_with_session_time_values_and_confirmation(clocke
 
 
 def test_puts_inside_one_transaction_commit_or_roll_back_together(clocked):
-    with pytest.raises(RuntimeError):
-        with clocked.transaction():
-            clocked.put("alice", "s1", "preference", "drink", "tea")
-            assert clocked.get("alice", "preference", "drink")["value"] == "tea"  # sees its own write
-            clocked.put("alice", "s1", "preference", "food", "rice")
-            raise RuntimeError("the caller changed its mind")
+    with pytest.raises(RuntimeError), clocked.transaction():
+        clocked.put("alice", "s1", "preference", "drink", "tea")
+        assert clocked.get("alice", "preference", "drink")["value"] == "tea"  # sees its own write
+        clocked.put("alice", "s1", "preference", "food", "rice")
+        raise RuntimeError("the caller changed its mind")
     assert clocked.records("alice") == [] and clocked.history("alice", "preference", "drink") == []
     with clocked.transaction():
         clocked.put("alice", "s1", "preference", "drink", "tea")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _store_helpers import clocked, open_store
+from _store_helpers import open_store
 from memkit.limits import Limits
 from memkit.store import MemoryStore
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _window_helpers import own_server, wait_for  # noqa: F401  (own_server is a fixture)
+from _window_helpers import wait_for
 from memkit import codec
 from memkit.clock import FakeClock
 from memkit.errors import ValidationError, WindowError
@@ -121,7 +121,7 @@ def test_window_refuses_bad_turns_and_writes_nothing(any_window):
 
 
 def test_structured_tool_content_is_stored_as_codec_json(any_window):
-    result = {"price": Decimal("9.99"), "when": dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc), "tags": {"tea"}}
+    result = {"price": Decimal("9.99"), "when": dt.datetime(2026, 1, 2, tzinfo=dt.UTC), "tags": {"tea"}}
     turn = any_window.append("alice", "s1", "tool", result)
     assert codec.loads(any_window.recent("alice", "s1")[0]["content"]) == result
     assert turn["content"] == codec.dumps(result)

@@ -17,7 +17,7 @@ import weakref
 
 import pytest
 
-from _window_helpers import own_server, wait_for  # noqa: F401  (own_server is a fixture)
+from _window_helpers import wait_for
 from memkit import lab
 from memkit.lab import redis_faults
 from memkit.errors import LockedError, WindowError

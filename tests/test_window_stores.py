@@ -17,7 +17,6 @@ import pytest
 from memkit import MemoryStore, RedisWindow
 from memkit.window import KeyLayout
 
-from _window_helpers import own_server  # noqa: F401  (a fixture)
 
 
 def memkit(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,6 @@ Real processes throughout: `python -m memkit chat`, real redis-servers, SIGSTOP,
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil

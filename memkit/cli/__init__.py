@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from ..errors import CommittedThenFailedError, MemkitError
 from ..limits import KINDS

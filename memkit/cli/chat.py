@@ -15,7 +15,8 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..agent import MemoryAgent
 from ..errors import CommittedThenFailedError, MemkitError

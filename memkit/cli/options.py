@@ -11,7 +11,8 @@ import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..approvals import Approvals
 from ..clock import iso, utc_now
@@ -249,7 +250,7 @@ def _seconds(name: str, default: float, *, zero: bool, what: str) -> float:
         seconds = float(raw)
     except ValueError:
         seconds = -1.0
-    if not (0 <= seconds if zero else 0 < seconds) or not seconds < 86400:
+    if not (seconds >= 0 if zero else seconds > 0) or not seconds < 86400:
         raise CliError(f"{name} is {raw!r}; give {what}")
     return seconds
 

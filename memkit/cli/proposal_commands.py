@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
+from collections.abc import Callable
 
 from ..errors import MemkitError
 from ..store import MemoryStore

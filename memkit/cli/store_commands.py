@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from ..forgetting import forget_user
 from ..store import MemoryStore

@@ -132,7 +132,7 @@ class MemkitSession:
         if self._owns_store:
             self.store.close()
 
-    def __enter__(self) -> "MemkitSession":
+    def __enter__(self) -> MemkitSession:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

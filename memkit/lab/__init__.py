@@ -48,7 +48,7 @@ from .display import compare_prediction, scrub
 from .instances import kill_experiment, spawn_instance
 from .locks import holding_write_lock
 from .races import race_writers, run_racers
-from . import redis_faults  # noqa: F401,E402  (registers its workers; its functions are used as redis_faults.*)
+from . import redis_faults  # noqa: F401  (registers its workers; its functions are used as redis_faults.*)
 from .refusals import attempt_puts, sha256_file, try_open
 from .sessions import GoldfishAgent, run_goldfish_session, run_session
 from .replicas import HOP_SCRIPT, Instance, isolation_scan, reply_figures, round_robin, start_instance
@@ -58,16 +58,49 @@ from .sidecars import (clock_experiment, foreign_wal_experiment, killed_creators
 from .workers import ROOMY_LIMITS, limits_from, read_answer, run_worker, start_worker
 
 __all__ = [
-    "run_session", "run_goldfish_session", "GoldfishAgent",
-    "race_writers", "run_racers", "holding_write_lock", "approval_race", "approval_kill_experiment",
+    "HOP_SCRIPT",
+    "ROOMY_LIMITS",
+    "GoldfishAgent",
+    "Instance",
+    "approval_kill_experiment",
+    "approval_race",
+    "ask_in_new_process",
+    "attempt_puts",
+    "check_writes",
+    "clock_experiment",
+    "compare_prediction",
+    "conversation_crash_experiment",
+    "crash_experiment",
+    "crash_value",
+    "foreign_wal_experiment",
+    "holding_write_lock",
+    "isolation_scan",
+    "kill_experiment",
+    "kill_writer",
+    "killed_creators_experiment",
+    "leftover_wal_experiment",
+    "limits_from",
     "proposal_race",
-    "kill_writer", "check_writes", "crash_experiment", "crash_value", "stream_writes",
-    "spawn_instance", "kill_experiment", "conversation_crash_experiment", "start_redis_server",
-    "told_then_killed", "ask_in_new_process", "ticket_after_sigkill",
-    "leftover_wal_experiment", "foreign_wal_experiment", "refused_write_experiment",
-    "killed_creators_experiment", "clock_experiment",
-    "Instance", "start_instance", "round_robin", "reply_figures", "HOP_SCRIPT", "isolation_scan", "quota_race", "writer_throughput",
+    "quota_race",
+    "race_writers",
+    "read_answer",
+    "refused_write_experiment",
+    "reply_figures",
+    "round_robin",
+    "run_goldfish_session",
+    "run_racers",
+    "run_session",
+    "run_worker",
+    "scrub",
+    "sha256_file",
+    "spawn_instance",
+    "start_instance",
+    "start_redis_server",
+    "start_worker",
+    "stream_writes",
+    "ticket_after_sigkill",
+    "told_then_killed",
+    "try_open",
     "writer_curve",
-    "attempt_puts", "try_open", "sha256_file", "scrub", "compare_prediction",
-    "start_worker", "read_answer", "run_worker", "limits_from", "ROOMY_LIMITS",
+    "writer_throughput",
 ]

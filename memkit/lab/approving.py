@@ -22,12 +22,13 @@ import random
 import signal
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from ..errors import LockedError, ProposalError, QuotaError
 from ..store import MemoryStore, is_database_url, open_store
 from .scaling import backend_of, open_target, prepare_store, store_options
-from .workers import (WORKER_TIMEOUT_S, PathLike, answer, expect, read_answer, run_together, send, start_worker,
+from .workers import (WORKER_TIMEOUT_S, PathLike, answer, expect, run_together, send, start_worker,
                       stop, wait_for_go, worker)
 
 

@@ -15,7 +15,8 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 from ..store import MemoryStore, inspect_file
 from .workers import ROOMY_LIMITS, WORKER_TIMEOUT_S, PathLike, answer, expect, limits_from, start_worker, worker

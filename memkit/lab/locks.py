@@ -13,7 +13,8 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..errors import MemkitError, StoreError
 from ..store import MemoryStore

@@ -14,7 +14,8 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from ..errors import LockedError, QuotaError, StoreError
 from ..store import MemoryStore, inspect_file
@@ -85,7 +86,7 @@ def _race_worker(payload: dict[str, Any]) -> list[dict[str, Any]]:
                 outcomes.append({"outcome": "busy", "error": str(exc)})
             except StoreError as exc:
                 outcomes.append({"outcome": "unexplained", "error": str(exc)})
-            except Exception as exc:  # noqa: BLE001 - reported, and the experiment counts it
+            except Exception as exc:
                 outcomes.append({"outcome": "unexplained", "error": f"{type(exc).__name__}: {exc}"})
     return outcomes
 

@@ -376,7 +376,7 @@ def url_refusals(urls: list[str], *, password: str = "hunter2") -> list[dict[str
             outcome, message = "connected", ""
         except WindowError as exc:
             outcome, message = "refused", str(exc)
-        except Exception as exc:  # noqa: BLE001 - reported: the experiment counts these
+        except Exception as exc:
             outcome, message = type(exc).__name__, str(exc)
         rows.append({"url": display_url(url), "outcome": outcome, "message": message,
                      "password shown": password in message})
@@ -408,7 +408,7 @@ def silent_server_seconds(timeout: float) -> tuple[float, BaseException | None]:
     error: BaseException | None = None
     try:
         connect_redis(f"redis://127.0.0.1:{listener.getsockname()[1]}/0", timeout=timeout).close()
-    except Exception as exc:  # noqa: BLE001 - handed back: the caller checks what it is
+    except Exception as exc:
         error = exc
     finally:
         elapsed = time.monotonic() - started

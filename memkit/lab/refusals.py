@@ -5,9 +5,9 @@ compared before and after.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from ..errors import MemkitError, StoreError
 from ..store import MemoryStore

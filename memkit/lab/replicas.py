@@ -15,7 +15,8 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from ..agent import MemoryAgent
 from ..approvals import Approvals
@@ -87,7 +88,7 @@ class Instance:
                 pass
         stop(self.process)
 
-    def __enter__(self) -> "Instance":
+    def __enter__(self) -> Instance:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -205,7 +206,7 @@ def _instance_worker(payload: dict[str, Any]) -> None:
                     break
                 try:
                     answer(_serve(request, store, window, model, approvals, agents))
-                except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
+                except Exception as exc:
                     answer({"error": f"{type(exc).__name__}: {exc}"})
 
 

@@ -17,7 +17,8 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from ..errors import LockedError, QuotaError, StoreError, ValidationError
 from ..store import MemoryStore, is_database_url, open_store
@@ -106,7 +107,7 @@ class _Writers:
                     pass
             stop(process)
 
-    def __enter__(self) -> "_Writers":
+    def __enter__(self) -> _Writers:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -157,7 +158,7 @@ def _writer_worker(payload: dict[str, Any]) -> None:
                     result = _write_for(store, payload["user"], next_key, job.get("seconds"), job.get("puts"))
                     next_key = result["next"]
                     answer(result)
-            except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
+            except Exception as exc:
                 answer({"failed": f"{type(exc).__name__}: {exc}"})
 
 

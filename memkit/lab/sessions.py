@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 from ..models import propose
 from ..store import MemoryStore

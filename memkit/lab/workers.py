@@ -17,7 +17,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any
+from collections.abc import Callable, Sequence
 
 from ..limits import Limits
 

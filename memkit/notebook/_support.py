@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import importlib
-from typing import Any, Awaitable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Awaitable
 
 T = TypeVar("T")
 

@@ -13,7 +13,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
+from collections.abc import AsyncIterator
 
 from agents import Agent, RunConfig, Runner
 from agents.items import ModelResponse
@@ -36,7 +37,7 @@ class RecallModel(Model):
     def __init__(self) -> None:
         self.received: list[Any] = []
 
-    async def get_response(self, system_instructions: str | None, input: str | list[Any],  # noqa: A002
+    async def get_response(self, system_instructions: str | None, input: str | list[Any],
                            *args: Any, **kwargs: Any) -> ModelResponse:
         items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
         self.received = items

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import io
 import json
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
 
 from ..agent import MemoryAgent
 from ..errors import BudgetError

@@ -16,7 +16,8 @@ import functools
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+from collections.abc import Callable, Mapping
 
 from ..approvals import Approvals
 from ..jsonutil import import_jsonschema

@@ -175,7 +175,7 @@ class McpClient:
             self._thread.join(timeout=TIMEOUT)
         self._errlog.close()
 
-    def __enter__(self) -> "McpClient":
+    def __enter__(self) -> McpClient:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

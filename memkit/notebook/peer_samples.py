@@ -12,7 +12,8 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 
 Rows = list[tuple[str, tuple[Any, ...]]]

@@ -8,7 +8,8 @@ Like every view, each control calls a plain method that returns data.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from ..errors import MemkitError
 from ..store.peers import PeerFile

@@ -22,7 +22,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any
+from collections.abc import Callable, Sequence
 
 TIMEOUT_S = 120.0
 """How long a process may run before it is killed and the run fails."""

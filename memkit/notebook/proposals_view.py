@@ -17,7 +17,8 @@ It takes a store and a user, so the inspector can embed it (`panel.widget`).
 from __future__ import annotations
 
 import html
-from typing import Callable, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
 from ..store import MemoryStore

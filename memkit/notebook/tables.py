@@ -16,7 +16,8 @@ import functools
 import html
 import json
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
 
 from ..approvals import Approvals
 from ..limits import shorten

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import html
 import json
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..agent import MemoryAgent
 from ..approvals import Approvals, Confirmation

@@ -56,11 +56,31 @@ if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an opti
     from .pg_store import PostgresStore
 
 __all__ = [
-    "MemoryStore", "Record", "Proposal", "Statements", "SQLITE_STATEMENTS", "SqliteDatabase", "is_busy",
-    "SCHEMA_VERSION", "MIGRATIONS", "expected_columns", "expected_objects",
-    "EXPORT_FORMAT", "EXPORT_FORMAT_VERSION", "LINE_SCHEMAS", "seal_bundle",
-    "SQLITE_MAGIC", "sqlite_uri", "counters_consistent", "fingerprint", "inspect_file",
-    "open_store", "is_database_url", "PostgresStore", "start_embedded_postgres", "EmbeddedPostgres",
+    "EXPORT_FORMAT",
+    "EXPORT_FORMAT_VERSION",
+    "LINE_SCHEMAS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SQLITE_MAGIC",
+    "SQLITE_STATEMENTS",
+    "EmbeddedPostgres",
+    "MemoryStore",
+    "PostgresStore",
+    "Proposal",
+    "Record",
+    "SqliteDatabase",
+    "Statements",
+    "counters_consistent",
+    "expected_columns",
+    "expected_objects",
+    "fingerprint",
+    "inspect_file",
+    "is_busy",
+    "is_database_url",
+    "open_store",
+    "seal_bundle",
+    "sqlite_uri",
+    "start_embedded_postgres",
 ]
 
 

@@ -8,7 +8,8 @@ the user. The SQL uses `?` placeholders and runs on both backends (PostgreSQL th
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from ..errors import ValidationError
 from ..limits import check_text

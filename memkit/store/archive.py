@@ -9,7 +9,8 @@ window archives into it; `load_session` reads it back (see `memkit.transcript`).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 from ..errors import StoreError, ValidationError
 from ..limits import check_text

@@ -15,7 +15,8 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from ..errors import StoreError, ValidationError
 from ..jsonutil import import_jsonschema

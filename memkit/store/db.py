@@ -11,7 +11,8 @@ import contextlib
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
+from collections.abc import Iterator
 
 from ..errors import LockedError, QuotaError, StoreError
 from ..limits import Limits

@@ -27,7 +27,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, Literal, Mapping
+from typing import IO, Any, Literal
+from collections.abc import Mapping
 
 from ..errors import StoreError
 from ..watchdog import Watchdog
@@ -228,7 +229,7 @@ class EmbeddedPostgres:
         self._watchdog.disarm()
         atexit.unregister(self.close)
 
-    def __enter__(self) -> "EmbeddedPostgres":
+    def __enter__(self) -> EmbeddedPostgres:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -11,7 +11,8 @@ says which (`encode`/`decode` arguments), the SQL is the same.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
 from .statements import RECORD_SQL, Record, to_record
 
@@ -51,8 +52,8 @@ TO_EMBED_SQL = (
 
 
 def user_vectors(conn: Any, user: str, model: str, dim: int, kind: str | None,
-                 decode: Callable[[Any, int], "numpy.ndarray"],
-                 vector_sql: str = "e.vector") -> tuple[list[Record], "numpy.ndarray"]:
+                 decode: Callable[[Any, int], numpy.ndarray],
+                 vector_sql: str = "e.vector") -> tuple[list[Record], numpy.ndarray]:
     """One user's records with a current vector (of `model`, `dim`), and those vectors as one array."""
     import numpy
 

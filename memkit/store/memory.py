@@ -11,7 +11,8 @@ import contextlib
 import os
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ..clock import Clock, iso, utc_now
 from ..errors import ApprovalError, ValidationError
@@ -155,7 +156,7 @@ class MemoryStore:
         """Close the connection. Safe to call twice."""
         self._db.close()
 
-    def __enter__(self) -> "MemoryStore":
+    def __enter__(self) -> MemoryStore:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -909,7 +910,7 @@ class MemoryStore:
                 "embedder=memkit.semantic.load_embedder() (pip install 'memkit[semantic]')")
         return self.embedder
 
-    def _embed(self, texts: list[str]) -> "numpy.ndarray":
+    def _embed(self, texts: list[str]) -> numpy.ndarray:
         embedder = self._need_embedder("embedding")
         vectors = embedder.embed(texts)
         if getattr(vectors, "shape", None) != (len(texts), embedder.dim):
@@ -920,17 +921,17 @@ class MemoryStore:
     _vector_sql = "e.vector"
     """How a search reads a stored vector (PostgreSQL reads its `real[]` in binary form)."""
 
-    def _encode_vector(self, vector: "numpy.ndarray") -> Any:
+    def _encode_vector(self, vector: numpy.ndarray) -> Any:
         return to_bytes(vector)
 
-    def _decode_vector(self, stored: Any, dim: int) -> "numpy.ndarray":
+    def _decode_vector(self, stored: Any, dim: int) -> numpy.ndarray:
         return from_bytes(stored, dim)
 
-    def _write_vector(self, conn: Any, vector: "numpy.ndarray", user: str, kind: str, key: str, value: str) -> int:
+    def _write_vector(self, conn: Any, vector: numpy.ndarray, user: str, kind: str, key: str, value: str) -> int:
         embedder = self._need_embedder("embedding")
         return embeddings.write(conn, embedder.name, embedder.dim, self._encode_vector(vector), user, kind, key, value)
 
-    def _search_by_meaning(self, user: str, vector: "numpy.ndarray", model: str, dim: int, limit: int,
+    def _search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
                            kind: str | None, min_similarity: float) -> list[Record]:
         # The user's own vectors (bounded by the quota), then the ranking, in Python.
         with self._db.reading() as conn:

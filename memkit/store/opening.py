@@ -10,7 +10,7 @@ from typing import Any
 from .memory import MemoryStore
 from .targets import is_database_url, masked, postgres_conninfo
 
-__all__ = ["open_store", "is_database_url", "masked"]
+__all__ = ["is_database_url", "masked", "open_store"]
 
 
 def open_store(target: str | os.PathLike[str], **options: Any) -> MemoryStore:

@@ -192,7 +192,7 @@ class PeerFile:
         """Close the connection. Safe to call twice."""
         self._conn.close()
 
-    def __enter__(self) -> "PeerFile":
+    def __enter__(self) -> PeerFile:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .targets import masked, url_password
 
@@ -64,7 +65,7 @@ def pyformat(sql: str) -> str:
 class Row(Sequence[Any]):
     """One result row, read by position (`row[0]`) or by column name (`row["value"]`), like `sqlite3.Row`."""
 
-    __slots__ = ("_values", "_index")
+    __slots__ = ("_index", "_values")
 
     def __init__(self, values: Sequence[Any], index: dict[str, int]) -> None:
         self._values = values

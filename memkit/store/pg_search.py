@@ -10,7 +10,8 @@ written by the store, and the query is folded the same way. The scan tests `strp
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence, cast
+from typing import Any, cast
+from collections.abc import Iterable, Sequence
 
 from .pg_connection import Row
 from .postgres import PostgresDatabase

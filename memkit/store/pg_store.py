@@ -8,7 +8,8 @@ and `health`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Sequence, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
+from collections.abc import Sequence
 
 from ..clock import Clock, utc_now
 from ..errors import StoreError, ValidationError
@@ -160,14 +161,14 @@ class PostgresStore(MemoryStore):
                      kinds: Sequence[str]) -> dict[tuple[str, str], list[Record]]:
         return pg_search.search_many(self._pg, user, queries, limit, kinds, self.fts_min_user_rows)
 
-    def _encode_vector(self, vector: "numpy.ndarray") -> Any:
+    def _encode_vector(self, vector: numpy.ndarray) -> Any:
         return [float(x) for x in vector]  # real[]
 
     # The Python path reads each vector as `array_send`'s bytes: a third of the time psycopg takes
     # to turn a real[] into a list of Python floats (64 vectors of 256: about 2 ms against 6).
     _vector_sql = "array_send(e.vector)"
 
-    def _decode_vector(self, stored: Any, dim: int) -> "numpy.ndarray":
+    def _decode_vector(self, stored: Any, dim: int) -> numpy.ndarray:
         import numpy
 
         # array_send: ndim, has-nulls flag, element type, then (length, lower bound) per dimension,
@@ -178,7 +179,7 @@ class PostgresStore(MemoryStore):
             raise ValidationError(f"a stored vector is not a one-dimensional array of {dim} numbers")
         return numpy.frombuffer(blob, dtype=">f4", offset=20)[1::2].astype(numpy.float32)
 
-    def _search_by_meaning(self, user: str, vector: "numpy.ndarray", model: str, dim: int, limit: int,
+    def _search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
                            kind: str | None, min_similarity: float) -> list[Record]:
         if self.vector_schema is None:
             return super()._search_by_meaning(user, vector, model, dim, limit, kind, min_similarity)

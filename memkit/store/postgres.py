@@ -34,7 +34,8 @@ import contextlib
 import dataclasses
 import math
 import threading
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -42,7 +43,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import LockedError, QuotaError, StoreError
 from ..limits import Limits
-from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, mask, password_of, scrub
+from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, password_of, scrub
 from .pg_schema import (PG_SCHEMA_VERSION, check_schema, check_schema_name, ensure_search_index,
                         has_search_index, migrate, read_version)
 from .statements import SQLITE_STATEMENTS, Statements

@@ -54,7 +54,7 @@ def check_id(proposal_id: object) -> int:
 
 
 def _parse(moment: str) -> _dt.datetime:
-    return _dt.datetime.strptime(moment, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc)
+    return _dt.datetime.strptime(moment, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.UTC)
 
 
 def to_proposal(row: Any, now: _dt.datetime) -> Proposal:

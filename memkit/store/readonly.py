@@ -27,7 +27,8 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..errors import ReadOnlyError, StoreError
 from .db import SqliteDatabase

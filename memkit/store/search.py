@@ -8,7 +8,7 @@ sequence (commit order, not the clock).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import LockedError
 from ..limits import Limits

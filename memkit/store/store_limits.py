@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from ..errors import ValidationError
 from ..limits import DEFAULT_LIMITS, Limits

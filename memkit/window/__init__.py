@@ -41,9 +41,22 @@ from .server import (
 )
 
 __all__ = [
-    "ShortTermWindow", "InProcessWindow", "RedisWindow", "Archiver",
-    "RedisHandle", "connect_redis", "start_embedded_redis", "display_url", "check_redis_url", "Persistence",
-    "DEFAULT_TIMEOUT_S", "note_server_life",
-    "SessionKeys", "KeyLayout", "session_keys",
-    "DEFAULT_SIZE", "DEFAULT_TTL_SECONDS", "DEFAULT_MAX_CONTENT_CHARS",
+    "DEFAULT_MAX_CONTENT_CHARS",
+    "DEFAULT_SIZE",
+    "DEFAULT_TIMEOUT_S",
+    "DEFAULT_TTL_SECONDS",
+    "Archiver",
+    "InProcessWindow",
+    "KeyLayout",
+    "Persistence",
+    "RedisHandle",
+    "RedisWindow",
+    "SessionKeys",
+    "ShortTermWindow",
+    "check_redis_url",
+    "connect_redis",
+    "display_url",
+    "note_server_life",
+    "session_keys",
+    "start_embedded_redis",
 ]

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
 
 from ..store import MemoryStore
 from ..store.archive import ArchiveConflictError
@@ -124,7 +125,7 @@ if seq > 0 and free > seq then redis.call('INCRBY', KEYS[2], free - seq) end
 return moved
 """
 
-    def __init__(self, client: "redis.Redis", store: MemoryStore, layout: KeyLayout, *, where: str,
+    def __init__(self, client: redis.Redis, store: MemoryStore, layout: KeyLayout, *, where: str,
                  sweep_margin: float, interval: float, on_archived: OnArchived | None = None) -> None:
         self.client = client
         self.store = store

@@ -106,7 +106,7 @@ class ShortTermWindow(abc.ABC):
     def close(self) -> None:
         """Release what the window holds. Safe to call twice."""
 
-    def __enter__(self) -> "ShortTermWindow":
+    def __enter__(self) -> ShortTermWindow:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
+from collections.abc import Iterable, Iterator
 
 from ..errors import ValidationError
 from ..limits import DEFAULT_LIMITS, Limits

@@ -12,7 +12,7 @@ run_id with `run_id` and refuses knowledge from an earlier life, and `restarted`
 from __future__ import annotations
 
 import collections
-from typing import Callable
+from collections.abc import Callable
 
 REMEMBERED_SESSIONS = 10_000
 """Sessions one instance remembers (least recently used are forgotten: their next append reads the

@@ -61,7 +61,7 @@ redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return window
 """
 
-    client: "redis.Redis"
+    client: redis.Redis
     store: MemoryStore
     layout: KeyLayout
     ttl: float

@@ -177,7 +177,7 @@ return {n, redis.call('ZCARD', KEYS[2])}
     def __init__(
         self,
         store: MemoryStore,
-        client: "redis.Redis | None" = None,
+        client: redis.Redis | None = None,
         *,
         url: str | None = None,
         size: int = DEFAULT_SIZE,

@@ -23,7 +23,8 @@ import tempfile
 import time
 import urllib.parse
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterator
 
 from ..errors import ValidationError, WindowError
 from ..watchdog import Watchdog
@@ -128,7 +129,7 @@ def _check_timeout(timeout: object) -> float:
     return float(timeout)
 
 
-def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S, password: str | None = None) -> "redis.Redis":
+def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S, password: str | None = None) -> redis.Redis:
     redis = _redis_module()
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
@@ -156,11 +157,11 @@ def _is_alive(pid: int) -> bool:
         return False
 
 
-_EMBEDDED: "weakref.WeakValueDictionary[int, RedisHandle]" = weakref.WeakValueDictionary()
+_EMBEDDED: weakref.WeakValueDictionary[int, RedisHandle] = weakref.WeakValueDictionary()
 """id(client) -> the open embedded handle that client belongs to (see `embedded_handle`)."""
 
 
-def embedded_handle(client: object) -> "RedisHandle | None":
+def embedded_handle(client: object) -> RedisHandle | None:
     """The open `RedisHandle` of an embedded server whose client this is, or None (a server at a URL)."""
     handle = _EMBEDDED.get(id(client))
     return handle if handle is not None and handle.client is client else None
@@ -187,7 +188,7 @@ class RedisHandle:
         persistence: "aof" or "none" for the embedded server; None for a server memkit does not run.
     """
 
-    def __init__(self, client: "redis.Redis", url: str, *, server: Any = None,
+    def __init__(self, client: redis.Redis, url: str, *, server: Any = None,
                  persistence: Persistence | None = None, cleanup: tuple[str, ...] = (),
                  keeps_data: bool = False, watchdog: Watchdog | None = None) -> None:
         self.client = client
@@ -292,7 +293,7 @@ class RedisHandle:
         if self._watchdog is not None:
             self._watchdog.disarm()
 
-    def __enter__(self) -> "RedisHandle":
+    def __enter__(self) -> RedisHandle:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -420,7 +421,7 @@ def redis_errors(where: str, doing: str) -> Iterator[None]:
         raise WindowError(f"Redis at {where} refused {doing}: {exc}") from None
 
 
-def refuse_eviction(client: "redis.Redis", where: str) -> None:
+def refuse_eviction(client: redis.Redis, where: str) -> None:
     """Refuse a server that may evict keys: raise a `WindowError` naming the setting the window needs.
 
     Raises:

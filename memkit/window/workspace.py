@@ -45,7 +45,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..errors import WindowError
 from ..watchdog import start_token
@@ -160,7 +161,7 @@ class WorkspaceRedis:
                 if clients is not None and clients <= 1:  # (a server that does not answer is left alone)
                     _shutdown(self.folder, info)
 
-    def __enter__(self) -> "WorkspaceRedis":
+    def __enter__(self) -> WorkspaceRedis:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
