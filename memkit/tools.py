@@ -10,6 +10,7 @@ Every outcome goes back to the model as JSON: `{"ok": true, "result": ...}` or `
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Literal
 from collections.abc import Callable
@@ -119,7 +120,8 @@ class MemoryTools:
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
-                return {"ok": False, "error": f"arguments of {name} are not valid JSON: {exc.msg} at position {exc.pos}"}
+                return {"ok": False,
+                        "error": f"arguments of {name} are not valid JSON: {exc.msg} at position {exc.pos}"}
             except (ValueError, RecursionError) as exc:
                 # Valid JSON that Python will not decode: a number of over 4300 digits, or nesting deeper
                 # than the interpreter's recursion limit. A model can write either; it must not crash the loop.
@@ -128,8 +130,8 @@ class MemoryTools:
             return {"ok": False, "error": f"arguments of {name} must be a JSON object"}
         jsonschema = import_jsonschema()  # (without the IRI grammar's seconds: see import_jsonschema)
         if self._validators is None:
-            self._validators = {s["function"]["name"]: jsonschema.Draft202012Validator(s["function"]["parameters"])
-                                for s in self.schemas}
+            self._validators = {s["function"]["name"]: _validator(json.dumps(s["function"]["parameters"],
+                                                                             sort_keys=True)) for s in self.schemas}
         error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path)
@@ -164,6 +166,13 @@ class MemoryTools:
             if self.on_delete is not None:
                 self.on_delete(kind, key)
         return {"deleted": deleted}
+
+
+@functools.lru_cache(maxsize=64)  # a process sees a few sets of limits, not thousands
+def _validator(schema: str) -> Any:
+    """The validator of one tool's JSON Schema (given as JSON text), compiled once per process: every
+    `MemoryTools` with the same limits (a user's, the inspector's after each reopen) shares it."""
+    return import_jsonschema().Draft202012Validator(json.loads(schema))
 
 
 def _waiting(proposal: Proposal) -> dict[str, Any]:

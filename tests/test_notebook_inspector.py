@@ -12,7 +12,7 @@ import sys
 import pytest
 import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
 
-from memkit import Limits, MemoryStore
+from memkit import Approvals, Limits, MemoryStore, MemoryTools
 from memkit.errors import ApprovalError, StoreError, ValidationError
 from memkit.notebook import MemoryInspector
 from memkit.store import fingerprint
@@ -694,6 +694,41 @@ def test_confirm_compiles_the_tool_schemas_once_and_says_it_is_working(crowd):
     assert list(inspector._tools) == ["u0042"] and len(inspector.approvals.spent) == 2
     assert any("writing" in text for text in seen)  # shown while the write ran
     assert "done: edit" in inspector.controls["status"].value
+
+
+def test_every_confirm_of_a_process_shares_one_compiled_set_of_tool_validators(tmp_path):
+    """Issue 20: the four JSON-Schema validators are compiled once per process, not once per user,
+    per reopen or per inspector; a store with other limits gets its own, with its own bounds."""
+    path = tmp_path / "m.sqlite3"
+    with MemoryStore(path) as store:
+        for user in ("ann", "bob"):
+            store.put(user, "s1", "preference", "drink", "tea")
+    seen = []
+
+    def correct(inspector: MemoryInspector, user: str, value: str) -> None:
+        inspector.select_user(user)
+        inspector.select_key("preference", "drink")
+        inspector.stage_edit(value)
+        assert inspector.confirm()["done"] == "edit"
+        seen.append(inspector._tools[user]._validators)
+
+    first = MemoryInspector(str(path), edit=True)
+    correct(first, "ann", "coffee")
+    correct(first, "bob", "water")
+    first.set_edit(False)
+    first.set_edit(True)  # reopened: new tools, the same validators
+    correct(first, "ann", "milk")
+    first.close()
+    second = MemoryInspector(str(path), edit=True)
+    correct(second, "bob", "juice")
+    second.close()
+    assert len(seen) == 4
+    for name in ("memory_get", "memory_search", "memory_put", "memory_delete"):
+        assert len({id(validators[name]) for validators in seen}) == 1, name
+    with MemoryStore(tmp_path / "small.sqlite3", limits=Limits(max_value_chars=10)) as small:
+        refused = MemoryTools(small, "ann", "s1", Approvals("t", small.limits)).call(
+            "memory_put", {"kind": "preference", "key": "drink", "value": "x" * 11})
+        assert refused["ok"] is False and "at most 10" in refused["error"]
 
 
 def test_the_inspector_benchmark_runs_at_a_small_size():

@@ -14,12 +14,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import html
 import json
 import os
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Literal, cast
+
+from ._support import widgets as _widgets
 
 __all__ = ["McpClient", "Question", "QuestionView", "answer"]
 
@@ -192,10 +195,9 @@ class QuestionView:
     """
 
     def __init__(self, question: Question) -> None:
-        import ipywidgets as widgets
-
+        widgets = _widgets()
         self.question = question
-        text = widgets.HTML("<pre style='margin:0'>" + _escape(question.message) + "</pre>")
+        text = widgets.HTML("<pre style='margin:0'>" + html.escape(question.message, quote=False) + "</pre>")
         approve = widgets.Button(description="Approve", button_style="success", icon="check")
         decline = widgets.Button(description="Decline", button_style="danger", icon="times")
         self.output = widgets.Output()
@@ -213,7 +215,3 @@ class QuestionView:
         from IPython.display import display
 
         display(self.widget)
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -13,15 +13,14 @@ from collections.abc import Callable
 
 from ..errors import MemkitError
 from ..store.peers import PeerFile
-from ._support import pandas as _pandas, widgets as _widgets
+from ._support import View, pandas as _pandas, status_html, widgets as _widgets
 from .tables import html_table
-from .views import _View, status_html
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
 
 
-class PeerInspector(_View):
+class PeerInspector(View):
     """Another framework's memory file, read-only: its groups, a group's items, a search.
 
     Groups are what the framework keys its memory by: openai-agents sessions, LangGraph store
@@ -142,10 +141,11 @@ class PeerInspector(_View):
             self._refreshing = False
 
     def __repr__(self) -> str:
-        return f"PeerInspector({self.file.path.name!r}, format={self.format!r}, {self.file.format(self.format).group}={self.group!r})"
+        group = self.file.format(self.format).group
+        return f"PeerInspector({self.file.path.name!r}, format={self.format!r}, {group}={self.group!r})"
 
 
-class NotInspectable(_View):
+class NotInspectable(View):
     """What `inspect` shows for a file it cannot open: one line saying what the file is not."""
 
     def __init__(self, line: str) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
 from ..store import MemoryStore
 from ..store.proposals import Proposal, confirmation_of, describe
-from ._support import pandas as _pandas, widgets as _widgets
+from ._support import View, pandas as _pandas, status_html, widgets as _widgets
 from .tables import text_table
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
@@ -115,11 +115,10 @@ def _note(proposal: Proposal) -> str:
 
 
 def _status_html(message: str, ok: bool) -> str:
-    colour = "#1b5e20" if ok else "#b71c1c"
-    return f'<p class="memkit-proposals-status" style="color:{colour}">{html.escape(message)}</p>'
+    return status_html(message, ok, "memkit-proposals-status")
 
 
-class ProposalsPanel:
+class ProposalsPanel(View):
     """A user's pending proposals, each with Approve and Reject buttons that call `decide`.
 
     Args:
@@ -152,8 +151,8 @@ class ProposalsPanel:
         self.status = w.HTML()
         self.refresh_button = w.Button(description="Refresh", tooltip="read the store again")
         self.refresh_button.on_click(lambda _button: self.refresh())
-        self.widget = w.VBox([w.HBox([self.title, self.refresh_button]), self.rows, self.status])
-        self.widget.add_class("memkit-proposals")  # so a page (or a browser test) can find it
+        self._widget = w.VBox([w.HBox([self.title, self.refresh_button]), self.rows, self.status])
+        self._widget.add_class("memkit-proposals")  # so a page (or a browser test) can find it
         self.refresh()
 
     def refresh(self) -> None:
@@ -221,11 +220,6 @@ class ProposalsPanel:
             except Exception as exc:  # a button shows one line, never a traceback
                 self.status.value = _status_html(f"proposal {proposal_id}: {_one_line(exc)}", ok=False)
         return on_click
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude))
-        bundle["text/plain"] = repr(self)  # the same from run to run, unlike the widget's own
-        return bundle
 
     def __repr__(self) -> str:
         return f"ProposalsPanel(user={self.user!r}, origin={self.origin!r})"

@@ -11,6 +11,7 @@ view in a cell adds nothing but the widget itself to that cell's outputs.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from ..errors import MemkitError, ValidationError
 from ..limits import KINDS
 from ..models import FixtureModel, user_envelope
 from ..store import MemoryStore
-from ._support import pandas as _pandas, run_sync, widgets as _widgets
+from ._support import View, pandas as _pandas, run_sync, status_html, widgets as _widgets
 from .charts import budget_chart, budget_summary, png
 from .tables import approvals_table, html_table
 
@@ -30,41 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
 
 
-def status_html(message: str, ok: bool = True) -> str:
-    """A one-line status message, green when `ok`, red otherwise."""
-    colour = "#1b5e20" if ok else "#b71c1c"
-    return f'<p style="color:{colour}">{html.escape(message)}</p>'
-
-
-class _View:
-    """Base of the views: builds its widget on first use and shows a short text in plain-text outputs.
-
-    The text stands in for the widget where no widget can be drawn (a terminal, nbval), and it stays
-    the same from run to run, unlike ipywidgets' own repr.
-    """
-
-    _widget: Any = None
-
-    def _build(self) -> Any:  # pragma: no cover - each view overrides it
-        raise NotImplementedError
-
-    @property
-    def widget(self) -> Any:
-        """The ipywidgets box of this view (built on first use)."""
-        if self._widget is None:
-            self._widget = self._build()
-        return self._widget
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude))
-        bundle["text/plain"] = repr(self)
-        return bundle
-
-
 # -- budgets ----------------------------------------------------------------------------------------
 
 
-class BudgetExplorer(_View):
+class BudgetExplorer(View):
     """A budget slider that reruns a conversation and redraws its chart.
 
     Args:
@@ -140,7 +110,7 @@ def confirm_from_form(approvals: Approvals, action: str, kind: str, key: str, va
     return {"ok": True, "id": confirmation.id, "allows": confirmation.describe()}
 
 
-class ConfirmForm(_View):
+class ConfirmForm(View):
     """A small form a person uses to confirm one save or delete, outside any model.
 
     Args:
@@ -233,10 +203,8 @@ def scan_requests(requests: Sequence[Mapping[str, Any]], memories: Mapping[str, 
         found = []
         for text in _strings(request):
             found.append(text.casefold())
-            try:  # contents are often JSON text; decode it so escapes cannot hide a value
-                found.extend(t.casefold() for t in _strings(json.loads(text)))
-            except (ValueError, TypeError):
-                pass
+            with contextlib.suppress(ValueError, TypeError):  # contents are often JSON text: decode
+                found.extend(t.casefold() for t in _strings(json.loads(text)))  # so escapes hide nothing
         return found
 
     if roles is not None:
@@ -294,7 +262,7 @@ def what_user_sees(store: MemoryStore, user: str, task: str, *, session: str = "
             "requests": len(model.requests)}
 
 
-class UserSwitcher(_View):
+class UserSwitcher(View):
     """A dropdown of users; choosing one runs that user's agent on a task and shows what it saw.
 
     The dropdown stands for the trusted caller (a logged-in session) choosing the user id: the

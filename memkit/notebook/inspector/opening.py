@@ -1,0 +1,59 @@
+"""How the inspector opens what it is given, what it asks the store about how it is open, and the
+warm-up that spares the first Confirm a slow import.
+
+Opening must not change a database: a path or URL is opened read-only unless editing is asked for,
+and never created (`open_store(..., read_only=True)`; see `memkit.store`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from ...errors import StoreError
+from ...jsonutil import import_jsonschema
+from ...limits import Limits
+from ...store import MemoryStore, open_store
+from ...store.targets import masked, postgres_conninfo
+
+
+def open_target(target: str | os.PathLike[str], limits: Limits | None, edit: bool) -> MemoryStore:
+    """Open an existing database file or a PostgreSQL URL, for writing only when `edit`.
+
+    Raises:
+        StoreError: there is no file at the path, or the store cannot be opened.
+    """
+    conninfo = postgres_conninfo(target) if isinstance(target, str) else None
+    if conninfo is None:
+        path = Path(target)
+        if not path.exists():
+            raise StoreError(f"there is no database at {path}; the inspector opens existing files only")
+        return open_store(path, limits=limits, read_only=not edit)
+    return open_store(conninfo, limits=limits, read_only=not edit, create=False)
+
+
+def opened_as(store: MemoryStore) -> tuple[bool, Path | None]:
+    """(read-only, the file's path or None) of an open store.
+
+    The one place the inspector asks: both are probed, as not every backend declares them yet.
+    """
+    return bool(getattr(store, "read_only", False)), getattr(store, "path", None)
+
+
+def where(store: MemoryStore) -> str:
+    """The database shown, as it may be printed (a file name, or a URL with its password masked)."""
+    _, path = opened_as(store)
+    return path.name if path is not None else masked(str(getattr(store, "url", "")))
+
+
+def warm_up() -> threading.Thread:
+    """Start importing jsonschema in the background, the way the tools import it.
+
+    The first Confirm needs jsonschema, whose import takes seconds with jupyter's format checkers
+    installed: started when editing begins, it runs while the person is still choosing what to
+    change (`import_jsonschema`: without compiling the IRI grammar, which cost seconds more).
+    """
+    thread = threading.Thread(target=import_jsonschema, name="memkit-inspector-warm", daemon=True)
+    thread.start()
+    return thread
