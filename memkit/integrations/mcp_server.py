@@ -22,13 +22,14 @@ A retry whose question no longer renders the same (another value, a record that 
 asked again, never answered by the old answer; the SDK also seals the request state to the call.
 
 Errors (bad arguments, a locked database) are tool errors (`isError`), never a crash of the server.
+What is asked and how an accepted answer is written, checked against the record shown, is
+`mcp_changes`; this module is the MCP side.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -53,11 +54,12 @@ try:
 except ImportError:  # pragma: no cover - depends on the installation
     raise ImportError("memkit's MCP server needs the official MCP SDK: pip install 'memkit[mcp]'") from None
 
-from ..approvals import Approvals, Confirmation
+from ..approvals import Approvals
 from ..clock import iso, utc_now
-from ..errors import ApprovalError, MemkitError
-from ..store import MemoryStore, Record
+from ..errors import MemkitError
+from ..store import MemoryStore
 from ..tools import tool_schemas
+from .mcp_changes import Memory, Question, StaleAnswer, propose, read_state, write_confirmed
 
 __all__ = ["ORIGIN", "build_server", "serve_stdio"]
 
@@ -79,85 +81,12 @@ _CONFIRM_SCHEMA = render_elicitation_schema(Confirm)
 
 
 @dataclasses.dataclass(frozen=True)
-class Memory:
-    """What every tool call of one server works with: the store, the fixed user, the confirmations."""
-
-    store: MemoryStore
-    user: str
-    session: str
-    approvals: Approvals
-
-
-@dataclasses.dataclass(frozen=True)
-class RecordState:
-    """A record as the person was shown it: its value (None: absent), revision and write number.
-
-    For an absent key, `revision` is the last revision in its history (0 if it never existed), so a
-    key created and deleted again while the person was asked is not "the same" absent key. Revisions
-    start again at 1 after the user is forgotten; `write` (the store's sequence number of the
-    record's last write, which never goes back) tells such a rewrite from the record the person saw.
-    """
-
-    value: str | None
-    revision: int
-    write: int | None = None
-
-    def describe(self) -> str:
-        if self.value is not None:
-            return f"{_quote(self.value)} (revision {self.revision})"
-        return f"nothing saved (deleted at revision {self.revision})" if self.revision else "nothing saved"
-
-
-@dataclasses.dataclass(frozen=True)
-class Question:
-    """One change to ask the person about, and the state of the record when it was asked."""
-
-    action: Literal["put", "delete"]
-    user: str
-    kind: str
-    key: str
-    value: str | None
-    state: RecordState
-
-    @property
-    def message(self) -> str:
-        """What the person reads: the exact kind, key and value, and what is stored now."""
-        if self.action == "put":
-            assert self.value is not None
-            return (f"Save this memory for user {self.user!r}?\n"
-                    f"kind: {self.kind}\nkey: {self.key}\nvalue: {_quote(self.value)}\n"
-                    f"now: {self.state.describe()}\n"
-                    "Accept saves exactly this value, once. Decline and nothing is saved.")
-        return (f"Delete this memory of user {self.user!r}?\n"
-                f"kind: {self.kind}\nkey: {self.key}\nvalue: {self.state.describe()}\n"
-                "Accept deletes it, once (its history keeps the old value). Decline and nothing is deleted.")
-
-    def describe(self) -> str:
-        if self.action == "put":
-            return f"save {self.kind} {self.key!r} = {_quote(self.value or '')}"
-        return f"delete {self.kind} {self.key!r}"
-
-
-@dataclasses.dataclass(frozen=True)
 class Outcome:
     """What a resolver found without the SDK's help: no question was needed or possible
     (`unchanged`, `absent`, `cannot_ask`), or the answer to a question it put itself."""
 
     reason: Literal["unchanged", "absent", "cannot_ask", "accept", "decline", "cancel"]
     detail: str | None = None
-
-
-class _Overtaken(Exception):
-    """Inside `_write`'s transaction: another change came between the question and this one."""
-
-
-class StaleAnswer(ApprovalError):
-    """The record changed between the question and the answer; the change was rolled back."""
-
-
-def _quote(text: str) -> str:
-    """A value as JSON text, so spaces, quotes and line breaks are shown exactly as they are."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _memory(ctx: Context) -> Memory:
@@ -177,14 +106,6 @@ async def _in_thread(fn: Any, *args: Any) -> Any:
         raise ToolError(str(exc)) from exc
 
 
-def _read_state(memory: Memory, kind: str, key: str) -> RecordState:
-    record = memory.store.get(memory.user, kind, key)
-    if record is not None:
-        return RecordState(record["value"], record["revision"], memory.store.write_number(memory.user, kind, key))
-    history = memory.store.history(memory.user, kind, key)
-    return RecordState(None, history[-1]["revision"] if history else 0)
-
-
 def _can_ask(ctx: Context) -> bool:
     """Whether the client declared form elicitation (a bare `elicitation: {}` counts, as in the spec)."""
     capabilities = ctx.client_capabilities
@@ -202,7 +123,7 @@ async def _plan_put(kind: str, key: str, value: str, ctx: Context) -> Question:
         limits.check_kind(kind), limits.check_key(key), limits.check_value(value)
     except MemkitError as exc:  # refused before anyone is asked to confirm it
         raise ToolError(str(exc)) from exc
-    state = await _in_thread(_read_state, memory, kind, key)
+    state = await _in_thread(read_state, memory, kind, key)
     return Question("put", memory.user, kind, key, value, state)
 
 
@@ -212,7 +133,7 @@ async def _plan_delete(kind: str, key: str, ctx: Context) -> Question:
         memory.store.limits.check_kind(kind), memory.store.limits.check_key(key)
     except MemkitError as exc:
         raise ToolError(str(exc)) from exc
-    state = await _in_thread(_read_state, memory, kind, key)
+    state = await _in_thread(read_state, memory, kind, key)
     return Question("delete", memory.user, kind, key, None, state)
 
 
@@ -285,7 +206,7 @@ async def memory_put(kind: str, key: str, value: str, ctx: Context,
         return await _not_stored(memory, question, outcome, detail)
     confirmation = memory.approvals.confirm_put(kind, key, value)
     try:
-        record = await _in_thread(_write, memory, question, confirmation)
+        record = await _in_thread(write_confirmed, memory, question, confirmation)
     except StaleAnswer as exc:
         return await _not_stored(memory, question, "changed", str(exc))
     return {"stored": True, "record": record, "confirmation": confirmation.id}
@@ -303,7 +224,7 @@ async def memory_delete(kind: str, key: str, ctx: Context,
         return await _not_stored(memory, question, outcome, detail)
     confirmation = memory.approvals.confirm_delete(kind, key)
     try:
-        await _in_thread(_write, memory, question, confirmation)
+        await _in_thread(write_confirmed, memory, question, confirmation)
     except StaleAnswer as exc:
         return await _not_stored(memory, question, "changed", str(exc))
     return {"deleted": True, "confirmation": confirmation.id}
@@ -318,43 +239,6 @@ def _outcome(answer: Any) -> tuple[str, str | None]:
         data = answer.data
         return (data.reason, data.detail) if isinstance(data, Outcome) else ("accept", None)
     return ("cancel" if isinstance(answer, CancelledElicitation) else "decline"), None
-
-
-def _write(memory: Memory, question: Question, confirmation: Confirmation) -> Record | None:
-    """Make the confirmed change, in one transaction with the check that it is the change asked about.
-
-    The store's own write lock (taken by the put or delete) decides the order of writers; reading the
-    key's last event inside the same transaction shows whether this write came right after the state
-    the person saw. If any other change slipped in, everything is rolled back.
-    """
-    store, user, q = memory.store, memory.user, question
-    try:
-        with store.transaction():
-            # Under the write lock: the record is still the one the person was shown, write number
-            # included (a forget and a rewrite give the same revision, never the same write).
-            if _read_state(memory, q.kind, q.key) != q.state:
-                raise _Overtaken
-            if q.action == "put":
-                assert q.value is not None
-                result: Record | None = store.put(user, memory.session, q.kind, q.key, q.value,
-                                                  confirmation=confirmation.id)
-                expected = q.state.revision + 1
-            else:
-                store.delete(user, q.kind, q.key, session=memory.session, confirmation=confirmation.id)
-                result, expected = None, q.state.revision
-            history = store.history(user, q.kind, q.key)
-            last = history[-1] if history else None
-            if last is None or last["confirmation"] != confirmation.id or last["revision"] != expected:
-                raise _Overtaken  # rolls the change back
-    except _Overtaken:
-        now = _read_state(memory, q.kind, q.key)
-        raise StaleAnswer(f"{q.kind} {q.key!r} changed while the person was being asked (it was "
-                          f"{q.state.describe()}, it is now {now.describe()}); the answer was for "
-                          "the old state. Call the tool again to ask about the current one") from None
-    # Spent only once the change is committed; a rolled-back change leaves the confirmation unspent
-    # in name only: nothing can find it again, each question makes its own.
-    memory.approvals.spend(confirmation)
-    return result
 
 
 async def _not_stored(memory: Memory, question: Question, outcome: str,
@@ -377,21 +261,12 @@ async def _not_stored(memory: Memory, question: Question, outcome: str,
     result: dict[str, Any] = {changed: False, "reason": outcome,
                               "message": f"Nothing was {changed}: {why}. Not done: {question.describe()}."}
     if outcome in ("cancel", "cannot_ask"):
-        proposal = await _in_thread(_propose, memory, question)
+        proposal = await _in_thread(propose, memory, question)
         result["proposal"] = proposal["id"]
         result["message"] += (f" It waits as proposal {proposal['id']} for the person to approve later "
                               f"(memkit approve {proposal['id']} --user {memory.user} --confirm); "
                               "tell them it waits, do not say it was done.")
     return result
-
-
-def _propose(memory: Memory, question: Question) -> dict[str, Any]:
-    """Keep the unanswered change as a pending proposal of the server's user (see MemoryStore.propose_put)."""
-    store, q = memory.store, question
-    if q.action == "put":
-        assert q.value is not None
-        return dict(store.propose_put(memory.user, memory.session, q.kind, q.key, q.value))
-    return dict(store.propose_delete(memory.user, memory.session, q.kind, q.key))
 
 
 # -- the server -------------------------------------------------------------------------------------------
