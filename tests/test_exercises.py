@@ -34,7 +34,7 @@ NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 CAPSTONE_BUILD = 'my_build = {\n    "user": lambda customer: customer,\n    "confirmations": {"ana": [("preference", "language", "Portuguese"),\n                              ("episode", "ticket.t-4471", "router drops every evening")],\n                      "ben": [("preference", "channel", "email"),\n                              ("episode", "ticket.q-9082", "invoice charged twice")]},\n    "budget": BUDGET_,\n    "forget": FORGET_,\n}'
 
 
-def _build(budget: str = "3000", forget: str = "lambda store, user: store.forget_user(user)",
+def _build(budget: str = "3000", forget: str = "forget_user",
            user: str = "lambda customer: customer", ana: str = "", language: str = "Portuguese") -> str:
     """The capstone's answer cell: the right build, with one choice changed."""
     source = CAPSTONE_BUILD.replace("BUDGET_", budget).replace("FORGET_", forget)

@@ -55,20 +55,20 @@ def decide(store: MemoryStore, user: str, proposal_id: int, decision: str,
         nothing was changed.
     """
     if decision not in DECISIONS:
-        return _refused(proposal_id, "invalid", f"decision {decision!r} is unknown; use 'approve' or 'reject'")
+        return refusal(proposal_id, "invalid", f"decision {decision!r} is unknown; use 'approve' or 'reject'")
     try:
         if decision == "reject":
             rejected = store.reject(user, proposal_id, origin=origin)
             return {"ok": True, "decision": "rejected", "proposal": rejected["id"], "what": describe(rejected)}
         outcome = store.approve(user, proposal_id, origin=origin)
     except ProposalError as exc:
-        return _refused(proposal_id, exc.reason, str(exc))
+        return refusal(proposal_id, exc.reason, str(exc))
     except ValidationError as exc:
-        return _refused(proposal_id, "invalid", str(exc))
+        return refusal(proposal_id, "invalid", str(exc))
     except QuotaError as exc:  # a quota or the size cap: the proposal still waits
-        return _refused(proposal_id, "quota", str(exc))
+        return refusal(proposal_id, "quota", str(exc))
     except MemkitError as exc:  # a locked or closed store
-        return _refused(proposal_id, "store", str(exc))
+        return refusal(proposal_id, "store", str(exc))
     approved: Proposal = outcome["proposal"]
     result: dict[str, Any] = {"ok": True, "decision": "approved", "proposal": approved["id"],
                               "what": describe(approved)}
@@ -78,7 +78,8 @@ def decide(store: MemoryStore, user: str, proposal_id: int, decision: str,
     return result
 
 
-def _refused(proposal_id: Any, reason: str, error: str) -> dict[str, Any]:
+def refusal(proposal_id: Any, reason: str, error: str) -> dict[str, Any]:
+    """What `decide` returns for a refused decision (the error on one line); nothing was changed."""
     return {"ok": False, "proposal": proposal_id, "reason": reason, "error": " ".join(error.split())}
 
 
@@ -146,14 +147,14 @@ class ProposalsPanel(View):
         """Called with every decision's result (a view that embeds the panel refreshes itself)."""
         self.last: dict[str, Any] | None = None
         self.buttons: dict[int, tuple[Any, Any]] = {}
-        self.title = w.HTML(f"<b>Proposals of {html.escape(user)} waiting for a person</b>")
+        self.title = w.HTML()
         self.rows = w.VBox()
         self.status = w.HTML()
         self.refresh_button = w.Button(description="Refresh", tooltip="read the store again")
         self.refresh_button.on_click(lambda _button: self.refresh())
         self._widget = w.VBox([w.HBox([self.title, self.refresh_button]), self.rows, self.status])
         self._widget.add_class("memkit-proposals")  # so a page (or a browser test) can find it
-        self.refresh()
+        self.show_user(user)
 
     def refresh(self) -> None:
         """List the pending proposals again, from the store (one line instead, if it cannot be read)."""

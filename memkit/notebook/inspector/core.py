@@ -19,7 +19,7 @@ from ...limits import Limits
 from ...store import SCHEMA_VERSION, MemoryStore, Record
 from ...tools import MemoryTools
 from .._support import View
-from ..proposals_view import decide
+from ..proposals_view import decide, refusal
 from ..tables import history_table, records_table
 from . import edits, reading
 from .layout import InspectorLayout
@@ -262,10 +262,10 @@ class MemoryInspector(View):
         a result with `ok` False and the reason, and changes nothing.
         """
         if self.user is None:
-            return {"ok": False, "proposal": proposal_id, "reason": "invalid", "error": "select a user first"}
+            return refusal(proposal_id, "invalid", "select a user first")
         if not self.editing:
-            return {"ok": False, "proposal": proposal_id, "reason": "read-only",
-                    "error": "the inspector is read-only: switch Edit on to approve or reject a proposal"}
+            return refusal(proposal_id, "read-only",
+                           "the inspector is read-only: switch Edit on to approve or reject a proposal")
         result = decide(self.store, self.user, proposal_id, decision, origin="inspector")
         if self._panel is not None:
             self._panel.refresh()
