@@ -278,7 +278,7 @@ INTRODUCED = {
     "MemoryStore": "00", "lab": "00", "FixtureModel": "00", "memkit.notebook.Workspace": "00",
     "memkit.notebook.exercises": "00", "MemoryAgent": "00", "Approvals": "00", "OpenAIModel": "00",
     "memkit.notebook.processes": "00", "memkit.models.propose": "00",
-    "FakeClock": "01", "ValidationError": "01", "memkit.store.MIGRATIONS": "01", "memkit.store.SCHEMA_VERSION": "01",
+    "FakeClock": "01", "ValidationError": "01", "forget_user": "01", "memkit.store.MIGRATIONS": "01", "memkit.store.SCHEMA_VERSION": "01",
     "Limits": "02", "LockedError": "02", "QuotaError": "02",
     "MemoryTools": "03", "ScriptedModel": "03", "await": "03",
     "memkit.agent.SYSTEM_PROMPT": "03", "memkit.jsonutil.canonical_json": "03", "memkit.models.call": "03",
