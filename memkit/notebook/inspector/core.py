@@ -2,7 +2,8 @@
 
 Each method returns data, so a notebook (or a test) calls the same methods to see, headless, what
 the widget shows. The widget itself is `layout`; the corrections are the plain functions of
-`edits`; opening a database, read-only unless editing is asked for, is `opening`.
+`edits`, the reads those of `reading`; opening a database, read-only unless editing is asked for,
+is `opening`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from ..proposals_view import decide, refusal
 from ..tables import history_table, records_table
 from . import edits, reading
 from .layout import InspectorLayout
-from .reading import SORTS
 from .opening import open_target, opened_as, warm_up, where
+from .reading import SORTS
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
