@@ -1,21 +1,16 @@
 """PostgreSQL's part in the schema (`schema.py` runs the steps of `steps.py`), and its search index.
 
-The store's tables live in one PostgreSQL schema (a namespace; `public` unless chosen), and its
-version in the one-row table `memkit_meta`. Each step and its version bump run in one transaction,
-under an advisory lock, so concurrent openers run a step once and a crash leaves the old version or
-the new one (PostgreSQL's DDL is transactional).
-
-The trigram indexes (`pg_trgm`) are no step: they exist only where the server has the extension, so
-they are made at open where they can be and are absent elsewhere; searches give the same answers
-either way.
+The store's tables live in one PostgreSQL schema (a namespace; `public` unless chosen), its version
+in the one-row table `memkit_meta`. Each step runs in one transaction under an advisory lock, so
+concurrent openers run it once (PostgreSQL's DDL is transactional). The trigram indexes (`pg_trgm`)
+are no step: made at open where the server has the extension; searches answer the same without.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 import psycopg
 
@@ -89,9 +84,6 @@ class PgSchema(SchemaPart):
 
     def __init__(self, conn: PgConnection, where: str, schema: str) -> None:
         self.conn, self.schema, self.where = conn, schema, f"schema {schema!r} of {where}"
-
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        return self.conn.execute(sql, args)
 
     def read_version(self) -> int:
         return read_version(self.conn, self.schema)

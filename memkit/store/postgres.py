@@ -50,7 +50,7 @@ from .statements import PG_SEARCH, SQLITE_STATEMENTS, Statements
 
 PAGE_BYTES = 8192
 """The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
-pg_schema.py), rounded up to 8 KiB."""
+steps.py), rounded up to 8 KiB."""
 
 PG_STATEMENTS: Statements = dataclasses.replace(
     SQLITE_STATEMENTS,

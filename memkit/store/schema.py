@@ -2,10 +2,9 @@
 
 Each step runs with its version bump in one transaction (`migrate`), so a crash leaves a store at the
 old version or the new one. What a store at version N must hold is derived from the steps
-themselves (`expected_objects`, `expected_columns`), so the check at open cannot drift from the
-schema. A backend takes part through a small `SchemaPart`: how it reads and writes its version,
-lists its objects and columns, keeps other migrators out and begins a step's transaction. SQLite's
-part is here (`SqliteSchema`); PostgreSQL's is in pg_schema.py, beside psycopg.
+(`expected_objects`, `expected_columns`), so the check at open cannot drift from the schema. A
+backend takes part through a small `SchemaPart` (its version, objects, columns, lock): SQLite's is
+here (`SqliteSchema`), PostgreSQL's in pg_schema.py, beside psycopg.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import contextlib
 import functools
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal
@@ -40,12 +39,9 @@ both backends, and an export bundle of version N imports into either."""
 
 _CREATES_TABLE = re.compile(r"\s*CREATE TABLE (\w+) \((.*)\)(?: WITHOUT ROWID)?\s*$", re.S)
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+_INNERMOST = re.compile(r"\([^()]*\)")
 _CONSTRAINTS = ("PRIMARY", "UNIQUE", "CHECK", "CONSTRAINT", "FOREIGN")
 _DDL = re.compile(r"(CREATE|DROP) (TABLE|INDEX|FUNCTION|TRIGGER|SEQUENCE) (\w+)")
-
-
-def _statements(dialect: Dialect) -> list[list[str]]:
-    return MIGRATIONS if dialect == "sqlite" else PG_MIGRATIONS
 
 
 def _created_columns(statement: str) -> tuple[str, list[str]] | None:
@@ -53,23 +49,17 @@ def _created_columns(statement: str) -> tuple[str, list[str]] | None:
     match = _CREATES_TABLE.match(statement)
     if match is None:
         return None
-    parts, depth, current = [], 0, ""
-    for char in match[2]:
-        depth += (char == "(") - (char == ")")
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    return match[1], [p.split()[0].strip('"') for p in parts
-                      if p.split() and p.split()[0].upper() not in _CONSTRAINTS]
+    body = match[2]
+    while (flat := _INNERMOST.sub("", body)) != body:  # what is in parentheses: types, checks, keys
+        body = flat
+    names = [part.split()[0].strip('"') for part in body.split(",") if part.split()]
+    return match[1], [name for name in names if name.upper() not in _CONSTRAINTS]
 
 
 @functools.cache
 def _columns(version: int, dialect: Dialect) -> tuple[tuple[str, frozenset[str]], ...]:
     columns: dict[str, list[str]] = {}
-    for statements in _statements(dialect)[:version]:
+    for statements in (MIGRATIONS if dialect == "sqlite" else PG_MIGRATIONS)[:version]:
         for statement in statements:
             created = _created_columns(statement)
             if created is not None:
@@ -115,23 +105,17 @@ def expected_objects(version: int = SCHEMA_VERSION, dialect: Dialect = "sqlite")
 
 
 class SchemaPart:
-    """What one backend gives `check_schema` and `migrate`; everything else about them is shared.
-
-    `where` names the store in messages; `newer`, `malformed` and `says` are the backend's words
-    for a newer or malformed version and for what a version says (formatted with `where`,
-    `version` and `known`).
-    """
+    """What one backend gives `check_schema` and `migrate` (everything else about them is shared):
+    `conn` runs its statements; `where` names the store in messages; `newer`, `malformed` and `says`
+    are its words for a newer or a malformed version and for what a version says."""
 
     dialect: Dialect
+    conn: Any
     where: str
     newer: str
     malformed: str
     says: str
     begin_sql = "BEGIN"
-
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        """Run one statement on the backend's connection."""
-        raise NotImplementedError
 
     def read_version(self) -> int:
         """The store's version: 0 for none, negative when malformed."""
@@ -212,23 +196,23 @@ def migrate(part: SchemaPart) -> None:
     """
     if part.read_version() >= SCHEMA_VERSION:
         return  # the common case takes no lock, so opening works while another writes
-    steps = _statements(part.dialect)
+    steps = MIGRATIONS if part.dialect == "sqlite" else PG_MIGRATIONS
     with part.locked():
         while True:
-            part.execute(part.begin_sql)
+            part.conn.execute(part.begin_sql)
             try:
                 version = part.read_version()
                 if version >= SCHEMA_VERSION:
-                    part.execute("COMMIT")
+                    part.conn.execute("COMMIT")
                     return
                 part.prepare(version)
                 for statement in steps[version]:
-                    part.execute(statement)
+                    part.conn.execute(statement)
                 part.write_version(version + 1)
             except BaseException:
-                part.execute("ROLLBACK")
+                part.conn.execute("ROLLBACK")
                 raise
-            part.execute("COMMIT")
+            part.conn.execute("COMMIT")
 
 
 def _sqlite_objects(conn: sqlite3.Connection) -> set[tuple[str, str]]:
@@ -255,9 +239,6 @@ class SqliteSchema(SchemaPart):
     def __init__(self, conn: sqlite3.Connection, path: Path | str = "the database",
                  check_integrity: bool = False) -> None:
         self.conn, self.where, self.check_integrity = conn, str(path), check_integrity
-
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return self.conn.execute(sql, args)
 
     def read_version(self) -> int:
         return int(self.conn.execute("PRAGMA user_version").fetchone()[0])

@@ -1,13 +1,11 @@
 """The store's schema, declared once: an append-only list of steps, each written for SQLite and PostgreSQL.
 
-Step N brings a store to schema version N on either backend, so version N names the same tables,
-columns and rules on both, and an export bundle of version N imports into either. Never edit a
-step that has shipped: add a new one, with both of its forms (an empty list where a backend has
-nothing to do). `schema.py` runs the steps and derives from them what a store at version N holds.
-
-The PostgreSQL forms differ where PostgreSQL does: identity ids, PL/pgSQL triggers that keep the
-quota counters and the size counter, and a `"C"` collation on every text column, so text compares
-and sorts byte by byte, as SQLite does.
+Step N brings a store to schema version N on either backend, so version N names the same records on
+both and an export bundle of version N imports into either. Never edit a step that has shipped: add
+one, in both forms (an empty list where a backend has nothing to do). `schema.py` runs the steps and
+derives from them what a store at version N holds. The PostgreSQL forms differ where PostgreSQL
+does: identity ids, PL/pgSQL triggers for the counters, and a `"C"` collation on every text column,
+so text compares and sorts byte by byte, as SQLite does.
 """
 
 from __future__ import annotations
@@ -38,11 +36,9 @@ SEARCH_INDEX_TRIGGERS: list[str] = [
             INSERT INTO memories_fts (rowid, key_fold, value_fold) VALUES (new.id, new.key_fold, new.value_fold);
         END""",
 ]
-"""The triggers that keep SQLite's trigram index (`memories_fts`) up to date, as step 1 made them.
-
-From step 5 on, a file has them only where its store's limits let a user reach the size at which
-search asks the index (`search.fit_index`); elsewhere the index stays empty and no write touches it.
-With them a put writes about twice the pages (a new index segment per transaction)."""
+"""The triggers that keep SQLite's trigram index (`memories_fts`) up to date, as step 1 made them. From
+step 5 on, only where the store's limits let a user reach the size at which search asks the index
+(`search.fit_index`): with them a put writes about twice the pages (an index segment per transaction)."""
 
 DROP_SEARCH_INDEX: list[str] = [
     "DROP TRIGGER memories_fts_insert",
@@ -63,23 +59,17 @@ def _size_triggers(*tables: str) -> list[str]:
 
 
 STEPS: list[Step] = [
-    # 1: One row per (user, kind, key). `key_fold`/`value_fold` hold the case-folded text the search
-    # rule compares (Python's str.casefold), so SQL and the index see exactly what the rule sees. The
-    # event history is append-only: every create, update and delete, with the confirmation that
-    # allowed it (an import brings the exported events with it). Quota counters are kept by
-    # triggers, so a quota check is one indexed read, not a count(*). On PostgreSQL they run once
-    # per statement, over its transition table (a counter row updated once per row of a bulk insert
-    # piled up row versions: thousands of rows took minutes), and write only when the statement
-    # changed something, so a writer that changes nothing takes no counter row lock. A writer locks
-    # its user's counter row before it reads anything (postgres.py): the per-user lock; the counting
-    # trigger sorts before the size trigger, so locks are taken in the documented order (user,
-    # total, size). PostgreSQL's size counter counts every stored row's text form plus the 24-byte
-    # header each row gets (the text form, not pg_column_size: a row must take away on delete
-    # exactly what it added on insert), in the writing transaction, so the cap is exact however
-    # many writers race. SQLite's trigram index (FTS5) makes substring search fast on large
-    # stores (step 5 makes its triggers optional); PostgreSQL's (pg_trgm) is no step: made at open
-    # where the server has the extension (pg_schema.ensure_search_index). The transcript keeps the
-    # short-term turns that left the live window (Redis or in-process), exactly once.
+    # 1: One row per (user, kind, key); `key_fold`/`value_fold` hold Python's str.casefold() of key
+    # and value, so SQL and the index see exactly what the search rule sees. The event history:
+    # every create, update and delete, with the confirmation that allowed it. Quota counters kept
+    # by triggers make a quota check one indexed read, not a count(*); on PostgreSQL they run once
+    # per statement over its transition table (per row, a bulk insert piled up row versions for
+    # minutes) and write only when it changed something, and the counting trigger sorts before the
+    # size trigger, so locks come in the documented order (user, total, size; postgres.py).
+    # PostgreSQL's size counter adds each row's text form plus its 24-byte header in the writing
+    # transaction, exact however many writers race (pg_column_size would not take away on delete
+    # what it added on insert). SQLite's FTS5 trigram index: see step 5; PostgreSQL's is no step
+    # (pg_schema.ensure_search_index). The transcript keeps turns that left the live window, once.
     Step("memories, their event history, quota counters, the search index, the transcript archive", sqlite=[
         """CREATE TABLE memories (
             id INTEGER PRIMARY KEY,
@@ -241,12 +231,10 @@ STEPS: list[Step] = [
         """CREATE TRIGGER memory_events_append_only BEFORE UPDATE ON memory_events
             FOR EACH ROW EXECUTE FUNCTION memkit_refuse_event_change()""",
     ]),
-    # 3: a sequence that only grows. SQLite keeps it in one row with the database's random id, made
-    # once: every write transaction takes the next number (`SqliteDatabase.transaction`), so every
-    # commit writes this row, and every WAL memkit writes carries the id of its own database: a WAL
-    # found beside another database is recognised and refused (`files.check_wal`). PostgreSQL needs
-    # no such row (its id came with step 11), and a sequence takes no lock: writers of different
-    # users never wait at it.
+    # 3: a sequence that only grows. SQLite keeps it in one row with the database's random id: every
+    # write transaction takes a number (`SqliteDatabase.transaction`), so every WAL memkit writes
+    # carries its own database's id, and a WAL beside another database is refused (`files.check_wal`).
+    # PostgreSQL's sequence takes no lock: writers of different users never wait at it (id: step 11).
     Step("the store's sequence (and SQLite's database id)", sqlite=[
         """CREATE TABLE store_meta (
             only INTEGER PRIMARY KEY CHECK (only = 1),
@@ -305,12 +293,10 @@ STEPS: list[Step] = [
     ], postgres=[
         "CREATE TABLE store_limits (name text PRIMARY KEY, value bigint NOT NULL CHECK (value >= 1))",
     ]),
-    # 8: what the model proposed and a person has not yet approved or rejected: one row per
-    # proposal, kept apart from the memories (a proposal is never a memory until a person approves it;
-    # see proposals.py). Its id is never reused (AUTOINCREMENT, an identity), so an old id named on a
-    # command line can never approve a newer proposal. `base_event` is the id of the key's newest
-    # event when the proposal was made (NULL when the key had none): any write or delete of the key
-    # since adds an event, so an approval compares the two and refuses a stale proposal.
+    # 8: what the model proposed and a person has not yet approved or rejected, kept apart from the
+    # memories (proposals.py). An id is never reused (AUTOINCREMENT, an identity): an old id named on
+    # a command line never approves a newer proposal. `base_event` is the key's newest event id when
+    # the proposal was made (NULL: none): a write or delete since adds one, and approval refuses it.
     Step("proposals awaiting a person's decision", sqlite=[
         """CREATE TABLE proposals (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -353,15 +339,12 @@ STEPS: list[Step] = [
         "CREATE INDEX proposals_by_user ON proposals (user_id, status, id)",
         *_size_triggers("proposals"),
     ]),
-    # 9: retrieval by meaning: one vector per record, kept beside it, with the model that made it
-    # and its dimension (a vector of another model is stale, never compared). Keyed by the record's
-    # id and carrying its user, so a search by meaning reads one user's vectors through the index
-    # and never another's. A vector belongs to the value it was made from: a change of the value or
-    # a delete removes it in the same statement (the triggers), and the store's put writes the new
-    # one in the same transaction; a write without an embedder leaves the record without one
-    # (counted as missing until `reindex`), never with a wrong one. PostgreSQL keeps a `real[]`
-    # (not bytes), so that where the server has pgvector a search can cast it to `vector` and rank
-    # in SQL.
+    # 9: retrieval by meaning: one vector per record, with the model that made it and its dimension
+    # (another model's vector is stale, never compared), keyed by the record's id and carrying its
+    # user, so a search reads one user's vectors through the index. A change of the value or a
+    # delete removes it in the same statement (the triggers); the store's put writes the new one in
+    # its transaction, and a write without an embedder leaves none (missing until `reindex`), never
+    # a wrong one. PostgreSQL's `real[]` (not bytes) lets a search with pgvector rank in SQL.
     Step("one vector per record, for retrieval by meaning", sqlite=[
         """CREATE TABLE memory_embeddings (
             memory_id INTEGER PRIMARY KEY,
@@ -397,10 +380,9 @@ STEPS: list[Step] = [
             FOR EACH ROW EXECUTE FUNCTION memkit_embedding_drop()""",
         *_size_triggers("memory_embeddings"),
     ]),
-    # 10: the items of openai-agents sessions (`MemkitSession`), kept whole: one row per item as
-    # JSON text, numbered per user and session in the order they were added. Apart from the
-    # transcript archive on purpose: a framework's session pops and clears its items; the archive
-    # never changes a kept turn.
+    # 10: the items of openai-agents sessions (`MemkitSession`), whole: one row per item as JSON,
+    # numbered per user and session in order added. Apart from the transcript archive on purpose:
+    # a framework's session pops and clears its items; the archive never changes a kept turn.
     Step("the items of openai-agents sessions", sqlite=[
         """CREATE TABLE agent_items (
             user_id TEXT NOT NULL,
@@ -421,12 +403,11 @@ STEPS: list[Step] = [
         )""",
         *_size_triggers("agent_items"),
     ]),
-    # 11: window places: where this store's short-term windows live. A window notes its place the
-    # first time it is opened on the store (`MemoryStore.note_window`): a workspace's redis-server
-    # folder, or a Redis server named without its password. forget_user reaches every one of them,
-    # wherever and in whatever shell it runs (`memkit.forgetting`). PostgreSQL also gets the
-    # store's own id here, which SQLite keeps in `store_meta` (step 3): window keys carry it, so two
-    # stores on one Redis never share a window.
+    # 11: window places: where this store's short-term windows live (a workspace's redis-server
+    # folder, or a Redis server named without its password), noted the first time a window opens on
+    # the store (`MemoryStore.note_window`), so forget_user reaches every one (`memkit.forgetting`).
+    # PostgreSQL gets the store's id here (SQLite's is step 3's): window keys carry it, so two stores
+    # on one Redis never share a window.
     Step("window places (and PostgreSQL's database id)", sqlite=[
         """CREATE TABLE window_places (
             place TEXT PRIMARY KEY,
