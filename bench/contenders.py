@@ -176,27 +176,17 @@ class RawLimit:
         conn = self.conn
         folded = query.casefold()
         kind_sql, kind_args = ("AND kind = ?", (kind,)) if kind else ("", ())
-        newest = "ORDER BY seq DESC"
+        search = _SQL.search  # the store's own search statements
         if not folded:
-            return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? {kind_sql} {newest} LIMIT ?",
-                                (user, *kind_args, limit)).fetchall()
-        match = "(instr(key_fold, ?) > 0 OR instr(value_fold, ?) > 0)"
+            return conn.execute(search.newest(kind_sql), (user, *kind_args, limit)).fetchall()
         if len(folded) < 3 or self._user_records(user) < self.fts_min_user_rows:
-            return conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? {kind_sql} AND {match} {newest} LIMIT ?",
-                (user, *kind_args, folded, folded, limit)).fetchall()
+            return conn.execute(search.scan(kind_sql), (user, *kind_args, folded, folded, limit)).fetchall()
         if self.fts_min_user_rows > 0:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM (SELECT * FROM memories WHERE user_id = ? {kind_sql} "
-                f"{newest} LIMIT ?) WHERE {match} {newest} LIMIT ?",
-                (user, *kind_args, self.fts_min_user_rows, folded, folded, limit)).fetchall()
+            rows = conn.execute(search.recent(kind_sql),
+                                (user, *kind_args, self.fts_min_user_rows, folded, folded, limit)).fetchall()
             if len(rows) == limit:
                 return rows
-        return conn.execute(
-            f"SELECT {_COLUMNS} FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid"
-            f" WHERE memories_fts MATCH ? AND m.user_id = ? {kind_sql.replace('kind', 'm.kind')}"
-            " ORDER BY m.seq DESC LIMIT ?",
-            ('"' + folded.replace('"', '""') + '"', user, *kind_args, limit)).fetchall()
+        return conn.execute(search.indexed(kind_sql), (user, *kind_args, *search.index_terms(folded), limit)).fetchall()
 
     def _user_records(self, user: str) -> int:
         row = self.conn.execute(_SQL.user_records, (user,)).fetchone()
@@ -210,17 +200,11 @@ class RawLimit:
             return {}
         if self._user_records(user) >= self.fts_min_user_rows:
             return {(q, k): self._rows(user, q, limit, k) for q in unique for k in kinds}
-        match = [f"(instr(key_fold, ?{n}) > 0 OR instr(value_fold, ?{n}) > 0)" for n in range(2, len(unique) + 2)]
-        kind_params = ", ".join(f"?{n}" for n in range(len(unique) + 2, len(unique) + 2 + len(kinds)))
-        rows = self.conn.execute(
-            f"SELECT {_COLUMNS}, {', '.join(match)} FROM memories"
-            f" WHERE user_id = ?1 AND kind IN ({kind_params}) AND ({' OR '.join(match)})"
-            " ORDER BY seq DESC",
-            (user, *(q.casefold() for q in unique), *kinds),
-        ).fetchall()
+        rows = self.conn.execute(_SQL.search.flagged(len(unique), len(kinds)),
+                                 (*(f for q in unique for f in (q.casefold(),) * 2), user, *kinds)).fetchall()
         found: dict[tuple[str, str], list[tuple[Any, ...]]] = {(q, k): [] for q in unique for k in kinds}
         for row in rows:
-            for n, query in enumerate(unique, start=7):
+            for n, query in enumerate(unique, start=8):  # the flags follow the record columns and seq
                 hits = found[(query, row[0])]
                 if row[n] and len(hits) < limit:
                     hits.append(row)

@@ -77,7 +77,6 @@ class RawPsycopg:
         import psycopg
 
         from memkit.store.pg_connection import pyformat
-        from memkit.store.pg_search import _LIKE, _MATCH, _NEWEST
         from memkit.store.pg_store import PostgresStore
 
         self.conn = psycopg.Connection.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor,
@@ -93,10 +92,8 @@ class RawPsycopg:
         self.insert, self.update, self.event = q(sql.insert_memory), q(sql.update_memory), q(sql.insert_event)
         self.user_records = q(sql.user_records)
         self.get_sql = q(f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?")
-        self.scan = q(f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? AND {_MATCH} {_NEWEST} LIMIT ?")
-        self.newest = q(f"SELECT {RECORD_SQL} FROM (SELECT * FROM memories WHERE user_id = ? {_NEWEST} LIMIT ?)"
-                        f" AS newest WHERE {_MATCH} {_NEWEST} LIMIT ?")
-        self.like = q(f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? AND {_LIKE} {_NEWEST} LIMIT ?")
+        self.scan, self.newest, self.like = q(sql.search.scan()), q(sql.search.recent()), q(sql.search.indexed())
+        self.like_terms = sql.search.index_terms
 
     def close(self) -> None:
         self.conn.close()
@@ -147,10 +144,7 @@ class RawPsycopg:
             rows = execute(self.newest, (user, self.fts_min_user_rows, folded, folded, limit)).fetchall()
             if len(rows) == limit:
                 return rows
-        from memkit.store.pg_search import like_pattern
-
-        pattern = like_pattern(folded)
-        return execute(self.like, (user, pattern, pattern, limit)).fetchall()
+        return execute(self.like, (user, *self.like_terms(folded), limit)).fetchall()
 
     def search(self, user: str, query: str, limit: int = 5) -> list[Hit]:
         return [(r[0], r[1], r[2]) for r in self._rows(user, query, limit)]

@@ -315,6 +315,45 @@ def test_an_older_version_file_missing_what_its_steps_made_is_refused(tmp_path):
     assert folder_state(tmp_path) == before
 
 
+def test_expected_columns_are_what_the_steps_make_at_every_version(tmp_path):
+    """Derived from the steps' text, checked against a database the steps built (FTS5's own tables aside)."""
+    from memkit.store import MIGRATIONS, expected_columns
+
+    for version in range(1, SCHEMA_VERSION + 1):
+        conn = sqlite3.connect(_file_at_version(tmp_path / f"v{version}.sqlite3", version))
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                                 " AND name NOT LIKE 'sqlite%' AND name NOT LIKE 'memories_fts%'")}
+        made = {table: {row[1] for row in conn.execute(f"PRAGMA table_info({table})")} for table in tables}
+        conn.close()
+        assert made == expected_columns(version), version
+    assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+def test_every_version_names_the_same_tables_and_columns_on_both_backends():
+    """Each step is declared once in both forms: the records they make agree at every version, so an
+    export bundle of version N imports into either backend."""
+    from memkit.store import expected_columns
+
+    own = {"sqlite": {"store_meta"}, "postgres": {"memkit_meta", "store_size"}}  # each backend's bookkeeping
+    for version in range(1, SCHEMA_VERSION + 1):
+        sqlite, postgres = ({table: columns for table, columns in expected_columns(version, dialect).items()
+                             if table not in own[dialect]} for dialect in ("sqlite", "postgres"))
+        assert sqlite == postgres, version
+        assert "memories" in sqlite
+
+
+def test_a_file_whose_later_table_lacks_a_column_is_refused(tmp_path):
+    path = _file_at_version(tmp_path / "new.sqlite3", SCHEMA_VERSION)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("ALTER TABLE window_places DROP COLUMN noted_at")  # the table of the last step
+    conn.close()
+    before = folder_state(tmp_path)
+    with pytest.raises(StoreError, match=f"says schema version {SCHEMA_VERSION} but table 'window_places' lacks"
+                                         " noted_at; it is malformed"):
+        MemoryStore(path)
+    assert folder_state(tmp_path) == before
+
+
 def test_locked_is_decided_by_sqlite_error_code_not_by_the_message(tmp_path):
     path = tmp_path / "memory.sqlite3"
     MemoryStore(path).close()

@@ -126,7 +126,7 @@ def _fresh_database(pg_url: str, name: str) -> str:
 
 def test_memkit_migrate_and_limits_on_postgresql(pg_url):
     psycopg = pytest.importorskip("psycopg")
-    from memkit.store.pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
+    from memkit.store.schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 
     url = _fresh_database(pg_url, "limits_cli")
     with psycopg.connect(url, autocommit=True) as conn:  # a store made by the first memkit

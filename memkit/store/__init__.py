@@ -7,9 +7,11 @@ opens either from a path or a `postgresql://` URL. Each concept lives in one mod
 - `files`: the files on disk: checks before SQLite is pointed at them (a leftover or foreign `-wal`
   refused), creation beside and linking into place, half-made files of dead creators removed.
 - `wal`: reading a `-wal` file as bytes (SQLite's format), to tell whose commits it holds.
-- `schema`: `MIGRATIONS` (append-only), the runner, and the check at open derived from them.
-- `statements`: the write statements, public through `MemoryStore.statements()`.
-- `search`: the literal, case-folded substring rule, by scan or the FTS5 trigram index.
+- `steps`: the schema, declared once: an append-only list of steps, each in its SQLite and PostgreSQL form.
+- `schema`: one runner and one check at open for either backend, what a version holds derived from the steps.
+- `statements`: the write statements and the search SQL, public through `MemoryStore.statements()`.
+- `search`: the literal, case-folded substring rule on either backend, by scan or a trigram index
+  (SQLite's FTS5, kept only where the limits can use it; PostgreSQL's `pg_trgm`).
 - `embeddings`: each record's vector (retrieval by meaning), written in the write's transaction and
   read one user at a time (the ranking is `MemoryStore.search_by_meaning`'s; pgvector's on PostgreSQL).
 - `bundle`: the export bundle format (JSON Lines, a JSON Schema per line, a SHA-256).
@@ -27,8 +29,7 @@ PostgreSQL, where it differs (psycopg and psycopg_pool are imported only when a 
 
 - `pg_connection`: a psycopg connection that runs the store's `?` SQL; passwords masked in messages.
 - `postgres`: the database behind a pool: transactions, the per-user lock, the quota and size checks.
-- `pg_schema`: `PG_MIGRATIONS`, the runner, the check at open, the optional `pg_trgm` index.
-- `pg_search`: the same search rule, by scan or the trigram index.
+- `pg_schema`: PostgreSQL's part in the runner and the check (version, lock, catalog), the optional `pg_trgm` index.
 - `pg_store`: `PostgresStore`, and its `health`.
 - `embedded`: `start_embedded_postgres()`, a server of its own in a temporary folder.
 - `opening`: `open_store`, for a path or any PostgreSQL spelling.

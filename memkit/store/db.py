@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from ..errors import LockedError, QuotaError, StoreError
 from ..limits import Limits
 from .files import check_path, check_wal, create_file, remove_dead_partials, sqlite_uri
-from .schema import check_schema, migrate
+from .schema import SqliteSchema, check_schema, migrate
 from .statements import SQLITE_STATEMENTS
 
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -86,7 +86,7 @@ class SqliteDatabase:
             page_size = conn.execute("PRAGMA page_size").fetchone()[0]
             conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, min(1000, self.limits.max_db_bytes // page_size))}")
             conn.execute(f"PRAGMA journal_size_limit = {int(self.limits.max_db_bytes)}")
-            migrate(conn)
+            migrate(SqliteSchema(conn))
         except sqlite3.Error as exc:
             conn.close()
             raise self._open_error(exc) from None
@@ -111,7 +111,7 @@ class SqliteDatabase:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {path}: {exc}") from None
         try:
-            check_schema(conn, path, check_integrity)
+            check_schema(SqliteSchema(conn, path, check_integrity))
         except sqlite3.Error as exc:
             raise self._open_error(exc) from None
         finally:

@@ -18,7 +18,7 @@ import urllib.parse
 from pathlib import Path
 
 from ..errors import StoreError
-from .schema import database_id, meta_root_page, migrate
+from .schema import SqliteSchema, database_id, meta_root_page, migrate
 from .wal import WalLog
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -212,7 +212,7 @@ def create_file(path: Path) -> None:
             conn = sqlite3.connect(str(partial), isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
-                migrate(conn)
+                migrate(SqliteSchema(conn))
             finally:
                 conn.close()
         except sqlite3.Error as exc:

@@ -892,11 +892,11 @@ class MemoryStore:
         """
 
     def _search(self, user: str, query: str, limit: int, kind: str | None) -> list[Record]:
-        return search.search(self._db, user, query, limit, kind, self.fts_min_user_rows)
+        return search.search(self._db, SQL.search, user, query, limit, kind, self.fts_min_user_rows)
 
     def _search_many(self, user: str, queries: Sequence[str], limit: int,
                      kinds: Sequence[str]) -> dict[tuple[str, str], list[Record]]:
-        return search.search_many(self._db, user, queries, limit, kinds, self.fts_min_user_rows)
+        return search.search_many(self._db, SQL.search, user, queries, limit, kinds, self.fts_min_user_rows)
 
     def _archive_rows(self, rows: list[tuple[Any, ...]]) -> int:
         return archive.archive_rows(self._db, rows)

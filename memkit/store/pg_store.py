@@ -15,7 +15,7 @@ from ..clock import Clock, utc_now
 from ..errors import StoreError, ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..semantic import Embedder
-from . import archive, pg_search
+from . import archive, search
 from .db import SqliteDatabase
 from .memory import MemoryStore
 from .pg_connection import PgConnection
@@ -155,11 +155,11 @@ class PostgresStore(MemoryStore):
         conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (PROPOSAL_LOCK_CLASS, f"{self.schema}/{user}"))
 
     def _search(self, user: str, query: str, limit: int, kind: str | None) -> list[Record]:
-        return pg_search.search(self._pg, user, query, limit, kind, self.fts_min_user_rows)
+        return search.search(self._pg, PG_STATEMENTS.search, user, query, limit, kind, self.fts_min_user_rows)
 
     def _search_many(self, user: str, queries: Sequence[str], limit: int,
                      kinds: Sequence[str]) -> dict[tuple[str, str], list[Record]]:
-        return pg_search.search_many(self._pg, user, queries, limit, kinds, self.fts_min_user_rows)
+        return search.search_many(self._pg, PG_STATEMENTS.search, user, queries, limit, kinds, self.fts_min_user_rows)
 
     def _encode_vector(self, vector: numpy.ndarray) -> Any:
         return [float(x) for x in vector]  # real[]

@@ -44,13 +44,13 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from ..errors import LockedError, QuotaError, StoreError
 from ..limits import Limits
 from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, password_of, scrub
-from .pg_schema import (PG_SCHEMA_VERSION, check_schema, check_schema_name, ensure_search_index,
-                        has_search_index, migrate, read_version)
-from .statements import SQLITE_STATEMENTS, Statements
+from .pg_schema import PgSchema, check_schema_name, ensure_search_index, has_search_index, read_version
+from .schema import PG_SCHEMA_VERSION, check_schema, migrate
+from .statements import PG_SEARCH, SQLITE_STATEMENTS, Statements
 
 PAGE_BYTES = 8192
 """The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
-pg_schema.py), rounded up to 8 KiB."""
+steps.py), rounded up to 8 KiB."""
 
 PG_STATEMENTS: Statements = dataclasses.replace(
     SQLITE_STATEMENTS,
@@ -58,8 +58,9 @@ PG_STATEMENTS: Statements = dataclasses.replace(
     # same moment they need not be consecutive, but the last is the highest this session was given.
     take_sequence="SELECT coalesce(max(nextval('memkit_seq')), (SELECT last_value FROM memkit_seq))"
                   " FROM generate_series(1, ?)",
+    search=PG_SEARCH,
 )
-"""The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence`."""
+"""The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence` and `search`."""
 
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
@@ -142,7 +143,7 @@ class PostgresDatabase:
             ) from None
         conn = PgConnection(raw)
         try:
-            if check_schema(conn, self.where, self.schema) == 0 and not create:
+            if check_schema(PgSchema(conn, self.where, self.schema)) == 0 and not create:
                 raise StoreError(f"schema {self.schema!r} of {self.where} holds no memkit store; nothing was created")
             if self.read_only:  # never migrated nor indexed: an older schema is refused, not changed
                 if read_version(conn, self.schema) < PG_SCHEMA_VERSION:
@@ -152,7 +153,7 @@ class PostgresDatabase:
                         "`memkit migrate --db URL --confirm`, or inspect it with an older memkit")
                 self.search_index = has_search_index(conn, self.schema)
             else:
-                migrate(conn, self.schema)
+                migrate(PgSchema(conn, self.where, self.schema))
                 self.search_index = ensure_search_index(conn, self.schema)
             host, port, dbname = conn.execute(
                 "SELECT host(inet_server_addr()), current_setting('port'), current_database()").fetchall()[0]

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from ..errors import ReadOnlyError, StoreError
 from .db import SqliteDatabase
 from .files import SQLITE_MAGIC, check_length, check_wal, sqlite_uri
-from .schema import SCHEMA_VERSION, check_schema, migrate
+from .schema import SCHEMA_VERSION, SqliteSchema, check_schema, migrate
 
 
 def sidecars(path: Path) -> list[Path]:
@@ -106,7 +106,7 @@ class ReadOnlyDatabase(SqliteDatabase):
         check_wal(path)
         conn, self.how = connect_read_only(path, self.limits.busy_timeout_ms / 1000)
         try:
-            check_schema(conn, path, check_integrity)
+            check_schema(SqliteSchema(conn, path, check_integrity))
             self.file_version = conn.execute("PRAGMA user_version").fetchone()[0]
             if self.file_version == 0:
                 raise StoreError(f"{path} holds no memkit store (an empty SQLite file); it was left as it was")
@@ -126,7 +126,7 @@ class ReadOnlyDatabase(SqliteDatabase):
         copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         try:
             conn.backup(copy)
-            migrate(copy)
+            migrate(SqliteSchema(copy))
             copy.execute("PRAGMA query_only = 1")
         except BaseException:
             copy.close()

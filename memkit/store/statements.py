@@ -1,18 +1,111 @@
-"""The SQL statements the SQLite store runs for its writes and record reads, public as one value.
+"""The SQL statements the store runs for its writes, record reads and searches, public as one value.
 
-`MemoryStore.statements()` hands out `SQLITE_STATEMENTS`, so a benchmark (bench/contenders.py's raw
-limit) runs exactly the statements the store runs and follows a schema change without copying it.
-Only `memkit/store/` knows the schema: a change to these statements is a change inside it.
+`MemoryStore.statements()` hands out `SQLITE_STATEMENTS` (`PostgresStore.statements()` PostgreSQL's),
+so a benchmark (bench/contenders.py's raw limit, bench/pg_store_bench.py's) runs exactly the
+statements the store runs and follows a schema change without copying it. Only `memkit/store/`
+knows the schema: a change to these statements is a change inside it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 Record = dict[str, Any]
 """A memory as the kit hands it out: kind, key, value, source_session, revision, created_at, updated_at."""
+
+RECORD_SQL = "kind, memory_key, value, source_session, revision, created_at, updated_at"
+"""The columns of a record, in `Record` order (`Statements.record_columns`)."""
+
+_NEWEST = "ORDER BY seq DESC"
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSql:
+    """The search rule's statements on one backend (search.py runs them).
+
+    The rule: a record matches when its key or value contains the query after Python's
+    `str.casefold()` on both sides (`key_fold`/`value_fold` hold the folded text; the caller folds
+    the query). Every statement reads the record columns of one user's rows, newest first (by
+    `seq`); `kind` is "" or "AND kind = ?", whose argument follows the user's.
+
+    Attributes:
+        dialect: "sqlite" or "postgres".
+        match: a plain substring test of both folds: (folded, folded).
+        index_sql: the match through the trigram index, a template of `{columns}` and `{kind}`:
+            (user, [kind,] `index_terms(folded)`..., limit).
+        index_terms: the index's arguments for a folded query (its own escaping).
+    """
+
+    dialect: str
+    match: str
+    index_sql: str
+    index_terms: Callable[[str], tuple[str, ...]]
+
+    def newest(self, kind: str = "") -> str:
+        """(user, [kind,] limit) -> the user's newest rows (an empty query)."""
+        return f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? {kind} {_NEWEST} LIMIT ?"
+
+    def scan(self, kind: str = "") -> str:
+        """(user, [kind,] folded, folded, limit) -> the matches, by the user's rows newest first."""
+        return f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? {kind} AND {self.match} {_NEWEST} LIMIT ?"
+
+    def recent(self, kind: str = "") -> str:
+        """(user, [kind,] window, folded, folded, limit) -> the matches among the user's `window` newest rows."""
+        return (f"SELECT {RECORD_SQL} FROM (SELECT * FROM memories WHERE user_id = ? {kind} {_NEWEST} LIMIT ?)"
+                f" AS newest WHERE {self.match} {_NEWEST} LIMIT ?")
+
+    def indexed(self, kind: str = "") -> str:
+        """(user, [kind,] `index_terms(folded)`..., limit) -> the matches, through the trigram index."""
+        return self.index_sql.format(columns=RECORD_SQL, kind=kind)
+
+    def flagged(self, queries: int, kinds: int) -> str:
+        """(folded, folded for each query, user, each kind) -> the user's rows of those kinds that match
+        any query, newest first, each with one flag per query (`m0`, `m1`, ...)."""
+        flags = ", ".join(f"{self.match} AS m{n}" for n in range(queries))
+        return (f"SELECT * FROM (SELECT {RECORD_SQL}, seq, {flags} FROM memories"
+                f" WHERE user_id = ? AND kind IN ({', '.join('?' * kinds)})) AS flagged"
+                f" WHERE {' OR '.join(f'm{n}' for n in range(queries))} {_NEWEST}")
+
+
+def fts_phrase(folded: str) -> tuple[str]:
+    """An FTS5 query that matches `folded` as one literal phrase (double quotes doubled)."""
+    return ('"' + folded.replace('"', '""') + '"',)
+
+
+def like_pattern(folded: str) -> str:
+    """A LIKE pattern that matches `folded` as a literal substring (backslash is LIKE's escape)."""
+    return "%" + folded.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _like_terms(folded: str) -> tuple[str, str]:
+    return (like_pattern(folded),) * 2
+
+
+SQLITE_SEARCH = SearchSql(
+    dialect="sqlite",
+    match="(instr(key_fold, ?) > 0 OR instr(value_fold, ?) > 0)",
+    # CROSS JOIN fixes the order: the index query runs once, then rows are fetched by id and
+    # filtered by user. With a plain JOIN SQLite walked the user's rows and ran the MATCH again
+    # for each of them, which was slower than a scan by two orders of magnitude.
+    index_sql=("SELECT {columns} FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid"
+               " WHERE m.user_id = ? {kind} AND memories_fts MATCH ? ORDER BY m.seq DESC LIMIT ?"),
+    index_terms=fts_phrase,
+)
+"""Search on SQLite: `instr` (a plain substring test) and the FTS5 trigram index over both folds."""
+
+PG_SEARCH = SearchSql(
+    dialect="postgres",
+    match="(strpos(key_fold, ?) > 0 OR strpos(value_fold, ?) > 0)",
+    # `fold LIKE '%query%'` with every `%`, `_` and `\` escaped: the GIN index can serve it and
+    # PostgreSQL then rechecks it exactly. The "C" collation makes both tests byte comparisons.
+    index_sql="SELECT {columns} FROM memories WHERE user_id = ? {kind} AND (key_fold LIKE ? OR value_fold LIKE ?)"
+              " ORDER BY seq DESC LIMIT ?",
+    index_terms=_like_terms,
+)
+"""Search on PostgreSQL: `strpos` (as SQLite's `instr`) and the `pg_trgm` indexes over each fold."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +136,7 @@ class Statements:
             happened then); a later time replaces an earlier one, never the other way round.
         user_records: (user) -> the user's quota counter (no row for a user without records).
         total_records: () -> the store's total counter.
+        search: the search rule's statements (`SearchSql`).
     """
 
     record_columns: str
@@ -59,10 +153,11 @@ class Statements:
     retire_history: str
     user_records: str
     total_records: str
+    search: SearchSql
 
 
 SQLITE_STATEMENTS = Statements(
-    record_columns="kind, memory_key, value, source_session, revision, created_at, updated_at",
+    record_columns=RECORD_SQL,
     take_sequence="UPDATE store_meta SET sequence = sequence + ? RETURNING sequence",
     select_current="SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
     select_for_put=(
@@ -100,10 +195,9 @@ SQLITE_STATEMENTS = Statements(
     ),
     user_records="SELECT records FROM user_counts WHERE user_id = ?",
     total_records="SELECT records FROM total_count",
+    search=SQLITE_SEARCH,
 )
 """The statements of the SQLite backend."""
-
-RECORD_SQL = SQLITE_STATEMENTS.record_columns
 
 
 def to_record(row: sqlite3.Row) -> Record:
