@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import IO, Any
 from collections.abc import Callable, Sequence
@@ -64,16 +63,6 @@ def worker(mode: str) -> Callable[[Worker], Worker]:
         WORKERS[mode] = function
         return function
     return register
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll `condition` every 10 ms until it holds (True) or `timeout` seconds pass (False)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def limits_from(changes: dict[str, int] | None) -> Limits:
@@ -163,26 +152,6 @@ def finish(process: subprocess.Popen[str], what: str) -> Any:
     if process.returncode != 0:
         raise RuntimeError(f"the {what} worker failed (exit {process.returncode}): {last_line(err or '')}")
     return json.loads(out.strip().splitlines()[-1])
-
-
-def run_together(processes: Sequence[subprocess.Popen[str]], what: str) -> list[Any]:
-    """Start workers that each wait for "go" at once, then return each one's last JSON line, in order.
-
-    Each must say "ready" first; the "go" lines follow one another as closely as the pipes allow, so
-    the workers race for real. Whatever happens, no worker is left running.
-
-    Raises:
-        RuntimeError: a worker failed, or did not end within `WORKER_TIMEOUT_S`.
-    """
-    try:
-        for process in processes:
-            expect(process, "ready")
-        for process in processes:
-            send(process, "go")
-        return [finish(process, what) for process in processes]
-    finally:
-        for process in processes:
-            stop(process)
 
 
 def run_worker(mode: str, payload: dict[str, Any], *, entry: Entry = LAB) -> Any:
