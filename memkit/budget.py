@@ -14,9 +14,9 @@ from typing import Any
 from collections.abc import Callable
 
 from .errors import BudgetError
-from .jsonutil import canonical_json, json_chars
+from .jsonutil import canonical_json
 from .limits import DEFAULT_LIMITS, Limits, positive_or_default
-from .request import _ENVELOPE_AFTER_HISTORY, _ENVELOPE_AFTER_MEMORY, _ENVELOPE_OPEN, ChatModel, Request
+from .request import ChatModel, Request, escaped_chars
 from .tokens import DEFAULT_ENCODING, Tokenizer, get_tokenizer
 
 
@@ -66,39 +66,6 @@ class PreparedRequest:
     body: str
 
 
-def _escaped_chars(json_text: str) -> int:
-    """Size of canonical JSON text once put inside a JSON string, without the two quotes.
-
-    Canonical JSON holds no raw control characters (they are escaped inside its strings, and it
-    has no whitespace between tokens), so encoding it as a string escapes only `"` and `\\`, each
-    with one more character. Counting them costs a fraction of encoding the text again.
-    """
-    return len(json_text) + json_text.count('"') + json_text.count("\\")
-
-
-# What the user message adds around the memory, history and task JSON, escaped as inside its string.
-_USER_FIXED_CHARS = len('{"content":"","role":"user"}') + _escaped_chars(
-    _ENVELOPE_OPEN + _ENVELOPE_AFTER_HISTORY + _ENVELOPE_AFTER_MEMORY + "}")
-
-
-def _count_parts(system: str, memory_json: str, history_json: str, task_json: str, messages_chars: int,
-                 tools_chars: int, total_chars: int) -> dict[str, int]:
-    """A request's size by part, counted from the JSON encoded to send it (nothing is encoded again).
-
-    Memory and history count as they read inside the user message's string (escaped); the
-    tool rounds are what the messages list holds besides the system and user messages; the task
-    part is the rest: the task itself, the envelope and the request's own punctuation.
-    """
-    memory, history = _escaped_chars(memory_json), _escaped_chars(history_json)
-    user = _USER_FIXED_CHARS + history + memory + _escaped_chars(task_json)
-    system_chars = len('{"content":,"role":"system"}') + json_chars(system)
-    parts = {"system": system_chars, "tools": tools_chars, "memory": memory, "history": history,
-             # '[' + system + ',' + user + (',' + message for each exchange message) + ']'
-             "tool_rounds": messages_chars - len("[,]") - system_chars - user}
-    parts["task"] = total_chars - sum(parts.values())
-    return parts
-
-
 class BudgetedModel:
     """Wraps any model: measures every real request and trims it to the budget, or refuses it.
 
@@ -115,7 +82,8 @@ class BudgetedModel:
 
     With `budget_tokens`, the request must also fit that many tokens of its canonical JSON, counted
     by `tokenizer` (an encoding name or a `memkit.tokens.Tokenizer`; default o200k_base; needs the
-    `tokens` extra). A `tokenizer` alone counts every request's tokens and enforces no token budget. Characters are trimmed first as above; then, while the tokens are over, one
+    `tokens` extra). A `tokenizer` alone counts every request's tokens and enforces no token budget.
+    Characters are trimmed first as above; then, while the tokens are over, one
     more item is trimmed in the same order and the request encoded and counted again.
 
     Example:
@@ -133,34 +101,13 @@ class BudgetedModel:
         if budget_tokens is not None:
             self.budget_tokens = positive_or_default("budget_tokens", budget_tokens, 1)
         if budget_tokens is not None or tokenizer is not None:
-            self.tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else get_tokenizer(tokenizer or DEFAULT_ENCODING)
+            self.tokenizer = (tokenizer if isinstance(tokenizer, Tokenizer)
+                              else get_tokenizer(tokenizer or DEFAULT_ENCODING))
 
     def measure(self, request: Request) -> tuple[int, dict[str, int]]:
         """The canonical JSON size of `{"messages": ..., "tools": ...}` and its parts."""
-        body, _, count_parts, _ = self._encode(request)
-        return len(body), count_parts()
-
-    @staticmethod
-    def _encode(request: Request, tools_json: str | None = None
-                ) -> tuple[str, list[dict[str, Any]], Callable[[], dict[str, int]], str]:
-        """The request's canonical JSON body, its messages, a function counting its parts, the tools' JSON.
-
-        The body is encoded the way any client encodes a request to send it: memory and history
-        once, into the user message; then messages and tools. Its length is the measurement.
-        `tools_json`: the tools' encoding made moments ago in the same `prepare` (trimming never
-        touches the tools).
-        """
-        memory_json = canonical_json(request.memory)
-        history_json = canonical_json(request.history)
-        task_json = canonical_json(request.task)
-        messages = request.messages(user_content=request.user_content(memory_json, history_json, task_json))
-        messages_json = canonical_json(messages)
-        if tools_json is None:
-            tools_json = canonical_json(request.tools)
-        body = '{"messages":' + messages_json + ',"tools":' + tools_json + "}"
-        count_parts = functools.partial(_count_parts, request.system, memory_json, history_json, task_json,
-                                        len(messages_json), len(tools_json), len(body))
-        return body, messages, count_parts, tools_json
+        encoded = request.encode()
+        return len(encoded.body), encoded.parts()
 
     @staticmethod
     def _list_item_chars(items: list[Any], item_json: str) -> int:
@@ -169,7 +116,7 @@ class BudgetedModel:
         The list sits inside the user message's JSON string: the item's escaped encoding, plus the
         comma that joined it to a neighbour when the list held more than one item.
         """
-        return _escaped_chars(item_json) + (1 if items else 0)
+        return escaped_chars(item_json) + (1 if items else 0)
 
     def _trim_one(self, request: Request, trimmed: list[dict[str, Any]], budget: str = "") -> int | None:
         """Take the next item off `request`, noting it in `trimmed`; return the characters it took.
@@ -210,32 +157,33 @@ class BudgetedModel:
         and a trimmed request is encoded once more at the end, so `body` is always what was measured.
         """
         trimmed: list[dict[str, Any]] = []
-        body, messages, count_parts, tools_json = self._encode(request)
-        total = len(body)
+        encoded = request.encode()
+        tools_json = encoded.tools_json
+        total = len(encoded.body)
         while total > self.budget_chars:
             removed = self._trim_one(request, trimmed)
             if removed is None:
                 break
             total -= removed
         if trimmed:
-            body, messages, count_parts, _ = self._encode(request, tools_json)
-        sent = len(body) <= self.budget_chars
+            encoded = request.encode(tools_json)
+        sent = len(encoded.body) <= self.budget_chars
         tokens = None
         tokenizer, budget_tokens = self.tokenizer, self.budget_tokens
         if tokenizer is not None:
-            tokens = tokenizer.count(body)
+            tokens = tokenizer.count(encoded.body)
             if budget_tokens is not None:
                 # Token counts do not add up across pieces as characters do: count the whole text again.
                 while sent and tokens > budget_tokens and self._trim_one(request, trimmed, "token ") is not None:
-                    body, messages, count_parts, _ = self._encode(request, tools_json)
-                    tokens = tokenizer.count(body)
+                    encoded = request.encode(tools_json)
+                    tokens = tokenizer.count(encoded.body)
                 sent = sent and tokens <= budget_tokens
         # The rows are shared with the request and later measurements, not copied: none is changed in place.
-        measurement = Measurement(len(self.measurements) + 1, len(body), self.budget_chars, trimmed,
-                                  list(request.packing), sent=sent, _count_parts=count_parts,
+        measurement = Measurement(len(self.measurements) + 1, len(encoded.body), self.budget_chars, trimmed,
+                                  list(request.packing), sent=sent, _count_parts=encoded.parts,
                                   tokens=tokens, budget_tokens=self.budget_tokens)
         self.measurements.append(measurement)
-        return PreparedRequest(measurement, messages, body)
+        return PreparedRequest(measurement, encoded.messages, encoded.body)
 
     async def complete(self, request: Request) -> Any:
         """Fit `request` to the budget and send it; refuse with BudgetError when it cannot fit."""

@@ -68,6 +68,12 @@ class Limits:
         """A copy with some limits changed."""
         return dataclasses.replace(self, **changes)
 
+    @property
+    def window_turns(self) -> int:
+        """How many recent turns a short-term window keeps so a request's history can be full:
+        `history_max_exchanges` exchanges (`turns_for`)."""
+        return turns_for(self.history_max_exchanges)
+
     # -- validation of the values that name and carry memories ---------------------------------
 
     def check_id(self, what: str, value: object) -> str:
@@ -97,10 +103,12 @@ class Limits:
         if not key:
             raise ValidationError(f"key is empty; keys are 1-{self.max_key_chars} characters")
         if len(key) > self.max_key_chars:
-            raise ValidationError(f"key {key[:20]!r}... is {len(key)} characters; keys are at most {self.max_key_chars}")
+            raise ValidationError(f"key {key[:20]!r}... is {len(key)} characters; "
+                                  f"keys are at most {self.max_key_chars}")
         if not _KEY_RE.fullmatch(key):
             raise ValidationError(
-                f"key {key!r} is not allowed; use lower-case letters, digits, '_', '.', ':', '-' and start with a letter"
+                f"key {key!r} is not allowed; use lower-case letters, digits, '_', '.', ':', '-' "
+                "and start with a letter"
             )
         return key
 
@@ -149,6 +157,11 @@ class Limits:
         if not 1 <= limit <= self.max_search_limit:
             raise ValidationError(f"limit is {limit}; it must be from 1 to {self.max_search_limit}")
         return limit
+
+
+def turns_for(exchanges: int) -> int:
+    """How many turns hold `exchanges` exchanges: a user turn and the reply to it, each."""
+    return 2 * exchanges
 
 
 def check_text(what: str, text: str) -> None:

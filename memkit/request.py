@@ -1,4 +1,5 @@
-"""What one model request is made of: the bounded recent history, the JSON envelope, the request parts.
+"""What one model request is made of: the bounded recent history, the JSON envelope, the request parts,
+and its encoding (`Request.encode`: the canonical JSON sent, and its size part by part).
 
 Retrieved memory and recent history travel inside the user message as JSON data beside the task
 (the *envelope*), never as a system message: a model reads them as data, not as instructions.
@@ -11,7 +12,7 @@ from typing import Any, Protocol
 from collections.abc import Iterable
 
 from .jsonutil import canonical_json, json_chars
-from .limits import DEFAULT_LIMITS, Limits, positive_or_default, shorten
+from .limits import DEFAULT_LIMITS, Limits, positive_or_default, shorten, turns_for
 from .transcript import Turn
 
 
@@ -44,7 +45,7 @@ class History:
     @property
     def turns_needed(self) -> int:
         """How many recent turns hold `max_exchanges` exchanges: the window size the view can use."""
-        return 2 * self.max_exchanges
+        return turns_for(self.max_exchanges)
 
     def view(self, turns: Iterable[Turn], retired_before: str | None = None) -> list[dict[str, str]]:
         """The exchanges of `turns` (oldest first) within the bounds, oldest dropped first.
@@ -79,6 +80,57 @@ _NOTE_JSON = canonical_json(USER_ENVELOPE_NOTE)
 _ENVELOPE_OPEN = '{"note":' + _NOTE_JSON + ',"recent_history":'
 _ENVELOPE_AFTER_HISTORY = ',"retrieved_memory":'
 _ENVELOPE_AFTER_MEMORY = ',"task":'
+
+
+def escaped_chars(json_text: str) -> int:
+    """Size of canonical JSON text once put inside a JSON string, without the two quotes.
+
+    Canonical JSON holds no raw control characters (they are escaped inside its strings, and it
+    has no whitespace between tokens), so encoding it as a string escapes only `"` and `\\`, each
+    with one more character. Counting them costs a fraction of encoding the text again.
+    """
+    return len(json_text) + json_text.count('"') + json_text.count("\\")
+
+
+# What the user message adds around the memory, history and task JSON, escaped as inside its string.
+_USER_FIXED_CHARS = len('{"content":"","role":"user"}') + escaped_chars(
+    _ENVELOPE_OPEN + _ENVELOPE_AFTER_HISTORY + _ENVELOPE_AFTER_MEMORY + "}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedRequest:
+    """A request encoded once, as any client encodes it to send it: `body` is the canonical JSON of
+    `{"messages": messages, "tools": tools}`, and its length is the request's size.
+
+    The encodings of the parts are kept, so `parts()` breaks the size down without encoding
+    anything again, and a trimmed request can reuse `tools_json` (trimming never touches the tools).
+    """
+
+    body: str
+    messages: list[dict[str, Any]]
+    tools_json: str
+    system: str
+    memory_json: str
+    history_json: str
+    task_json: str
+    messages_chars: int
+
+    def parts(self) -> dict[str, int]:
+        """The request's size by part (system, tools, memory, history, tool_rounds, task); they add up to
+        `len(body)`.
+
+        Memory and history count as they read inside the user message's string (escaped); the
+        tool rounds are what the messages list holds besides the system and user messages; the task
+        part is the rest: the task itself, the envelope and the request's own punctuation.
+        """
+        memory, history = escaped_chars(self.memory_json), escaped_chars(self.history_json)
+        user = _USER_FIXED_CHARS + history + memory + escaped_chars(self.task_json)
+        system_chars = len('{"content":,"role":"system"}') + json_chars(self.system)
+        parts = {"system": system_chars, "tools": len(self.tools_json), "memory": memory, "history": history,
+                 # '[' + system + ',' + user + (',' + message for each exchange message) + ']'
+                 "tool_rounds": self.messages_chars - len("[,]") - system_chars - user}
+        parts["task"] = len(self.body) - sum(parts.values())
+        return parts
 
 
 @dataclasses.dataclass
@@ -134,6 +186,23 @@ class Request:
         for tool_round in self.tool_rounds:
             messages.extend(tool_round)
         return messages
+
+    def encode(self, tools_json: str | None = None) -> EncodedRequest:
+        """The request as canonical JSON, encoded the way any client encodes it to send it.
+
+        Memory, history and task once, into the user message; then the messages and the tools.
+        `tools_json`: the tools' encoding made moments ago for this same request, to reuse.
+        """
+        memory_json = canonical_json(self.memory)
+        history_json = canonical_json(self.history)
+        task_json = canonical_json(self.task)
+        messages = self.messages(user_content=self.user_content(memory_json, history_json, task_json))
+        messages_json = canonical_json(messages)
+        if tools_json is None:
+            tools_json = canonical_json(self.tools)
+        body = '{"messages":' + messages_json + ',"tools":' + tools_json + "}"
+        return EncodedRequest(body, messages, tools_json, self.system, memory_json, history_json, task_json,
+                              len(messages_json))
 
 
 class ChatModel(Protocol):

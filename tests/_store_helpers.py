@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memkit import lab
+import lab
 from memkit.clock import FakeClock
 from memkit.store import MemoryStore
 

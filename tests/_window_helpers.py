@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from memkit.lab.workers import wait_for
+from lab.workers import wait_for
 from memkit.window import RedisHandle, start_embedded_redis
 from memkit.window.server import _is_alive
 

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from memkit import lab
+import lab
 from memkit.lab import workers
 from memkit.clock import FakeClock
 from memkit.errors import StoreError

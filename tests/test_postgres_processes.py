@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from _store_helpers import DEBIAN_POSTGRES, TEST_SERVER_SETTINGS
-from memkit.lab.workers import expect, read_answer, run_together, send
+from lab.workers import expect, read_answer, run_together, send
 from memkit.limits import Limits
 from memkit.store import PostgresStore, start_embedded_postgres
 

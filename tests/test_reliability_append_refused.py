@@ -8,7 +8,7 @@ conftest.py for the `figures` fixture, whose table a full run writes to tests/re
 from __future__ import annotations
 
 from _reliability import scale
-from memkit.lab import redis_faults
+from lab import redis_faults
 
 
 def test_an_append_the_archive_refuses_is_stored_and_returns_or_raises_and_stores_nothing(tmp_path, figures):

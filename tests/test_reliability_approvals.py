@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from _reliability import scale
-from memkit import lab
+import lab
 
 WHERE = ["sqlite", "pg"]
 
@@ -108,7 +108,7 @@ def test_forgetting_a_user_while_their_approval_is_in_flight_leaves_nothing(tmp_
     import time
 
     from memkit.lab.scaling import prepare_store
-    from memkit.lab.workers import expect, finish, send, start_worker
+    from lab.workers import expect, finish, send, start_worker
     from memkit.store import open_store
 
     target, schema = target_for(where, request, tmp_path, "forget")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from _reliability import scale
-from memkit import lab
+import lab
 from memkit.window.workspace import WorkspaceRedis, window_folder
 
 

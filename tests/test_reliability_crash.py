@@ -10,7 +10,7 @@ import random
 
 
 from _reliability import ROOMY, integrity, scale
-from memkit import lab
+import lab
 from memkit.limits import KINDS, Limits
 from memkit.store import MemoryStore
 

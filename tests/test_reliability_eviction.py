@@ -8,7 +8,7 @@ conftest.py for the `figures` fixture, whose table a full run writes to tests/re
 from __future__ import annotations
 
 from _reliability import scale
-from memkit.lab import redis_faults
+from lab import redis_faults
 
 
 def test_a_server_that_evicts_keys_is_refused_and_noeviction_loses_no_acknowledged_turn(tmp_path, figures):

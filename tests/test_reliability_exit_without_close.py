@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from _reliability import scale
-from memkit.lab import redis_faults
+from lab import redis_faults
 from memkit.store import MemoryStore
 from memkit.window.server import _is_alive
 

@@ -4,14 +4,14 @@ A deleted database must not come back from its leftover `-wal`; a `-wal` of anot
 be refused with every file unchanged; a write the size cap refused must not leave a WAL past the
 cap; half-made databases of killed creators are removed at the next open (a live creator's kept);
 "newest first" follows commit order whatever the clock says. The experiments are in
-`memkit.lab.sidecars`; see `tests/_reliability.py` for the sizes (`make reliability` sets
+`tests/lab/sidecars.py`; see `tests/_reliability.py` for the sizes (`make reliability` sets
 MEMKIT_FULL=1) and conftest.py for the `figures` fixture.
 """
 
 from __future__ import annotations
 
 from _reliability import FULL, scale
-from memkit import lab
+import lab
 
 
 def test_a_deleted_database_never_comes_back_from_its_leftover_wal(tmp_path, figures):

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from _reliability import examples, ids, keys
-from memkit.lab import read_answer, start_worker
+from lab import read_answer, start_worker
 from memkit.agent import MemoryAgent
 from memkit.errors import ValidationError
 from memkit.limits import KINDS

@@ -15,8 +15,8 @@ import pytest
 
 from _reliability import integrity
 from _store_helpers import snapshot
-from memkit import lab
-from memkit.lab import read_answer, start_worker
+import lab
+from lab import read_answer, start_worker
 from memkit.errors import StoreError
 from memkit.limits import Limits
 from memkit.store import MemoryStore

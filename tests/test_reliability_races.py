@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from _reliability import ROOMY, integrity, scale
-from memkit import lab
+import lab
 from memkit.limits import Limits
 from memkit.store import MemoryStore
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from _reliability import scale
-from memkit.lab import redis_faults
+from lab import redis_faults
 
 
 def test_a_redis_restarted_from_an_older_snapshot_reuses_no_archived_number_and_drops_no_turn(tmp_path, figures,

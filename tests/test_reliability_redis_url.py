@@ -7,7 +7,7 @@ conftest.py for the `figures` fixture, whose table a full run writes to tests/re
 
 from __future__ import annotations
 
-from memkit.lab import redis_faults
+from lab import redis_faults
 from memkit.window.server import DEFAULT_TIMEOUT_S
 
 BAD_URLS = [

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from memkit.errors import ValidationError
-from memkit.lab import isolation_scan, quota_race, round_robin, start_instance, writer_curve, writer_throughput
+from lab import isolation_scan, quota_race, round_robin, start_instance, writer_curve, writer_throughput
 from memkit.lab.replicas import Instance
 from memkit.limits import Limits
 from memkit.store import open_store

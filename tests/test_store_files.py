@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from _store_helpers import folder_state, memkit_file, snapshot, worker
-from memkit import lab
+import lab
 from memkit.errors import LockedError, StoreError
 from memkit.limits import Limits
 from memkit.store import SCHEMA_VERSION, MemoryStore, is_busy

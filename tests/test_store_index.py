@@ -169,7 +169,7 @@ def test_a_file_holding_part_of_the_index_is_refused(tmp_path):
 
 
 def test_opening_and_searching_while_another_process_holds_the_write_lock_never_wait_for_the_index(tmp_path):
-    from memkit import lab
+    import lab
 
     path = tmp_path / "m.sqlite3"
     with open_store(path, limits=INDEXED) as store:

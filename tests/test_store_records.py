@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from _store_helpers import open_store, snapshot
-from memkit import lab
+import lab
 from memkit.clock import FakeClock
 from memkit.errors import QuotaError, StoreError
 from memkit.limits import Limits

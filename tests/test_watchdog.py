@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from _store_helpers import DEBIAN_POSTGRES, TEST_SERVER_SETTINGS
-from memkit.lab.workers import wait_for
+from lab.workers import wait_for
 
 GONE_WITHIN_S = 10.0
 """The bound on every wait for a process to end (it normally takes well under a second)."""

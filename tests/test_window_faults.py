@@ -18,8 +18,8 @@ import weakref
 import pytest
 
 from _window_helpers import wait_for
-from memkit import lab
-from memkit.lab import redis_faults
+import lab
+from lab import redis_faults
 from memkit.errors import LockedError, WindowError
 from memkit.limits import Limits
 from memkit.store import MemoryStore

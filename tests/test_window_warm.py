@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from memkit.watchdog import start_token
-from memkit.lab.workers import wait_for
+from lab.workers import wait_for
 from memkit.window.workspace import WorkspaceRedis, window_folder
 
 IDLE = "2"

@@ -18,7 +18,6 @@ from ..approvals import Approvals
 from ..clock import iso, utc_now
 from ..errors import MemkitError
 from ..limits import DEFAULT_LIMITS, Limits, check_text
-from ..request import History
 from ..semantic import DEFAULT_MIN_SIMILARITY
 from ..store import MemoryStore, is_database_url, open_store
 from ..store.targets import postgres_conninfo
@@ -224,7 +223,7 @@ def window_for(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTe
     nothing but the workspace.
     """
     if getattr(args, "window", "workspace") == "process":
-        with InProcessWindow(History(limits=store.limits).turns_needed, limits=store.limits) as goldfish:
+        with InProcessWindow(store.limits.window_turns, limits=store.limits) as goldfish:
             yield goldfish
         return
     url = os.environ.get("REDIS_URL")
@@ -233,7 +232,7 @@ def window_for(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTe
     handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store), wait=window_wait(),
                                                          idle=window_idle())
     try:
-        window = RedisWindow(store, handle.client, size=History(limits=store.limits).turns_needed)
+        window = RedisWindow(store, handle.client, size=store.limits.window_turns)
         with window:
             yield window
     finally:

@@ -1,6 +1,4 @@
-"""Showing an experiment's results in a notebook: messages without machine paths, short values,
-and a verdict on a student's prediction.
-"""
+"""Showing an experiment's results in a notebook: messages without machine paths, short values."""
 
 from __future__ import annotations
 
@@ -21,23 +19,6 @@ def scrub(message: str, *paths: PathLike) -> str:
         folder = str(Path(path).absolute().parent)
         message = message.replace(folder + os.sep, "").replace(folder, "<workspace>")
     return message
-
-
-def compare_prediction(predicted: Any, measured: Any) -> str:
-    """Say how a student's prediction compares with what an exercise measured.
-
-    Args:
-        predicted: the prediction: a value, or a dict of values; None (or a dict holding a None)
-            means it was not written yet.
-        measured: what the experiment found.
-
-    Returns:
-        "no prediction written yet", "right", or "not quite: it was <measured>".
-    """
-    values = predicted.values() if isinstance(predicted, dict) else [predicted]
-    if any(value is None for value in values):
-        return "no prediction written yet"
-    return "right" if predicted == measured else f"not quite: it was {measured!r}"
 
 
 def shorten(value: Any, width: int = 24) -> Any:

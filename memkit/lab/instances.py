@@ -4,14 +4,12 @@ and the Redis trim: every promised turn is still kept, exactly once.
 An instance (`spawn_instance`) does not run an agent: it appends turns to one session of a
 `RedisWindow` and prints `turn <number> <name> <i>` once each append has returned (a promise:
 that turn must never be lost), and `archived <highest turn>` when it pauses between an archive
-commit and the trim.
+commit and the trim (where a test kills it with SIGKILL).
 """
 
 from __future__ import annotations
 
 import os
-import random
-import signal
 import subprocess
 import sys
 import time
@@ -50,57 +48,6 @@ def spawn_instance(url: str, db: str | os.PathLike[str], user: str, session: str
         "inline_archive": inline_archive, "pause_after_archive": pause_after_archive,
         "pause_from_turn": pause_from_turn,
     }, capture_stderr=False)
-
-
-def kill_experiment(window: RedisWindow, user: str, session: str, *, kills: int = 5, seed: int = 1,
-                    url: str | None = None) -> list[dict[str, Any]]:
-    """Kill instances with SIGKILL between the SQLite commit and the Redis trim, and count turns.
-
-    Each round starts an instance (`spawn_instance`, archiving after every append and pausing
-    after each commit), lets it append a few turns (a random number from `seed`), kills it while
-    it pauses, and inspects the session through `window`: before an archiver pass (some turns are
-    then in both places, which `load_session` counts once) and after one pass of `window.flush()`.
-    The next round's instance continues the same session.
-
-    Returns:
-        One row per kill: turns promised so far (printed by instances after `append` returned),
-        turns stored, turns in two places before the pass, whether `load_session` had each turn
-        once, and whether after the pass every turn was in exactly one place with none missing.
-    """
-    url = url or window.url
-    if url is None:
-        raise ValidationError("the window was given a client; pass the server's url for the instances")
-    rng = random.Random(seed)
-    promised: set[int] = set()
-    rows = []
-    for kill in range(1, kills + 1):
-        proc = spawn_instance(url, window.store.path, user, session, name=f"i{kill}", turns=1_000_000,
-                              size=window.size, prefix=window.prefix, inline_archive=True,
-                              pause_after_archive=30.0, pause_from_turn=rng.randint(1, 4))
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("turn "):
-                promised.add(int(line.split()[1]))
-            elif line.startswith("archived"):
-                break
-        os.kill(proc.pid, signal.SIGKILL)
-        rest = proc.communicate()[0]
-        promised.update(int(line.split()[1]) for line in rest.splitlines() if line.startswith("turn "))
-        before = window.snapshot(user, session)
-        numbers = [row["turn"] for row in before]
-        loaded = [t["turn"] for t in window.load_session(user, session)]
-        window.flush()
-        after = window.snapshot(user, session)
-        rows.append({
-            "kill": kill,
-            "turns promised": len(promised),
-            "turns stored": len(numbers),
-            "in two places before the pass": sum("+" in row["place"] for row in before),
-            "load_session has each once": loaded == numbers,
-            "exactly once after the pass": [row["turn"] for row in after] == list(range(1, len(numbers) + 1))
-            and promised <= set(numbers) and all("+" not in row["place"] for row in after),
-        })
-    return rows
 
 
 @worker("instance")

@@ -1,32 +1,20 @@
 """Scaling out, the instances: agent instances as real processes behind a round-robin, one user's
 conversation hopping between them, and every model request scanned for another user's data.
 
-An instance (`start_instance`) is a `python -m memkit.lab scaling-instance` process running a
-`MemoryAgent` with the `FixtureModel`: its long-term store is `open_store(store)` (a SQLite path
-or a `postgresql://` URL), its window a `RedisWindow` on the server at `window` (or, with no
-`window`, an `InProcessWindow` of its own, gone with the process). It answers one message at a
-time, and hands back the model requests it sent, so the caller can look inside them.
+An `Instance` wraps a real process running a `MemoryAgent` (notebook 09 writes that process's
+function in a cell): it answers one message at a time, one JSON line in and one out, and hands
+back the model requests it sent (`reply_figures`), so the caller can look inside them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import subprocess
-import sys
 from typing import Any
 from collections.abc import Mapping, Sequence
 
-from ..agent import MemoryAgent
-from ..approvals import Approvals
-from ..models import FixtureModel, user_envelope
-from ..request import History
-from ..store import MemoryStore
-from ..window import InProcessWindow, RedisWindow, ShortTermWindow
-from .scaling import open_target
-from .workers import (WORKER_TIMEOUT_S, PathLike, _stderr_tail, answer, expect, read_answer, send, skip_iri_grammar,
-                      start_worker, stop, worker)
+from ..models import user_envelope
+from .workers import WORKER_TIMEOUT_S, read_answer, send, stderr_tail, stop
 
 HOP_SCRIPT: tuple[dict[str, Any], ...] = (
     {"message": "My ticket number is T-4471"},
@@ -44,7 +32,7 @@ the window, the confirmed preference in the long-term store)."""
 class Instance:
     """One agent instance: a real process answering messages for any user and session.
 
-    Use `start_instance` to make one; `close()` ends the process (it closes its store and window
+    Wrap a started process in one; `close()` ends the process (it closes its store and window
     first, so the window's archiver finishes its pass).
 
     Attributes:
@@ -72,7 +60,7 @@ class Instance:
         except BrokenPipeError:  # it ended before it read the message: say why, from its stderr
             self.process.wait(timeout=WORKER_TIMEOUT_S)
             raise RuntimeError(f"instance {self.name} exited with code {self.process.returncode} "
-                               f"before it read a message: {_stderr_tail(self.process)}") from None
+                               f"before it read a message: {stderr_tail(self.process)}") from None
         result: dict[str, Any] = read_answer(self.process)
         if "error" in result:
             raise RuntimeError(f"instance {self.name} failed: {result['error']}")
@@ -98,49 +86,6 @@ class Instance:
         return f"Instance({self.name!r}, shared={self.shared})"
 
 
-def start_instance(name: str, store: PathLike, window: str | None = None, *, schema: str | None = None,
-                   limits: Mapping[str, int] | None = None) -> Instance:
-    """Start an agent instance as a real process and wait until it is ready.
-
-    Args:
-        name: names the instance in tables.
-        store: its long-term store: a SQLite path or a `postgresql://` URL.
-        window: the `redis://` or `unix://` URL of a shared Redis for its window; None keeps the
-            window inside the instance's own process (an `InProcessWindow`).
-        schema: the PostgreSQL schema (a URL only). limits: `Limits` fields of its store.
-    """
-    process = start_worker("scaling-instance", {"name": name, "target": os.fspath(store), "window": window,
-                                                "schema": schema, "limits": dict(limits or {}), "pool_size": 2})
-    try:
-        expect(process, "ready")
-    except BaseException:
-        stop(process)
-        raise
-    return Instance(name, process, window is not None)
-
-
-def round_robin(instances: Sequence[Instance], user: str, session: str,
-                script: Sequence[Mapping[str, Any]] = HOP_SCRIPT) -> list[dict[str, Any]]:
-    """Send one user's messages to the instances in turn (message i to instance i mod n).
-
-    Each step of `script` has a `message`, and may have `confirm` (kind, key, value) and `expect`
-    (a fact the reply must name to count as recalled).
-
-    Returns:
-        One row per hop: hop, instance, message, reply, recalled (None for a statement),
-        the exchanges and memories the request carried.
-    """
-    rows = []
-    for hop, step in enumerate(script):
-        instance = instances[hop % len(instances)]
-        result = instance.ask(user, session, step["message"], confirm=step.get("confirm"))
-        expected = step.get("expect")
-        rows.append({"hop": hop + 1, "instance": instance.name, "message": step["message"], "reply": result["reply"],
-                     "recalled": None if expected is None else expected in result["reply"],
-                     "exchanges in request": result["exchanges"], "memories in request": result["memories"]})
-    return rows
-
-
 ISOLATION_USERS: dict[str, dict[str, str]] = {
     "alice": {"ticket number": "T-4471", "drink": "green tea"},
     "bob": {"ticket number": "Q-9082", "drink": "black coffee"},
@@ -161,7 +106,7 @@ def isolation_scan(instances: Sequence[Instance], session: str,
         the requests that held another user's value (must be 0), with `leaked` naming them.
     """
     plan = []
-    for facts in zip(*[[(user, step) for step in _user_steps(values)] for user, values in users.items()]):
+    for facts in zip(*[[(user, step) for step in _user_steps(values)] for user, values in users.items()], strict=False):
         plan.extend(facts)
     scanned = recalled = expected = 0
     leaked: list[str] = []
@@ -186,41 +131,6 @@ def _user_steps(values: Mapping[str, str]) -> list[dict[str, Any]]:
             {"message": f"Remember my drink is {drink}", "confirm": ["preference", "drink", drink]},
             {"message": "What was my ticket number?", "expect": ticket},
             {"message": "What is my drink?", "expect": drink}]
-
-
-@worker("scaling-instance")
-def _instance_worker(payload: dict[str, Any]) -> None:
-    skip_iri_grammar()
-    name = payload["name"]
-    with open_target(payload) as store:
-        size = History(limits=store.limits).turns_needed
-        window: ShortTermWindow = (RedisWindow(store, url=payload["window"], size=size) if payload["window"]
-                                   else InProcessWindow(size, store=store, limits=store.limits))
-        with window:
-            model, approvals = FixtureModel(), Approvals(f"instance-{name}", store.limits)
-            agents: dict[tuple[str, str], MemoryAgent] = {}
-            answer("ready")
-            while line := sys.stdin.readline():
-                request = json.loads(line)
-                if request.get("stop"):
-                    break
-                try:
-                    answer(_serve(request, store, window, model, approvals, agents))
-                except Exception as exc:
-                    answer({"error": f"{type(exc).__name__}: {exc}"})
-
-
-def _serve(request: dict[str, Any], store: MemoryStore, window: ShortTermWindow, model: FixtureModel,
-           approvals: Approvals, agents: dict[tuple[str, str], MemoryAgent]) -> dict[str, Any]:
-    user, session = request["user"], request["session"]
-    agent = agents.get((user, session))
-    if agent is None:
-        agent = agents[(user, session)] = MemoryAgent(store, user, session, model, approvals=approvals, window=window)
-    if request.get("confirm"):
-        approvals.confirm_put(*request["confirm"])
-    first = len(model.requests)
-    reply = asyncio.run(agent.ask(request["message"]))
-    return reply_figures(reply.text, model.requests[first:])
 
 
 def reply_figures(reply: str, requests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

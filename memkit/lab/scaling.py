@@ -88,7 +88,7 @@ class _Writers:
     def round(self, work: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Give writer i `work[i]` (the first len(work) writers), all at once; their answers."""
         chosen = self.processes[:len(work)]
-        for process, job in zip(chosen, work):
+        for process, job in zip(chosen, work, strict=False):
             send(process, json.dumps(job))
         answers: list[dict[str, Any]] = [read_answer(process) for process in chosen]
         failed = [a["failed"] for a in answers if "failed" in a]
@@ -297,7 +297,8 @@ def quota_race(target: PathLike, *, writers: int = 3, quota: int = 6, creates_pe
         plans.append([op for n in range(max(len(ops), len(shared))) for op in shared[n:n + 1] + ops[n:n + 1]])
     with _Writers([{"target": target, "schema": schema, "limits": limits} for _ in plans]) as racers:
         results = racers.round([{"ops": plan} for plan in plans])
-    flat = [(op, o) for plan, r in zip(plans, results) for op, o in zip(plan, r["outcomes"])]
+    flat = [(op, o) for plan, r in zip(plans, results, strict=False)
+            for op, o in zip(plan, r["outcomes"], strict=False)]
     creates = [o for op, o in flat if op[2] != "shared"]
     updates = [o for op, o in flat if op[2] == "shared" and o["outcome"] == "ok"]
     with open_store(target, **store_options(target, schema, limits, 1)) as store:

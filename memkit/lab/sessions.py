@@ -1,15 +1,14 @@
 """Sessions in fresh processes: what an agent remembers once the process that talked to it is gone.
 
 Each function starts a real interpreter (`workers.start_worker`) that opens the store, does its
-part and exits; only what reached the SQLite file is left for the next one. The "goldfish" keeps
-its memory in a dict of its own process instead, and forgets at exit.
+part and exits; only what reached the SQLite file is left for the next one. The `GoldfishAgent`
+keeps its memory in a dict of its own process instead, and forgets at exit.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Sequence
@@ -17,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from ..models import propose
 from ..store import MemoryStore
 from .display import scrub
-from .workers import PathLike, answer, limits_from, run_worker, skip_iri_grammar, worker
+from .workers import PathLike, limits_from, run_worker, skip_iri_grammar, worker
 
 
 class GoldfishAgent:
@@ -48,15 +47,6 @@ class GoldfishAgent:
         words = set(re.findall(r"[a-z0-9_]+", task.lower()))
         facts = [f"{key} = {value}" for key, value in sorted(self.memory.items()) if key in words]
         return f"From memory: {'; '.join(facts)}." if facts else "I have nothing in memory about that yet."
-
-
-def run_goldfish_session(tasks: Sequence[str]) -> dict[str, Any]:
-    """Ask a `GoldfishAgent` the tasks in a fresh process, which then exits (and forgets).
-
-    Returns:
-        `pid` of the process and `replies`: one dict per task with `task` and `text`.
-    """
-    return run_worker("goldfish", {"tasks": list(tasks)})
 
 
 def run_session(path: PathLike, user: str, session: str, tasks: Sequence[str], *,
@@ -118,55 +108,3 @@ def _session_worker(payload: dict[str, Any]) -> dict[str, Any]:
                               **({"result": outcome["result"]} if outcome["ok"] else {"error": outcome["error"]})})
             replies.append({"task": task, "text": reply.text, "stop_reason": reply.stop_reason, "tools": tools})
     return {"pid": os.getpid(), "session": payload["session"], "replies": replies}
-
-
-@worker("goldfish")
-def _goldfish_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    fish = GoldfishAgent()
-    return {"pid": os.getpid(), "replies": [{"task": t, "text": fish.ask(t)} for t in payload["tasks"]]}
-
-
-# -- one read or write in a fresh process --------------------------------------------------------------
-
-
-@worker("put")
-def _put_worker(payload: dict[str, Any]) -> None:
-    """Put one value and answer with the record; with `hang`, then sleep until killed (the store is
-    never closed, so the write is only in the -wal file, not checkpointed)."""
-    store = MemoryStore(payload["path"], limits=limits_from(payload.get("limits")))
-    answer(store.put(payload["user"], payload.get("session", "first-process"), payload.get("kind", "preference"),
-                     payload["key"], payload["value"]))
-    if payload.get("hang"):
-        time.sleep(payload.get("seconds", 60.0))
-    store.close()
-
-
-@worker("get")
-def _get_worker(payload: dict[str, Any]) -> None:
-    """Answer with one record (or null)."""
-    with MemoryStore(payload["path"]) as store:
-        answer(store.get(payload["user"], payload.get("kind", "preference"), payload["key"]))
-
-
-@worker("dump")
-def _dump_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """Open the store as a restarted session would and answer with everything `user` can reach:
-    records, searches (`queries`), histories (`keys`: [kind, key] pairs), the export bundle, and
-    every model request of a `MemoryAgent` asked `tasks` (the fixture model records them)."""
-    import asyncio
-
-    skip_iri_grammar()
-    from ..agent import MemoryAgent
-    from ..models import FixtureModel
-
-    user = payload["user"]
-    with MemoryStore(payload["path"]) as store:
-        records = store.records(user)
-        searches = {query: store.search(user, query, limit=50) for query in payload["queries"]}
-        histories = [store.history(user, kind, key) for kind, key in payload["keys"]]
-        model = FixtureModel()
-        agent = MemoryAgent(store, user, "restarted", model)
-        for task in payload["tasks"]:
-            asyncio.run(agent.ask(task))
-        return {"records": records, "searches": searches, "histories": histories,
-                "export": store.export_user(user), "requests": model.requests}

@@ -1,21 +1,25 @@
 """The lab's one worker protocol: another process, started fresh, told what to do in one JSON line.
 
 `start_worker(MODE, payload)` runs `python -m memkit.lab MODE` with `sys.executable` and this very
-memkit first on its path, and writes the payload as one JSON line on its stdin. The worker answers
+memkit first on its path, and writes the payload as one JSON line on its stdin. (The test suite's
+own experiments run the same protocol from another entry module: `start_worker(..., entry=...)`.) The worker answers
 with lines on stdout: JSON lines (`answer`) for handshakes ("ready", "locked") and results, and
 plain progress lines where a stream is read as it happens (`ack N REVISION`, `turn N ...`). A
 parent may send further lines on stdin ("go"). Nothing is simulated inside the calling process.
 
 Each concept module of the lab registers its workers with `@worker("mode")`; `main` dispatches.
+One mode, `function`, runs a function given by its source: `memkit.notebook.processes` starts a
+function written in a notebook cell through it, so a notebook's processes and the lab's are one
+protocol.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import IO, Any
 from collections.abc import Callable, Sequence
@@ -33,6 +37,21 @@ ROOMY_LIMITS: dict[str, int] = {"max_records_per_user": 1_000_000, "max_records_
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """Where a worker process starts: `python -m MODULE MODE`, with `folder` first on its path.
+
+    The module's `__main__` must import every module that registers a worker, then call `main`.
+    """
+
+    module: str
+    folder: str
+
+
+LAB = Entry("memkit.lab", _PACKAGE_PARENT)
+"""The kit's own workers (`python -m memkit.lab MODE`), run from this very memkit, installed or not."""
+
 Worker = Callable[[dict[str, Any]], Any]
 WORKERS: dict[str, Worker] = {}
 """Mode -> the function a worker process runs with its payload (its return value is its last answer)."""
@@ -46,16 +65,6 @@ def worker(mode: str) -> Callable[[Worker], Worker]:
     return register
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll `condition` every 10 ms until it holds (True) or `timeout` seconds pass (False)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 def limits_from(changes: dict[str, int] | None) -> Limits:
     """`Limits()` with some fields replaced; `changes` is a plain dict so it can cross a process boundary."""
     return Limits().replace(**(changes or {}))
@@ -64,15 +73,17 @@ def limits_from(changes: dict[str, int] | None) -> Limits:
 # -- the parent's side ---------------------------------------------------------------------------------
 
 
-def _worker_env() -> dict[str, str]:
+def _worker_env(entry: Entry) -> dict[str, str]:
     # The worker must import this very memkit, installed or not: put the package's folder first.
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH", "")) if p)
+    folders = dict.fromkeys((entry.folder, _PACKAGE_PARENT, env.get("PYTHONPATH", "")))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in folders if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def start_worker(mode: str, payload: dict[str, Any], *, capture_stderr: bool = True) -> subprocess.Popen[str]:
+def start_worker(mode: str, payload: dict[str, Any], *, capture_stderr: bool = True,
+                 entry: Entry = LAB) -> subprocess.Popen[str]:
     """Start `python -m memkit.lab MODE` and send it its payload (one JSON line).
 
     Args:
@@ -81,14 +92,15 @@ def start_worker(mode: str, payload: dict[str, Any], *, capture_stderr: bool = T
         capture_stderr: pipe the worker's stderr (read it with `read_answer`'s error or
             `communicate`); False lets it through to this process's stderr (a long-running worker
             whose stderr nobody reads must not fill a pipe).
+        entry: the module whose workers to run (default: the kit's, `memkit.lab`).
 
     Returns:
         The running process, with text pipes for stdin and stdout.
     """
     process = subprocess.Popen(
-        [sys.executable, "-m", "memkit.lab", mode],
+        [sys.executable, "-m", entry.module, mode],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE if capture_stderr else None,
-        text=True, encoding="utf-8", env=_worker_env(),
+        text=True, encoding="utf-8", env=_worker_env(entry),
     )
     assert process.stdin is not None
     process.stdin.write(json.dumps(payload) + "\n")
@@ -114,7 +126,7 @@ def read_answer(process: subprocess.Popen[str]) -> Any:
     line = stream.readline()
     if not line:
         process.wait(timeout=WORKER_TIMEOUT_S)
-        raise RuntimeError(f"worker exited with code {process.returncode} before answering: {_stderr_tail(process)}")
+        raise RuntimeError(f"worker exited with code {process.returncode} before answering: {stderr_tail(process)}")
     return json.loads(line)
 
 
@@ -138,34 +150,13 @@ def finish(process: subprocess.Popen[str], what: str) -> Any:
         process.communicate()
         raise RuntimeError(f"the {what} worker did not finish within {WORKER_TIMEOUT_S} s") from None
     if process.returncode != 0:
-        tail = [line for line in (err or "").strip().splitlines() if line.strip()]
-        raise RuntimeError(f"the {what} worker failed (exit {process.returncode}): {tail[-1] if tail else ''}")
+        raise RuntimeError(f"the {what} worker failed (exit {process.returncode}): {last_line(err or '')}")
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_together(processes: Sequence[subprocess.Popen[str]], what: str) -> list[Any]:
-    """Start workers that each wait for "go" at once, then return each one's last JSON line, in order.
-
-    Each must say "ready" first; the "go" lines follow one another as closely as the pipes allow, so
-    the workers race for real. Whatever happens, no worker is left running.
-
-    Raises:
-        RuntimeError: a worker failed, or did not end within `WORKER_TIMEOUT_S`.
-    """
-    try:
-        for process in processes:
-            expect(process, "ready")
-        for process in processes:
-            send(process, "go")
-        return [finish(process, what) for process in processes]
-    finally:
-        for process in processes:
-            stop(process)
-
-
-def run_worker(mode: str, payload: dict[str, Any]) -> Any:
+def run_worker(mode: str, payload: dict[str, Any], *, entry: Entry = LAB) -> Any:
     """Run a worker to completion and return its one (last) JSON answer."""
-    return finish(start_worker(mode, payload), mode)
+    return finish(start_worker(mode, payload, entry=entry), mode)
 
 
 def stop(process: subprocess.Popen[str]) -> None:
@@ -175,10 +166,15 @@ def stop(process: subprocess.Popen[str]) -> None:
         process.communicate()
 
 
-def _stderr_tail(process: subprocess.Popen[str]) -> str:
-    text = process.stderr.read() if process.stderr else ""
+def stderr_tail(process: subprocess.Popen[str]) -> str:
+    """The last line a finished worker wrote to its (captured) stderr, to say why it failed."""
+    return last_line(process.stderr.read() if process.stderr else "") or "(no error output)"
+
+
+def last_line(text: str) -> str:
+    """The last line of `text` that is not blank ("" if none): the error a failed process ended with."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "(no error output)"
+    return lines[-1] if lines else ""
 
 
 # -- the worker's side ---------------------------------------------------------------------------------
@@ -196,11 +192,11 @@ def wait_for_go() -> None:
         raise SystemExit("no start signal")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None, module: str = LAB.module) -> None:
     """Worker entry point: `python -m memkit.lab MODE`, one JSON payload line on stdin."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1 or args[0] not in WORKERS:
-        raise SystemExit(f"usage: python -m memkit.lab {{{','.join(sorted(WORKERS))}}} < payload.json")
+        raise SystemExit(f"usage: python -m {module} {{{','.join(sorted(WORKERS))}}} < payload.json")
     result = WORKERS[args[0]](json.loads(sys.stdin.readline()))
     if result is not None:
         answer(result)
@@ -215,3 +211,19 @@ def skip_iri_grammar() -> None:
     absent; validation behaves exactly the same.
     """
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+
+@worker("function")
+def _function_worker(payload: dict[str, Any]) -> None:
+    """Run `name(*arguments)` from `source` (a function written in a notebook cell, see
+    `memkit.notebook.processes`); with `wait`, say "ready" and begin only on "go".
+
+    The source runs as the main module would, so the function imports what it needs itself.
+    """
+    skip_iri_grammar()
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(payload["source"], f"<function {payload['name']}>", "exec"), namespace)
+    if payload["wait"]:
+        answer("ready")
+        wait_for_go()
+    namespace[payload["name"]](*payload["arguments"])

@@ -5,6 +5,9 @@ where a student can read and change it; this module only starts processes that r
 runs in a fresh interpreter, so it imports what it needs itself, and it is given its arguments as
 JSON (strings, numbers, lists). What it prints comes back line by line.
 
+A process here is one of the lab's workers (`memkit.lab.workers`, mode `function`): the same
+protocol, handshake and timeout as every other process the kit starts.
+
 Example:
     >>> def greet(name):
     ...     print("hello", name)
@@ -16,38 +19,24 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
-import os
 import signal
 import subprocess
-import sys
 import textwrap
 from typing import IO, Any
 from collections.abc import Callable, Sequence
 
-TIMEOUT_S = 120.0
+from ..lab.workers import WORKER_TIMEOUT_S, expect, last_line, send, start_worker
+
+TIMEOUT_S = WORKER_TIMEOUT_S
 """How long a process may run before it is killed and the run fails."""
 
-# The boot spares each process the seconds jsonschema spends compiling the grammar of the "iri"
-# format, which the kit's tool schemas never use (see `memkit.lab.workers.skip_iri_grammar`).
-_BOOT = """
-import json as _json, sys as _sys
-_sys.modules.setdefault("rfc3987_syntax", None)
-{source}
-_arguments = _json.loads(_sys.argv[1])
-if _sys.argv[2] == "wait":
-    print("ready", flush=True)
-    _sys.stdin.readline()
-{name}(*_arguments)
-"""
 
-
-def _script(function: Callable[..., Any]) -> str:
+def _source(function: Callable[..., Any]) -> str:
     try:
-        source = textwrap.dedent(inspect.getsource(function))
+        return textwrap.dedent(inspect.getsource(function))
     except (OSError, TypeError):
-        raise ValueError(f"the source of {function!r} cannot be read; define it with `def` in a cell or a file") from None
-    return _BOOT.format(source=source, name=function.__name__)
+        raise ValueError(f"the source of {function!r} cannot be read; define it with `def` in a cell or a file"
+                         ) from None
 
 
 @dataclasses.dataclass
@@ -69,16 +58,16 @@ class Process:
     """
 
     def __init__(self, function: Callable[..., Any], *arguments: Any, wait: bool = False) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.popen = subprocess.Popen(
-            [sys.executable, "-c", _script(function), json.dumps(list(arguments)), "wait" if wait else "run"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-            env=env,
-        )
+        self.popen = start_worker("function", {"source": _source(function), "name": function.__name__,
+                                               "arguments": list(arguments), "wait": wait})
         self.lines: list[str] = []
         if wait:
-            self.expect("ready")
-            self.lines.clear()  # the handshake is not the function's output
+            try:
+                expect(self.popen, "ready")  # the handshake, not the function's output
+            except BaseException:
+                self.kill()
+                self.finish()
+                raise
 
     @property
     def pid(self) -> int:
@@ -106,9 +95,7 @@ class Process:
 
     def go(self) -> None:
         """Let a process started with `wait=True` begin."""
-        assert self.popen.stdin is not None
-        self.popen.stdin.write("go\n")
-        self.popen.stdin.flush()
+        send(self.popen, "go")
 
     def kill(self) -> None:
         """SIGKILL: no `finally`, no rollback, no close; the way a crashed process dies."""
@@ -132,8 +119,7 @@ class Process:
                 if stream is not None:
                     stream.close()
         self.lines += rest.splitlines()
-        last = [line for line in errors.splitlines() if line.strip()]
-        return Finished(self.lines, self.popen.returncode, last[-1] if last and self.popen.returncode else "")
+        return Finished(self.lines, self.popen.returncode, last_line(errors) if self.popen.returncode else "")
 
 
 def run_together(function: Callable[..., Any], argument_lists: Sequence[Sequence[Any]]) -> list[Finished]:

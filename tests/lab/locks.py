@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
-from ..errors import MemkitError, StoreError
-from ..store import MemoryStore
+from memkit.errors import MemkitError, StoreError
+from memkit.store import MemoryStore
 from .workers import ROOMY_LIMITS, PathLike, answer, expect, limits_from, start_worker, worker
 
 HOLDER = "holder"

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..clock import FakeClock
-from ..errors import QuotaError, StoreError
-from ..limits import Limits
-from ..store import MemoryStore, seal_bundle
+from memkit.clock import FakeClock
+from memkit.errors import QuotaError, StoreError
+from memkit.limits import Limits
+from memkit.store import MemoryStore, seal_bundle
 from .crashes import check_writes, kill_writer
-from .refusals import sha256_file
+from memkit.lab.refusals import sha256_file
 from .workers import ROOMY_LIMITS, WORKER_TIMEOUT_S, PathLike, limits_from, read_answer, start_worker, worker
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Sequence
 
-from ..store import MemoryStore, inspect_file
+from memkit.store import MemoryStore, inspect_file
 from .workers import ROOMY_LIMITS, WORKER_TIMEOUT_S, PathLike, answer, expect, limits_from, start_worker, worker
 
 
@@ -178,7 +178,8 @@ def check_writes(path: PathLike, acked: Iterable[str], *, user: str = "crash",
                 events[item["key"]] = events.get(item["key"], 0) + 1
     lost = [key for key in acked if key not in records or records[key]["value"] != crash_value(key, value_chars)]
     half = sorted(
-        {key for key, record in records.items() if events.get(key) != 1 or record["value"] != crash_value(key, value_chars)}
+        {key for key, record in records.items()
+         if events.get(key) != 1 or record["value"] != crash_value(key, value_chars)}
         | {key for key in events if key not in records}
     )
     state = inspect_file(path)

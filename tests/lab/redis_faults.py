@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import WindowError
-from ..store import MemoryStore
-from ..transcript import Turn
-from ..window import RedisWindow, connect_redis, start_embedded_redis
-from ..window.keys import LIFE_KEY
-from ..window.server import _is_alive
+from memkit.errors import WindowError
+from memkit.store import MemoryStore
+from memkit.transcript import Turn
+from memkit.window import RedisWindow, connect_redis, start_embedded_redis
+from memkit.window.keys import LIFE_KEY
+from memkit.window.server import _is_alive
 from .workers import PathLike, run_worker, wait_for, worker
 
 
@@ -136,8 +136,8 @@ def refused_appends(folder: PathLike, *, attempts: int = 10, cause: str = "locke
         `retried` and `copies after the retries` beyond one per turn (must be 0), and `errors` (the
         classes raised).
     """
-    from ..errors import MemkitError
-    from ..limits import Limits
+    from memkit.errors import MemkitError
+    from memkit.limits import Limits
     from .locks import holding_write_lock
 
     folder = Path(folder)
@@ -336,10 +336,9 @@ def eviction_run(db: PathLike, *, policy: str, turns: int = 4000, sessions: int 
             except WindowError:
                 failed += 1
             if i % flush_every == flush_every - 1:
-                try:
+                # A full server refuses the trim too; the turns wait in Redis, already in SQLite.
+                with contextlib.suppress(WindowError):
                     window.flush()
-                except WindowError:
-                    pass  # a full server refuses the trim too; the turns wait in Redis, already in SQLite
         kept = dropped = doubled = 0
         for number in range(sessions):
             session = f"s{number}"
@@ -367,7 +366,7 @@ def url_refusals(urls: list[str], *, password: str = "hunter2") -> list[dict[str
         One row per URL: `url` (as `display_url` shows it), `outcome` ("refused" for a WindowError,
         "connected", or the class of any other exception), `message` and `password shown` (bool).
     """
-    from ..window import display_url
+    from memkit.window import display_url
 
     rows = []
     for url in urls:

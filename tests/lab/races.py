@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
-from ..errors import LockedError, QuotaError, StoreError
-from ..store import MemoryStore, inspect_file
+from memkit.errors import LockedError, QuotaError, StoreError
+from memkit.store import MemoryStore, inspect_file
 from .workers import PathLike, answer, limits_from, run_together, start_worker, wait_for_go, worker
 
 Op = Sequence[str]
@@ -147,8 +147,9 @@ def race_writers(path: PathLike, *, naive: bool, writers: int = 4, new_keys_per_
     results = run_racers(path, [[(user, "preference", key, f"writer {index} {op} {key}") for op, key in ops]
                                 for index, ops in enumerate(plans)],
                          limits=limits, naive=naive, pause_s=pause_s, session="w")
-    outcomes = [[{"op": op, "key": key, "outcome": result["outcome"]} for (op, key), result in zip(ops, writer)]
-                for ops, writer in zip(plans, results)]
+    outcomes = [[{"op": op, "key": key, "outcome": result["outcome"]}
+                 for (op, key), result in zip(ops, writer, strict=False)]
+                for ops, writer in zip(plans, results, strict=False)]
     flat = [o for writer_outcomes in outcomes for o in writer_outcomes]
 
     def count(op: str, outcome: str) -> int:

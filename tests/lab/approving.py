@@ -25,9 +25,9 @@ import time
 from typing import Any
 from collections.abc import Mapping
 
-from ..errors import LockedError, ProposalError, QuotaError
-from ..store import MemoryStore, is_database_url, open_store
-from .scaling import backend_of, open_target, prepare_store, store_options
+from memkit.errors import LockedError, ProposalError, QuotaError
+from memkit.store import MemoryStore, is_database_url, open_store
+from memkit.lab.scaling import backend_of, open_target, prepare_store, store_options
 from .workers import (WORKER_TIMEOUT_S, PathLike, answer, expect, run_together, send, start_worker,
                       stop, wait_for_go, worker)
 
@@ -264,7 +264,8 @@ def approval_kill_experiment(target: PathLike, *, rounds: int = 6, proposals: in
               "max_pending_proposals_per_user": proposals + 1}  # + the one made after the kill
     prepare_store(target, schema=schema, limits=limits)
     rng = random.Random(seed_)
-    totals: dict[str, Any] = {"backend": backend_of(target), "kills": 0, "inside a transaction": 0, "acknowledged": 0, "applied": 0,
+    totals: dict[str, Any] = {
+              "backend": backend_of(target), "kills": 0, "inside a transaction": 0, "acknowledged": 0, "applied": 0,
               "not applied": 0, "half": 0, "acknowledged but not applied": 0, "in flight committed": 0,
               "approved after the kill": 0, "counters_consistent": True}
     integrity_ok = True

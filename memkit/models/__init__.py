@@ -1,0 +1,34 @@
+"""The models the agent talks to: scripted fixtures that need nothing, and a live OpenAI-compatible client.
+
+All of them speak chat-completions messages and answer with a `ModelReply`. Fixtures record every
+request they receive, so a notebook or a test can look at exactly what a model was shown.
+
+- `scripted`: `ModelReply`, `ToolCall`, `say`, `call`, `ScriptedModel`, `user_envelope`;
+- `fixture`: `FixtureModel` and its phrase table (`propose`, `STATEMENTS`, `PROFILE_KEYS`);
+- `live`: `OpenAIModel` (the `live` extra).
+"""
+
+from __future__ import annotations
+
+from .fixture import ONE_OFF, PROFILE_KEYS, REMEMBER_RULE, STATEMENTS, FixtureModel, propose
+from .live import DEFAULT_MODEL_TIMEOUT_S, OpenAIModel
+from .scripted import ModelReply, RecordingModel, ScriptedModel, ScriptStep, ToolCall, call, say, user_envelope
+
+__all__ = [
+    "DEFAULT_MODEL_TIMEOUT_S",
+    "ONE_OFF",
+    "PROFILE_KEYS",
+    "REMEMBER_RULE",
+    "STATEMENTS",
+    "FixtureModel",
+    "ModelReply",
+    "OpenAIModel",
+    "RecordingModel",
+    "ScriptStep",
+    "ScriptedModel",
+    "ToolCall",
+    "call",
+    "propose",
+    "say",
+    "user_envelope",
+]
