@@ -21,7 +21,7 @@ from memkit.clock import iso, utc_now
 from memkit.store.statements import RECORD_SQL, put_read_args
 
 from . import store_bench
-from .contenders import BENCH_LIMITS, SESSION, Hit, Kit, _bundle
+from .contenders import BENCH_LIMITS, SESSION, Hit, Kit, bundle
 from .data import DataSet, make_dataset
 from .timing import rotated, run_batch, summarize
 
@@ -48,7 +48,7 @@ def load(url: str, schema: str, data: DataSet) -> None:
 
     with PostgresStore(url, schema=schema, limits=BENCH_LIMITS) as store, store.transaction():
         for user, records in data.by_user().items():
-            store.import_records(_bundle(user, records))
+            store.import_records(bundle(user, records))
 
 
 class PgKit(Kit):
@@ -214,11 +214,11 @@ def run(url: str, config: PgStoreConfig, log: Any = print) -> dict[str, Any]:
         finally:
             kit.close()
             raw.close()
-            _drop(url, kit_schema, raw_schema)
+            drop_schemas(url, kit_schema, raw_schema)
     return {"rows": rows, "checks": checks}
 
 
-def _drop(url: str, *schemas: str) -> None:
+def drop_schemas(url: str, *schemas: str) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
