@@ -27,7 +27,7 @@ from . import report
 from .suites import BY_NAME, HERE, STORE_SUITES, SUITES, Suite
 
 
-def _sizes(text: str) -> tuple[int, ...]:
+def sizes(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(","))
 
 
@@ -39,7 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--quick", action="store_true", help="smoke run: 1k records, 2 rounds, no window, no notebooks")
     add("--out", type=Path, default=HERE, help="where RESULTS.md, results.png and results.json go (default: bench/)")
     add("--rounds", type=int, help="rounds (default: each suite's own; 2 with --quick)")
-    add("--sizes", type=_sizes, help="store: comma-separated record counts (default 1000,10000,100000)")
+    add("--sizes", type=sizes, help="store: comma-separated record counts (default 1000,10000,100000)")
     add("--synchronous", choices=("FULL", "NORMAL"), default="FULL", help="store: durability (default FULL)")
     for name, what in (("notebooks", "the nbval run of the notebook suite"), ("window", "the window suite"),
                        ("peers", "the peers suite (the bench extra)")):
@@ -85,13 +85,18 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
                                                                           (1_000, 10_000, 100_000)))}
 
 
-def save(path: Path, results: dict[str, Any], suites: list[Suite]) -> None:
-    """results.json: this run's figures in place of the same suites' older ones, the rest kept."""
+def save(path: Path, results: dict[str, Any], suites: list[Suite]) -> dict[str, Any]:
+    """results.json: this run's figures in place of the same suites' older ones, the rest kept.
+
+    Returns every suite's latest figures (this run's over the saved ones), which the report renders:
+    a run of one of the store suites rewrites their block with the others' latest figures.
+    """
     saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    for key in {key for suite in suites for key in suite.keys} | ({"meta"} if "meta" in results else set()):
+    for key in {key for suite in suites for key in suite.keys} | ({"meta"} & set(results)):
         saved.pop(key, None)
     saved.update({k: v for k, v in results.items() if k == "meta" or any(k in s.keys for s in suites)})
     path.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
+    return {**saved, **results}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,14 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     for suite in suites:
         print(f"{suite.name}: {suite.measures}")
         results.update(suite.run(args))
-    if STORE_SUITES & {s.name for s in suites}:
-        results["meta"] = {**_meta(args), "wall_s": round(time.perf_counter() - started, 1)}
+    names = {s.name for s in suites}
     args.out.mkdir(parents=True, exist_ok=True)
-    save(args.out / "results.json", results, suites)
+    if "store" in names or (STORE_SUITES & names and not (args.out / "results.json").exists()):
+        results["meta"] = {**_meta(args), "wall_s": round(time.perf_counter() - started, 1)}  # the store run's
+    latest = save(args.out / "results.json", results, suites)
     for write in dict.fromkeys(s.write for s in suites):
-        write(results, args.out)
+        write(latest, args.out)
     found = report.targets(results) + (report.pg_targets(results["postgres"]) if "postgres" in results else [])
-    print(f"\ntargets ({round(time.perf_counter() - started, 1)} s in all):")
+    print(f"\n{len(found)} targets measured ({round(time.perf_counter() - started, 1)} s in all)")
     for t in found:
         print(f"  {'ok  ' if t['holds'] else 'MISS'} {t['target']}: {t['measured']}")
     print(f"wrote {args.out / 'RESULTS.md'} and {args.out / 'results.json'}")

@@ -209,7 +209,7 @@ def _store_section(results: dict[str, Any]) -> list[str]:
     store = results["store"]
     out = ["## Store: median time per call", ""]
     for size in sorted({r["size"] for r in store["rows"]}):
-        load = next((load for load in store["loads"] if load["size"] == size), {})
+        load: dict[str, Any] = next((load for load in store["loads"] if load["size"] == size), {})
         out += [f"### {size:,} records ({load.get('users', '?')} users)", "", store_table(results, size), ""]
     columns = [k for k in store["loads"][0] if k not in ("size", "users")]
     out += ["Loading (not timed against anything; how long the setup took):", "",
@@ -407,7 +407,7 @@ def _profile_section(profile: dict[str, Any]) -> list[str]:
            "checkpoint):", "", f"| contender | {' | '.join(ops)} |", "|---|" + "---:|" * len(ops)]
     out += ["| " + name + " | " + " | ".join(f"{pages[name][op]['total']:.1f}" for op in ops) + " |" for name in names]
     trees = sorted({t for name in names for t in pages[name][ops[0]] if t != "total"},
-                   key=lambda t: -max(pages[n][ops[0]].get(t, 0) for n in names))
+                   key=lambda t: (-max(pages[n][ops[0]].get(t, 0) for n in names), t))
     out += ["", "A new key's pages by B-tree ('new page': one the file did not have, where a table grows):", "",
             f"| B-tree | {' | '.join(names)} |", "|---|" + "---:|" * len(names)]
     out += [f"| {t} | {' | '.join(f'{pages[n][ops[0]].get(t, 0):.2f}' for n in names)} |" for t in trees]

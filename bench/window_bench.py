@@ -97,10 +97,14 @@ def _latency_rounds(contenders: dict[str, Any], rounds: int, batch: int) -> dict
     for round_no in range(rounds):
         for name in rotated(names, round_no):
             window, session = contenders[name], sessions[name]
-            samples[name]["append"].append(per_call(
-                lambda i, w=window, s=session: w.append(USER, s, "user" if i % 2 else "assistant", f"{TEXT} {i}"),
-                batch))
-            samples[name]["read"].append(per_call(lambda i, w=window, s=session: w.recent(USER, s), batch))
+
+            def append(i: int, w: Any = window, s: str = session) -> None:
+                w.append(USER, s, "user" if i % 2 else "assistant", f"{TEXT} {i}")
+
+            def read(_: int, w: Any = window, s: str = session) -> None:
+                w.recent(USER, s)
+            samples[name]["append"].append(per_call(append, batch))
+            samples[name]["read"].append(per_call(read, batch))
     return {n: {op: statistics.median(v) for op, v in ops.items()} for n, ops in samples.items()}
 
 
@@ -155,8 +159,8 @@ def _exchange_latency(folder: Path, appendfsync: str, appends: int) -> float:
             RedisWindow(store, redis.client, size=16, background=False) as window:
         samples = []
         for n in range(appends):
-            samples.append(per_call(lambda _, n=n: window.append_exchange(USER, "s1", f"question {n}",
-                                                                          f"answer {n}"), 1))
+            samples.append(per_call(lambda _: window.append_exchange(USER, "s1", f"question {n}",  # noqa: B023
+                                                                     f"answer {n}"), 1))  # noqa: B023
             if n % 8 == 7:
                 window.flush()  # keep the archive out of the timed appends
         return statistics.median(samples)
@@ -427,7 +431,7 @@ def _time_history(contenders: list[Any], history: int, synchronous: str, config:
         for c in rotated(contenders, r + 1):
             samples.setdefault((APPEND, c.name), []).append(c.append_batch(f"h{history}-r{r}", history,
                                                                           config.appends))
-    rows = [{"synchronous": synchronous, "history": history, "operation": op, "contender": name,
+    rows: list[dict[str, Any]] = [{"synchronous": synchronous, "history": history, "operation": op, "contender": name,
              "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}
             for (op, name), times in samples.items()]
     log(f"    synchronous={synchronous}, {history:>4} turns: " + "  ".join(
