@@ -28,10 +28,12 @@ from .suites import BY_NAME, HERE, STORE_SUITES, SUITES, Suite
 
 
 def sizes(text: str) -> tuple[int, ...]:
+    """`--sizes 1000,10000`: the record counts."""
     return tuple(int(x) for x in text.split(","))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; an unknown suite is refused with the list of suites."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     add = parser.add_argument
     add("suites", nargs="*", metavar="SUITE", help="suites to run (default: those of `make bench`; see --list)")
@@ -100,9 +102,10 @@ def save(path: Path, results: dict[str, Any], suites: list[Suite]) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the chosen suites, save results.json, write each suite's section; print the targets."""
     args = parse_args(argv)
     if args.list or args.tracks:
-        times = json.loads((HERE / "notebook_times.json").read_text(encoding="utf-8")) if args.tracks else None
+        times = json.loads((args.out / "notebook_times.json").read_text(encoding="utf-8")) if args.tracks else None
         print(report.tracks(times) if times else "\n".join(f"{s.name:15} {s.measures}" for s in SUITES))
         return 0
     given = " ".join(argv if argv is not None else sys.argv[1:])

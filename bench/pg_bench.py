@@ -210,6 +210,7 @@ def server(url: str | None) -> Iterator[str]:
 
 
 def server_version(url: str) -> str:
+    """"PostgreSQL 15.18": the server's version, as the report names it."""
     import psycopg
 
     with psycopg.connect(url) as conn:
@@ -218,6 +219,8 @@ def server_version(url: str) -> str:
 
 @dataclasses.dataclass
 class WriterCurveConfig:
+    """Writer processes per point, seconds of writing, rounds (each point the median over them)."""
+
     processes: tuple[int, ...] = (1, 2, 4, 8)
     seconds: float = 2.0
     rounds: int = 3

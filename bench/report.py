@@ -67,6 +67,7 @@ def write_section(path: Path, section: str) -> None:
 
 
 def fmt_time(seconds: float | None, us_digits: int = 1) -> str:
+    """A time in ms (from 1 ms) or µs, or an en dash where there is none."""
     if seconds is None or seconds != seconds:
         return "\u2013"
     return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.{us_digits}f} µs"
@@ -194,6 +195,7 @@ def _head(results: dict[str, Any]) -> list[str]:
 
 
 def store_table(results: dict[str, Any], size: int) -> str:
+    """One size's operations: each contender's median, memkit/limit and memkit vs naive."""
     med = _medians(results["store"]["rows"])
     lines = ["| operation | raw sqlite3 (limit) | naive | memkit | memkit/limit | memkit vs naive |",
              "|---|---:|---:|---:|---:|---:|"]

@@ -20,6 +20,8 @@ HERE = Path(__file__).resolve().parent
 
 @dataclasses.dataclass(frozen=True)
 class Suite:
+    """One registered suite: its name on the command line, what it measures, how it runs and reports."""
+
     name: str
     measures: str
     run: Callable[[argparse.Namespace], dict[str, Any]]
@@ -119,7 +121,7 @@ def _pg_isolation(args: argparse.Namespace) -> dict[str, Any]:
 def _notebooks(args: argparse.Namespace) -> dict[str, Any]:
     from . import notebook_bench
 
-    times = HERE / "notebook_times.json"
+    times = args.out / "notebook_times.json"
     results = notebook_bench.merge(times, notebook_bench.run(args.names, args.repeat or 1))
     times.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return {"notebook_times": results}
@@ -197,7 +199,7 @@ SUITES = (
           _postgres, _write_postgres, ("postgres",), default=True),
     Suite("pg-isolation", "PostgreSQL row locks against SERIALIZABLE with retry, racing at the quota",
           _pg_isolation, _section(report.isolation_markdown, "pg_isolation"), ("pg_isolation",)),
-    Suite("notebooks", "each notebook's Run All in a fresh kernel (into notebook_times.json)",
+    Suite("notebooks", "each notebook's Run All in a fresh kernel (into OUT/notebook_times.json)",
           _notebooks, _section(report.notebooks_markdown, "notebook_times"), ()),
     Suite("chat", "one `memkit chat --message` in fresh processes against `python -c pass`",
           _chat, _section(report.chat_markdown, "chat"), ("chat",)),
