@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import platform
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,12 @@ def fmt_time(seconds: float | None, us_digits: int = 1) -> str:
     if seconds is None or seconds != seconds:
         return "\u2013"
     return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.{us_digits}f} µs"
+
+
+def _table(head: list[str], align: str, rows: Iterable[Iterable[Any]]) -> list[str]:
+    """A markdown table: its heading cells, one letter a column (l left, r right), its rows' cells."""
+    return ["| " + " | ".join(head) + " |", "|" + "".join("---:|" if a == "r" else "---|" for a in align),
+            *("| " + " | ".join(map(str, row)) + " |" for row in rows)]
 
 
 def _target(target: str, measured: str, holds: bool) -> dict[str, Any]:
@@ -188,10 +195,9 @@ def _head(results: dict[str, Any]) -> list[str]:
            f"time per call. Durability for every contender: WAL, `synchronous={meta['synchronous']}`.", "",
            "Ratios are speeds (bigger is better for memkit): **memkit/limit** = raw time / memkit time "
            "(1.00 = as fast as bare SQL; the target is ≥ 0.5), **memkit vs naive** = naive time / memkit time.", "",
-           "![store operations by size](results.png)", "", "## Targets", "", "| target | measured | holds |",
-           "|---|---|---|"]
-    return out + [f"| {t['target']} | {t['measured']} | {'yes' if t['holds'] else '**no**'} |"
-                  for t in targets(results)]
+           "![store operations by size](results.png)", "", "## Targets", ""]
+    return out + _table(["target", "measured", "holds"], "lll",
+                        ([t["target"], t["measured"], "yes" if t["holds"] else "**no**"] for t in targets(results)))
 
 
 def store_table(results: dict[str, Any], size: int) -> str:
@@ -214,13 +220,13 @@ def _store_section(results: dict[str, Any]) -> list[str]:
         load: dict[str, Any] = next((load for load in store["loads"] if load["size"] == size), {})
         out += [f"### {size:,} records ({load.get('users', '?')} users)", "", store_table(results, size), ""]
     columns = [k for k in store["loads"][0] if k not in ("size", "users")]
-    out += ["Loading (not timed against anything; how long the setup took):", "",
-            "| records | " + " | ".join(columns) + " |", "|---:|" + "---:|" * len(columns)]
-    out += [f"| {load['size']:,} | " + " | ".join(f"{load[k]} s" for k in columns) + " |" for load in store["loads"]]
-    out += ["", "Agreement (the same questions to every contender after timing; answers must be identical):", "",
-            "| records | operation | questions | non-empty answers | disagreements |", "|---:|---|---:|---:|---:|"]
-    return out + [f"| {c['size']:,} | {c['operation']} | {c['questions']} | {c['non_empty']} | {c['disagreements']} |"
-                  for c in store["checks"]]
+    out += ["Loading (not timed against anything; how long the setup took):", ""]
+    out += _table(["records", *columns], "r" * (len(columns) + 1),
+                  ([f"{load['size']:,}", *(f"{load[k]} s" for k in columns)] for load in store["loads"]))
+    out += ["", "Agreement (the same questions to every contender after timing; answers must be identical):", ""]
+    return out + _table(["records", "operation", "questions", "non-empty answers", "disagreements"], "rlrrr",
+                        ([f"{c['size']:,}", c["operation"], c["questions"], c["non_empty"], c["disagreements"]]
+                         for c in store["checks"]))
 
 
 def _budget_check(c: dict[str, Any]) -> str:
@@ -332,15 +338,15 @@ def _peer_store_section(peers: dict[str, Any]) -> list[str]:
                 "the trigram index up to date on every write, as any store whose users can grow that large does. "
                 "Its writes are what the index costs; `memkit` keeps none (its quota is below the threshold, as "
                 "the teaching quota is).", ""]
-    out += ["Durability, as PRAGMA reported it on each contender's own connection (before and after timing):", "",
-            "| run | contender | journal_mode | synchronous | trigram index |", "|---|---|---|---|---|"]
-    out += [f"| {s['synchronous_run']} | {s['contender']} | {s['journal_mode']} | {s['synchronous']} "
-            f"| {s.get('trigram_index', DASH)} |" for s in peers["settings"]]
+    out += ["Durability, as PRAGMA reported it on each contender's own connection (before and after timing):", ""]
+    out += _table(["run", "contender", "journal_mode", "synchronous", "trigram index"], "lllll",
+                  ([s["synchronous_run"], s["contender"], s["journal_mode"], s["synchronous"],
+                    s.get("trigram_index", DASH)] for s in peers["settings"]))
     out += ["", "Agreement after timing (the same questions to both memkit stores and both peers; the records of "
-            "every user the timed writes touched must be the same):", "",
-            "| run | check | questions | non-empty | disagreements |", "|---|---|---:|---:|---:|"]
-    return out + [f"| {c['synchronous']} | {c['operation']} | {c['questions']} | {c['non_empty']} "
-                  f"| {c['disagreements']} |" for c in peers["checks"]]
+            "every user the timed writes touched must be the same):", ""]
+    return out + _table(["run", "check", "questions", "non-empty", "disagreements"], "llrrr",
+                        ([c["synchronous"], c["operation"], c["questions"], c["non_empty"], c["disagreements"]]
+                         for c in peers["checks"]))
 
 
 def _writers_section(writers: dict[str, Any]) -> list[str]:
@@ -391,12 +397,12 @@ def _window_peer_section(window: dict[str, Any]) -> list[str]:
         out += ["", "memkit's archiving, not in the append column (the background worker's flush after each batch, "
                 "per turn archived): " + ", ".join(f"{fmt_time(r['median_s'])} at {r['synchronous']}"
                                                     for r in flushes) + "."]
-    out += ["", "| run | contender | journal_mode | synchronous |", "|---|---|---|---|"]
-    out += [f"| {s['synchronous_run']} | {s['contender']} | {s['journal_mode']} | {s['synchronous']} |"
-            for s in window["settings"]]
-    out += ["", "| run | history | check | sessions | disagreements |", "|---|---:|---|---:|---:|"]
-    return out + [f"| {c['synchronous']} | {c['history']:,} | {c['check']} | {c['sessions']} | {c['disagreements']} |"
-                  for c in window["checks"]]
+    out += ["", *_table(["run", "contender", "journal_mode", "synchronous"], "llll",
+                        ([s["synchronous_run"], s["contender"], s["journal_mode"], s["synchronous"]]
+                         for s in window["settings"]))]
+    return [*out, "", *_table(["run", "history", "check", "sessions", "disagreements"], "lrlrr",
+                              ([c["synchronous"], f"{c['history']:,}", c["check"], c["sessions"], c["disagreements"]]
+                               for c in window["checks"]))]
 
 
 def _profile_section(profile: dict[str, Any]) -> list[str]:
@@ -406,17 +412,18 @@ def _profile_section(profile: dict[str, Any]) -> list[str]:
     ops = list(next(iter(pages.values())))
     out = [f"WAL pages a write adds, measured at {profile['size']:,} records ({profile['writes']} writes of each "
            "kind, the automatic checkpoint off; each page is 4 KiB written at commit and copied again by the next "
-           "checkpoint):", "", f"| contender | {' | '.join(ops)} |", "|---|" + "---:|" * len(ops)]
-    out += ["| " + name + " | " + " | ".join(f"{pages[name][op]['total']:.1f}" for op in ops) + " |" for name in names]
+           "checkpoint):", ""]
+    out += _table(["contender", *ops], "l" + "r" * len(ops),
+                  ([name, *(f"{pages[name][op]['total']:.1f}" for op in ops)] for name in names))
     trees = sorted({t for name in names for t in pages[name][ops[0]] if t != "total"},
                    key=lambda t: (-max(pages[n][ops[0]].get(t, 0) for n in names), t))
-    out += ["", "A new key's pages by B-tree ('new page': one the file did not have, where a table grows):", "",
-            f"| B-tree | {' | '.join(names)} |", "|---|" + "---:|" * len(names)]
-    out += [f"| {t} | {' | '.join(f'{pages[n][ops[0]].get(t, 0):.2f}' for n in names)} |" for t in trees]
+    out += ["", "A new key's pages by B-tree ('new page': one the file did not have, where a table grows):", ""]
+    out += _table(["B-tree", *names], "l" + "r" * len(names),
+                  ([t, *(f"{pages[n][ops[0]].get(t, 0):.2f}" for n in names)] for t in trees))
     out += ["", f"memkit's `put` of a new key at NORMAL, by part (median of {profile['puts']} puts, checkpoint off; "
-            "each part runs from its statement's start to the next one's, Python between included):", "",
-            "| part | µs |", "|---|---:|"]
-    return out + [f"| {name} | {seconds * 1e6:.1f} |" for name, seconds in profile["parts_s"].items()]
+            "each part runs from its statement's start to the next one's, Python between included):", ""]
+    return out + _table(["part", "µs"], "lr", ([name, f"{seconds * 1e6:.1f}"] for name, seconds in
+                                               profile["parts_s"].items()))
 
 
 def peers_markdown(results: dict[str, Any]) -> list[str]:
