@@ -111,13 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     given = " ".join(argv if argv is not None else sys.argv[1:])
     args.command = ("python -m bench " + given.replace(str(args.out), "OUT")).strip()
     suites = chosen(args)
+    args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     results: dict[str, Any] = {}
     for suite in suites:
         print(f"{suite.name}: {suite.measures}")
         results.update(suite.run(args))
     names = {s.name for s in suites}
-    args.out.mkdir(parents=True, exist_ok=True)
     if "store" in names or (STORE_SUITES & names and not (args.out / "results.json").exists()):
         results["meta"] = {**_meta(args), "wall_s": round(time.perf_counter() - started, 1)}  # the store run's
     latest = save(args.out / "results.json", results, suites)
