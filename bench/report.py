@@ -571,12 +571,11 @@ def pg_markdown(results: dict[str, Any]) -> str:
              "`PostgresStore` through its public API against raw psycopg running the same statements, in the",
              "same order, with the same row locks, on one long-lived connection (`bench/pg_store_bench.py`).",
              f"Medians over {meta['rounds']} alternating rounds; memkit/limit is the limit's time over memkit's",
-             f"(1.0: no overhead; target >= {PG_TARGET} for put, get and search).", "",
-             "| records | operation | search index | memkit µs | raw psycopg µs | memkit/limit | target |",
-             "|---:|---|---|---:|---:|---:|---|"]
-    lines += [f"| {row['size']:,} | {row['operation']} | {row['search']} | {row['memkit_us']:.1f} | "
-              f"{row['raw_us']:.1f} | {row['ratio']:.2f} | {'held' if row['ratio'] >= PG_TARGET else 'MISSED'} |"
-              for row in store["rows"]]
+             f"(1.0: no overhead; target >= {PG_TARGET} for put, get and search).", ""]
+    lines += _table(["records", "operation", "search index", "memkit µs", "raw psycopg µs", "memkit/limit", "target"],
+                    "rllrrrl", ([f"{row['size']:,}", row["operation"], row["search"], f"{row['memkit_us']:.1f}",
+                                 f"{row['raw_us']:.1f}", f"{row['ratio']:.2f}",
+                                 "held" if row["ratio"] >= PG_TARGET else "MISSED"] for row in store["rows"]))
     checks = "; ".join(f"{c['size']:,} records: {c['questions']} questions, {c['disagreements']} answers differed"
                        for c in store["checks"])
     lines += ["", f"Same answers afterwards (gets, searches, every written user's records): {checks}.", ""]
@@ -613,14 +612,12 @@ def isolation_markdown(figures: dict[str, Any]) -> str:
     """Row locks (what memkit does) against SERIALIZABLE with a bounded retry, and the store itself."""
     lines = ["## PostgreSQL: row locks against SERIALIZABLE with retry", "",
              f"`python -m bench pg-isolation`: {figures['writers']} processes, {figures['puts']} puts for one user at "
-             f"a per-user quota of {figures['quota']} (up to {figures['retries_allowed']} retries).", "",
-             "| way | puts/s | ok | refused by quota | gave up | retries per put | stored | over quota "
-             "| revisions hold | counters consistent |", "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    for mode in ("locks", "serializable", "store"):
-        f = figures[mode]
-        lines.append(f"| {mode} | {f['puts_per_s']} | {f['ok']} | {f['quota']} | {f['gave_up']} | "
-                     f"{f['retries_per_put']} | {f['stored']} | {f['over_quota']} | {f['revisions_hold']} | "
-                     f"{f['counters_consistent']} |")
+             f"a per-user quota of {figures['quota']} (up to {figures['retries_allowed']} retries).", ""]
+    keys = ("puts_per_s", "ok", "quota", "gave_up", "retries_per_put", "stored", "over_quota", "revisions_hold",
+            "counters_consistent")
+    lines += _table(["way", "puts/s", "ok", "refused by quota", "gave up", "retries per put", "stored", "over quota",
+                     "revisions hold", "counters consistent"], "lrrrrrrrll",
+                    ([mode, *(figures[mode][k] for k in keys)] for mode in ("locks", "serializable", "store")))
     return "\n".join(lines) + "\n"
 
 
@@ -647,16 +644,16 @@ def chat_markdown(results: dict[str, Any]) -> str:
              f"`python -m bench chat`: {results['rounds']} rounds on {results['cpus']} cores (load average "
              f"{results['load']:.1f} when it ended); fixture model, the workspace window, fresh processes one after "
              "another, a fresh workspace each round. memkit's share is the time minus `python -c pass` of the same "
-             "run.", "", "| invocation | median | \u00d7 `python -c pass` | memkit's share | samples |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {name} | {median:.3f} s | {median / bare:.1f} | "
-              f"{'' if name == 'python -c pass' else f'{median - bare:.3f} s'} | {len(results['samples'][name])} |"
-              for name, median in medians.items()]
+             "run.", ""]
+    lines += _table(["invocation", "median", "\u00d7 `python -c pass`", "memkit's share", "samples"], "lllll",
+                    ([name, f"{median:.3f} s", f"{median / bare:.1f}",
+                      "" if name == "python -c pass" else f"{median - bare:.3f} s", len(results["samples"][name])]
+                     for name, median in medians.items()))
     three = medians["chat, median of three"]
     held = [("median of three consecutive chats", f"≤ {CHAT_TOTAL_S} s", f"{three:.3f} s", three <= CHAT_TOTAL_S),
             ("memkit's share of it", f"≤ {CHAT_SHARE_S} s", f"{three - bare:.3f} s", three - bare <= CHAT_SHARE_S)]
-    lines += ["", "| target | wanted | measured | held |", "|---|---|---|---|"]
-    lines += [f"| {what} | {wanted} | {got} | {'yes' if ok else '**no**'} |" for what, wanted, got, ok in held]
+    lines += ["", *_table(["target", "wanted", "measured", "held"], "llll",
+                          ([what, wanted, got, "yes" if ok else "**no**"] for what, wanted, got, ok in held))]
     warm, per_message = medians["chat, warm"], medians["chat, server per message (idle 0)"]
     lines += ["", f"A warm server against one started per message: {warm:.3f} s against {per_message:.3f} s. Most of "
               "what a message cost before went elsewhere (below): on an idle machine the warm server saves tens of "
@@ -677,13 +674,12 @@ def inspector_markdown(rows: list[tuple[str, float, float | None]], records: int
              f"`python -m bench inspector`: {records:,} records of {users} users (20 each, one in ten",
              "updated, one in twenty deleted, 6 archived turns each), the store opened read-only; median of",
              f"{rounds} rounds, Python {platform.python_version()}, on the machine that ran it. \"With the widget\" is",
-             "the same method with the widget displayed (every control brought in line, what a click costs).", "",
-             "| click | plain method (ms) | with the widget (ms) | widget / plain | of the 500 ms feedback line |",
-             "|---|---:|---:|---:|---:|"]
-    for name, ms, widget in rows:
-        ratio = f"{widget / ms:.1f}" if widget is not None and ms > 0 else ""
-        share = f"{(widget if widget is not None else ms) / 500:.0%}"
-        lines.append(f"| {name} | {ms:.2f} | {'' if widget is None else f'{widget:.2f}'} | {ratio} | {share} |")
+             "the same method with the widget displayed (every control brought in line, what a click costs).", ""]
+    lines += _table(["click", "plain method (ms)", "with the widget (ms)", "widget / plain",
+                     "of the 500 ms feedback line"], "lrrrr",
+                    ([name, f"{ms:.2f}", "" if widget is None else f"{widget:.2f}",
+                      f"{widget / ms:.1f}" if widget is not None and ms > 0 else "",
+                      f"{(widget if widget is not None else ms) / 500:.0%}"] for name, ms, widget in rows))
     return "\n".join(lines) + "\n"
 
 
@@ -768,15 +764,15 @@ def tracks(results: dict[str, Any]) -> str:
 
 def _semantic_tables(results: dict[str, Any], chosen: dict[str, Any], threshold: float) -> list[str]:
     n = chosen["questions"]
-    lines = [f"### Recall at 3 (threshold {threshold}, the default)", "", "| ranking | found | recall at 3 |",
-             "|---|---:|---:|"]
-    lines += [f"| {label} | {chosen['hits'][name]} of {n} | {chosen['recall'][name]:.2f} |"
-              for name, label in (("literal", "literal"), ("meaning", "by meaning"), ("combined", "combined"))]
-    lines += ["", "### The threshold", "",
-              "| threshold | by meaning | combined | records returned for the 3 no-answer questions (by meaning) |",
-              "|---:|---:|---:|---:|"]
-    return lines + [f"| {s['threshold']} | {s['recall']['meaning']:.2f} | {s['recall']['combined']:.2f} | "
-                    f"{s['no_answer_hits']['meaning']} |" for s in results["sweep"]]
+    lines = [f"### Recall at 3 (threshold {threshold}, the default)", ""]
+    lines += _table(["ranking", "found", "recall at 3"], "lrr",
+                    ([label, f"{chosen['hits'][name]} of {n}", f"{chosen['recall'][name]:.2f}"] for name, label in
+                     (("literal", "literal"), ("meaning", "by meaning"), ("combined", "combined"))))
+    lines += ["", "### The threshold", ""]
+    return lines + _table(["threshold", "by meaning", "combined",
+                           "records returned for the 3 no-answer questions (by meaning)"], "rrrr",
+                          ([s["threshold"], f"{s['recall']['meaning']:.2f}", f"{s['recall']['combined']:.2f}",
+                            s["no_answer_hits"]["meaning"]] for s in results["sweep"]))
 
 
 def _semantic_rows(chosen: dict[str, Any]) -> list[str]:
