@@ -1,20 +1,20 @@
-"""memkit's benchmark suite: the kit beside the raw SQLite limit, the naive way and its peers.
+"""memkit's benchmarks: the kit beside the raw SQLite limit, the naive way, its peers and its waits.
 
-Run it with `make bench` (or `python -m bench`, `--quick` for a smoke run; the peers need the
-`bench` extra, which `make bench` installs, and are skipped with a note without it). Modules:
+One runner, `python -m bench [SUITE ...]` (`make bench`; `--list` names every suite, `--quick` is a
+smoke run; the peers need the `bench` extra and are skipped with a note without it). Modules:
 
-* `data`          the deterministic data set (many users of uneven size) and workload
-* `contenders`    raw sqlite3 (the limit), the naive textbook way, and memkit, behind one interface
-* `timing`        alternating rounds and medians, for a noisy machine
-* `store_bench`   store operations at 1k, 10k and 100k records, plus agreement checks
-* `budget_bench`  the budget wrapper against sending a request unmeasured
-* `suite_extras`  the notebook suite's nbval wall time and the short-term window benchmark
-* `peers`         langgraph's `SqliteStore` behind the contender interface; PRAGMA checks of durability
-* `disk`          the disk's fsync latency, timed beside the stores (the floor of a durable commit)
-* `peer_bench`    memkit against `SqliteStore` (rollback journal and WAL) at FULL and NORMAL
-* `writers`       four writer processes on one file: memkit against `SqliteStore` in WAL
-* `window_peers`  the window against openai-agents `SQLiteSession` and `RedisSession`
-* `report`        RESULTS.md (tables, targets) and results.png; `report_peers` its peers' part
+* `suites`          the registry: each suite's name, what it measures, how it runs, where it reports
+* `report`          RESULTS.md (every section, the targets), results.png and pg_writers.png
+* `timing`          alternating rounds and medians, the garbage collector paused, for a noisy machine
+* `data`            the deterministic data set (many users of uneven size) and its workload
+* `contenders`      raw sqlite3 (the limit), the naive textbook way, and memkit, behind one interface
+* `store_bench`     store operations at 1k, 10k and 100k records, and agreement checks
+* `budget_bench`    the budget wrapper against sending a request unmeasured
+* `peers`           langgraph's `SqliteStore` as a contender, PRAGMA checks, the disk's fsync probe
+* `peer_bench`      memkit against `SqliteStore`: operations, writer processes, a write's pages and parts
+* `window_bench`    the window's latency, its AOF policy, and openai-agents' sessions beside it
+* `pg_store_bench`  `PostgresStore` against raw psycopg; `pg_bench` the writer curve and isolation
+* `chat_bench`, `notebook_bench`, `inspector_bench`, `semantic_bench`   the waits a person feels
 
 `NOTES.md` holds the design changes the benchmark led to; it is copied into RESULTS.md.
 """

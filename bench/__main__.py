@@ -1,10 +1,13 @@
-"""`python -m bench` (what `make bench` runs): the whole suite, then RESULTS.md, results.png, results.json.
+"""`python -m bench [SUITE ...]` (what `make bench` runs): the suites, then RESULTS.md and results.json.
 
-    python -m bench                 # 1k, 10k, 100k records, 7 rounds, window and notebooks: a few minutes
-    python -m bench --quick         # a smoke run: 1k records, 2 rounds, small peers, no window script, no notebooks
+    python -m bench                 # store, budget, peers, window, notebook-suite, postgres: a few minutes
+    python -m bench --quick         # a smoke run: 1k records, 2 rounds, small peers, no window, no notebooks
     python -m bench --sizes 200 --rounds 1 --no-notebooks --no-window --out /tmp/b   # what the test runs
+    python -m bench chat inspector  # named suites only (`--list` lists them all)
 
-Timings are never asserted anywhere: they go into the table, and the targets are judged there.
+Each suite's section of RESULTS.md is replaced and every other section kept; results.json keeps
+the latest figures of every suite. Timings are never asserted anywhere: the targets are judged in
+the tables.
 """
 
 from __future__ import annotations
@@ -18,117 +21,114 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from . import budget_bench, pg_bench, report, store_bench, suite_extras
-from .peers import peers_available
+from . import report
+from .suites import BY_NAME, HERE, STORE_SUITES, SUITES, Suite
 
-HERE = Path(__file__).resolve().parent
+
+def sizes(text: str) -> tuple[int, ...]:
+    """`--sizes 1000,10000`: the record counts."""
+    return tuple(int(x) for x in text.split(","))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; an unknown suite is refused with the list of suites."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 1k records, 2 rounds, no window, no notebooks")
-    parser.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")),
-                        help="comma-separated record counts (default 1000,10000,100000)")
-    parser.add_argument("--rounds", type=int, help="rounds per operation (default 7; --quick 2)")
-    parser.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="FULL",
-                        help="durability for every contender (default FULL, memkit's default)")
-    parser.add_argument("--notebooks", action=argparse.BooleanOptionalAction, default=None,
-                        help="time the nbval run of the notebook suite (default: on, off with --quick)")
-    parser.add_argument("--window", action=argparse.BooleanOptionalAction, default=None,
-                        help="run bench/bench_window.py if present (default: on, off with --quick)")
-    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
-                        help="langgraph SqliteStore and openai-agents sessions beside memkit (the bench extra)")
-    parser.add_argument("--peer-size", type=int, help="records for the peer comparison (default 10000; --quick 1000)")
-    parser.add_argument("--out", type=Path, default=HERE,
-                        help="where RESULTS.md, results.png and results.json go (default: bench/)")
-    return parser.parse_args(argv)
+    add = parser.add_argument
+    add("suites", nargs="*", metavar="SUITE", help="suites to run (default: those of `make bench`; see --list)")
+    add("--list", action="store_true", help="list the suites and what each measures")
+    add("--quick", action="store_true", help="smoke run: 1k records, 2 rounds, no window, no notebooks")
+    add("--out", type=Path, default=HERE, help="where RESULTS.md, results.png and results.json go (default: bench/)")
+    add("--rounds", type=int, help="rounds (default: each suite's own; 2 with --quick)")
+    add("--sizes", type=sizes, help="store: comma-separated record counts (default 1000,10000,100000)")
+    add("--synchronous", choices=("FULL", "NORMAL"), default="FULL", help="store: durability (default FULL)")
+    for name, what in (("notebooks", "the nbval run of the notebook suite"), ("window", "the window suite"),
+                       ("peers", "the peers suite (the bench extra)")):
+        add(f"--{name}", dest=f"with_{name}", action=argparse.BooleanOptionalAction, default=None,
+            help=f"{what} in the default run (default: on; window and notebooks off with --quick)")
+    add("--peer-size", type=int, help="peers: records (default 10000; --quick 1000)")
+    add("--url", help="postgres, pg-isolation: a PostgreSQL server (default: an embedded one)")
+    add("--writers", type=int, default=4, help="pg-isolation: writer processes")
+    add("--puts", type=int, default=250, help="pg-isolation: puts per writer")
+    add("--names", nargs="*", default=[], help="notebooks: notebook numbers, name prefixes or .ipynb files")
+    add("--repeat", type=int, help="notebooks: runs per notebook (1); semantic: timed calls (50)")
+    add("--tracks", action="store_true", help="print the teacher's guide's track tables (notebook_times.json)")
+    add("--baseline", type=Path, help="chat: a folder with another memkit package to time alongside")
+    add("--label", default="baseline", help="chat: the baseline's name in the table")
+    add("--records", type=int, default=10_000, help="inspector: records")
+    add("--users", type=int, default=500, help="inspector: users")
+    add("--pg", action=argparse.BooleanOptionalAction, default=True, help="semantic: time PostgreSQL too")
+    add("--appends", type=int, default=200, help="aof: appends per round")
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.suites if name not in BY_NAME]
+    if unknown:
+        parser.error(f"no suite {', '.join(unknown)}; the suites are {', '.join(BY_NAME)}")
+    return args
+
+
+def chosen(args: argparse.Namespace) -> list[Suite]:
+    """The suites named, else the default ones less those switched off."""
+    if args.suites:
+        return [BY_NAME[name] for name in dict.fromkeys(args.suites)]
+    switch = {"notebook-suite": args.with_notebooks, "window": args.with_window, "peers": args.with_peers}
+
+    def wanted(suite: Suite) -> bool:
+        on = switch.get(suite.name)
+        return on if on is not None else not (args.quick and suite.name in ("notebook-suite", "window"))
+    return [s for s in SUITES if s.default and wanted(s)]
+
+
+def _meta(args: argparse.Namespace) -> dict[str, Any]:
+    return {"command": args.command, "date": dt.date.today().isoformat(), "cores": os.cpu_count(),
+            "platform": f"{platform.system()} {platform.machine()}", "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version, "rounds": args.rounds or (2 if args.quick else 7),
+            "synchronous": args.synchronous, "sizes": list(args.sizes or ((1_000,) if args.quick else
+                                                                          (1_000, 10_000, 100_000)))}
+
+
+def save(path: Path, results: dict[str, Any], suites: list[Suite]) -> dict[str, Any]:
+    """results.json: this run's figures in place of the same suites' older ones, the rest kept.
+
+    Returns every suite's latest figures (this run's over the saved ones), which the report renders:
+    a run of one of the store suites rewrites their block with the others' latest figures.
+    """
+    saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    for key in {key for suite in suites for key in suite.keys} | ({"meta"} & set(results)):
+        saved.pop(key, None)
+    saved.update({k: v for k, v in results.items() if k == "meta" or any(k in s.keys for s in suites)})
+    path.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
+    return {**saved, **results}
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the chosen suites, save results.json, write each suite's section; print the targets."""
     args = parse_args(argv)
-    quick = args.quick
-    store_config = store_bench.StoreConfig(synchronous=args.synchronous)
-    budget_config = budget_bench.BudgetConfig()
-    if quick:
-        store_config.sizes, store_config.rounds = (1_000,), 2
-        store_config.read_cap_s = 0.05
-        budget_config.rounds, budget_config.requests_per_round = 2, 50
-    if args.sizes:
-        store_config.sizes = args.sizes
-    if args.rounds:
-        store_config.rounds = budget_config.rounds = args.rounds
-    notebooks = (not quick) if args.notebooks is None else args.notebooks
-    window = (not quick) if args.window is None else args.window
+    if args.list or args.tracks:
+        times = json.loads((args.out / "notebook_times.json").read_text(encoding="utf-8")) if args.tracks else None
+        print(report.tracks(times) if times else "\n".join(f"{s.name:15} {s.measures}" for s in SUITES))
+        return 0
+    given = " ".join(argv if argv is not None else sys.argv[1:])
+    args.command = ("python -m bench " + given.replace(str(args.out), "OUT")).strip()
+    suites = chosen(args)
     args.out.mkdir(parents=True, exist_ok=True)
-
     started = time.perf_counter()
-    command = "python -m bench" + ("".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:])))
-    results: dict = {"meta": {
-        "command": command.replace(str(args.out), "OUT") if args.out != HERE else command,
-        "date": dt.date.today().isoformat(),
-        "cores": os.cpu_count(), "platform": f"{platform.system()} {platform.machine()}",
-        "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-        "rounds": store_config.rounds, "synchronous": store_config.synchronous,
-        "sizes": list(store_config.sizes),
-    }}
-    print(f"store: sizes {list(store_config.sizes)}, {store_config.rounds} rounds, synchronous={args.synchronous}")
-    results["store"] = store_bench.run(store_config)
-    print("budget wrapper:")
-    results["budget"] = budget_bench.run(budget_config)
-    if args.peers:
-        run_peers(results, quick, args.peer_size, args.rounds)
-    if window:
-        print("short-term window:")
-        results["window"] = suite_extras.run_window()
-    if notebooks:
-        print("notebook suite (nbval):")
-        results["notebooks"] = suite_extras.run_notebooks()
-    results["meta"]["wall_s"] = round(time.perf_counter() - started, 1)
-
-    notes = (HERE / "NOTES.md").read_text(encoding="utf-8") if (HERE / "NOTES.md").exists() else ""
-    (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    report.plot(results, args.out / "results.png")
-    (args.out / "RESULTS.md").write_text(report.markdown(results, notes), encoding="utf-8")
-    pg_bench.run_into(args.out, quick)  # the PostgreSQL backend's section of RESULTS.md (issue 14)
-    print(f"\ntargets ({results['meta']['wall_s']} s in all):")
-    for t in report.targets(results):
+    results: dict[str, Any] = {}
+    for suite in suites:
+        print(f"{suite.name}: {suite.measures}")
+        results.update(suite.run(args))
+    names = {s.name for s in suites}
+    if "store" in names or (STORE_SUITES & names and not (args.out / "results.json").exists()):
+        results["meta"] = {**_meta(args), "wall_s": round(time.perf_counter() - started, 1)}  # the store run's
+    latest = save(args.out / "results.json", results, suites)
+    for write in dict.fromkeys(s.write for s in suites):
+        write(latest, args.out)
+    found = report.targets(results) + (report.pg_targets(results["postgres"]) if "postgres" in results else [])
+    print(f"\n{len(found)} targets measured ({round(time.perf_counter() - started, 1)} s in all)")
+    for t in found:
         print(f"  {'ok  ' if t['holds'] else 'MISS'} {t['target']}: {t['measured']}")
-    print(f"wrote {args.out / 'RESULTS.md'}, {args.out / 'results.png'}, {args.out / 'results.json'}")
+    print(f"wrote {args.out / 'RESULTS.md'} and {args.out / 'results.json'}")
     return 0
-
-
-def run_peers(results: dict, quick: bool, size: int | None, rounds: int | None) -> None:
-    """The peers (issue 15) into `results`, or why they were left out when the bench extra is missing."""
-    missing = peers_available()
-    if missing:
-        print(f"peers: skipped, {missing}")
-        results["peers_status"] = missing
-        return
-    from . import peer_bench, window_peers, write_profile, writers
-
-    store = peer_bench.PeerConfig()
-    crowd = writers.WritersConfig()
-    window = window_peers.WindowPeerConfig()
-    if quick:
-        store.size, store.rounds, store.read_cap_s = 1_000, 2, 0.05
-        crowd.size, crowd.rounds, crowd.seconds = 1_000, 1, 0.3
-        window.rounds, window.reads, window.appends, window.histories = 2, 20, 10, (10, 100)
-    if size:
-        store.size = crowd.size = size
-    if rounds:
-        store.rounds = crowd.rounds = window.rounds = rounds
-    print(f"peers, store: {store.size} records, synchronous {' and '.join(store.synchronous)}, {store.rounds} rounds")
-    results["peers"] = peer_bench.run(store)
-    profile = write_profile.ProfileConfig(size=store.size)
-    if quick:
-        profile.writes, profile.puts = 10, 30
-    print("peers, where a write's cost goes:")
-    results["write_profile"] = write_profile.run(profile)
-    print(f"peers, {crowd.processes} writer processes:")
-    results["writers"] = writers.run(crowd)
-    print("peers, short-term window:")
-    results["window_peers"] = window_peers.run(window)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import gc
 import statistics
 import tempfile
 import time
@@ -32,7 +31,7 @@ from memkit.models import ScriptedModel, call
 from memkit.store import MemoryStore
 from memkit.tools import tool_schemas
 
-from .timing import summarize
+from .timing import paused_gc, rotated, summarize
 
 
 @dataclasses.dataclass
@@ -84,7 +83,7 @@ def send_through(wrapper: BudgetedModel, request: Request) -> str:
 def send_and_read_parts(wrapper: BudgetedModel, request: Request) -> str:
     """As `send_through`, and the breakdown by part read too (as a notebook's chart does)."""
     prepared = wrapper.prepare(request)
-    prepared.measurement.parts
+    _ = prepared.measurement.parts  # counted on first read
     return prepared.body
 
 
@@ -125,18 +124,12 @@ def run(config: BudgetConfig, log: Any = print) -> dict[str, Any]:
             # so the contenders are interleaved call by call (order rotating), and a round's figure
             # is the median call, which a preempted call or two cannot move.
             times: dict[str, list[float]] = {name: [] for name in names}
-            gc_was_enabled = gc.isenabled()
-            gc.disable()
-            try:
+            with paused_gc():
                 for i, copies in enumerate(calls):
-                    order = names[i % len(names):] + names[:i % len(names)]
-                    for name, req in zip(order, copies):
+                    for name, req in zip(rotated(names, i), copies, strict=True):
                         started = time.perf_counter()
                         contenders[name](req)
                         times[name].append(time.perf_counter() - started)
-            finally:
-                if gc_was_enabled:
-                    gc.enable()
             for name in names:
                 samples[name].append(statistics.median(times[name]))
             wrapper.measurements.clear()

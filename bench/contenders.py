@@ -48,7 +48,7 @@ _SQL = MemoryStore.statements()
 _COLUMNS = _SQL.record_columns
 
 
-def _bundle(user: str, records: list[Memory]) -> str:
+def bundle(user: str, records: list[Memory]) -> str:
     """`records` as a memkit export bundle (the format `export_user` writes), one create event each."""
     lines: list[dict[str, Any]] = [{"format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION,
                                     "schema_version": SCHEMA_VERSION, "user": user,
@@ -71,7 +71,7 @@ def build_kit_file(path: Path, data: DataSet, limits: Limits = BENCH_LIMITS) -> 
     started = time.perf_counter()
     with MemoryStore(path, limits=limits) as store, store.transaction():
         for user, records in data.by_user().items():
-            store.import_records(_bundle(user, records))
+            store.import_records(bundle(user, records))
     return time.perf_counter() - started
 
 

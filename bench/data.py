@@ -97,7 +97,7 @@ def make_dataset(size: int, seed: int = 1) -> DataSet:
     users = [f"user{i:05d}" for i in range(n_users)]
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     records: list[Memory] = []
-    order = [user for user, n in zip(users, sizes) for _ in range(n)]
+    order = [user for user, n in zip(users, sizes, strict=False) for _ in range(n)]
     rng.shuffle(order)  # interleave users, as records arrive over time
     counters = {user: 0 for user in users}
     for i, user in enumerate(order):

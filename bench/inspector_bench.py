@@ -1,7 +1,7 @@
 """The memory inspector at size: 10,000 records of 500 users, each click's plain method timed.
 
-    python -m bench.inspector_bench                      # 10,000 records, 500 users, 7 rounds
-    python -m bench.inspector_bench --records 2000 --users 100 --rounds 2   # a smoke run
+    python -m bench inspector                      # 10,000 records, 500 users, 7 rounds
+    python -m bench inspector --records 2000 --users 100 --rounds 2   # a smoke run
 
 Every widget control calls a plain method; this times those methods, headless, on a store of the
 size the issue names (each user holds 20 records, some updated and deleted, and archived turns).
@@ -15,8 +15,6 @@ bench/RESULTS.md; nothing asserts on them.
 
 from __future__ import annotations
 
-import argparse
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,6 +26,8 @@ from collections.abc import Callable
 
 from memkit import Limits, MemoryStore
 from memkit.notebook import MemoryInspector
+
+from .timing import median_time
 
 
 def build(path: Path, records: int, users: int) -> None:
@@ -51,12 +51,7 @@ def build(path: Path, records: int, users: int) -> None:
 
 
 def median_ms(action: Callable[[], Any], rounds: int) -> float:
-    samples = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
+    return median_time(action, rounds, warm=False) * 1000
 
 
 def run(records: int, users: int, rounds: int) -> list[tuple[str, float, float | None]]:
@@ -69,7 +64,7 @@ def run(records: int, users: int, rounds: int) -> list[tuple[str, float, float |
         pages_of = max(1, records // users // 2)  # two pages a user
         headless = MemoryInspector(path, page_size=pages_of)
         shown = MemoryInspector(path, page_size=pages_of)
-        shown.widget  # displayed: every method now also brings the controls in line
+        _ = shown.widget  # displayed: every method now also brings the controls in line
         target = f"user-{users // 2:04d}"
         store = headless.store
         rows.append(("open read-only (and list the users)", opened, None))
@@ -131,39 +126,3 @@ def fresh_confirm(path: Path, user: str, kind: str, key: str, wait: bool) -> flo
     done = subprocess.run([sys.executable, "-c", FRESH_CONFIRM, str(path), user, kind, key, "1" if wait else "0"],
                           capture_output=True, text=True, check=True)
     return float(done.stdout.strip())
-
-
-def markdown(rows: list[tuple[str, float, float | None]], records: int, users: int, rounds: int) -> str:
-    lines = [
-        "## Inspector at size",
-        "",
-        f"`python -m bench.inspector_bench`: {records:,} records of {users} users (20 each, one in ten",
-        "updated, one in twenty deleted, 6 archived turns each), the store opened read-only; median of",
-        f"{rounds} rounds, Python {platform.python_version()}, on the machine that ran it. \"With the widget\" is",
-        "the same method with the widget displayed (every control brought in line, what a click costs).",
-        "",
-        "| click | plain method (ms) | with the widget (ms) | widget / plain | of the 500 ms feedback line |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, ms, widget in rows:
-        ratio = f"{widget / ms:.1f}" if widget is not None and ms > 0 else ""
-        share = f"{(widget if widget is not None else ms) / 500:.0%}"
-        lines.append(f"| {name} | {ms:.2f} | {'' if widget is None else f'{widget:.2f}'} | {ratio} | {share} |")
-    return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.inspector_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=10_000)
-    parser.add_argument("--users", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args(argv)
-    if args.records < args.users * 4:
-        parser.error("give at least 4 records a user")
-    rows = run(args.records, args.users, args.rounds)
-    sys.stdout.write(markdown(rows, args.records, args.users, args.rounds))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,28 +1,50 @@
-"""memkit's store against its peer, langgraph's `SqliteStore`, at FULL and at NORMAL, with the fsync floor.
+"""memkit's store against its peer, langgraph's `SqliteStore`: timed operations, writer processes,
+and where a durable write's cost goes.
 
-For each `synchronous` setting, one data set (10k records, 100 users, as the store benchmark) is
-loaded into memkit and into both `SqliteStore` configurations (`peers`), and the store benchmark's
-workload runs on all of them, alternating in one process (`store_bench.time_operations`). The
-disk's fsync latency (`disk.FsyncProbe`) is timed in the same rounds of every write. Every SQLite
-contender's journal mode and `synchronous` are read back with PRAGMA before timing; after it, the
-same questions go to every contender and every user the writes touched must hold the same records.
+`run` (the operations): for each `synchronous` (FULL, NORMAL), one data set (10k records, 100
+users) is loaded into memkit, into memkit keeping the trigram index, and into both `SqliteStore`
+configurations, and the store benchmark's workload runs on all of them, alternating in one process
+(`store_bench.time_operations`), with the fsync probes timed in the same rounds of every write. Every
+SQLite contender's journal mode and `synchronous` are read back with PRAGMA before and after timing;
+afterwards every contender gets the same questions and every user the writes touched must hold the
+same records.
+
+`run_writers`: `processes` fresh processes per round open one file each contender has (loaded once),
+wait at a barrier, then put new keys, each for its own users, for `seconds`; the figure is all their
+writes over the time from the first start to the last stop, the median over rounds alternating the
+contenders. Both in WAL at the same `synchronous`, PRAGMA-checked in every process; afterwards each
+file must hold exactly the keys the processes said they wrote.
+
+`run_profile`: each store, loaded and checkpointed, runs puts, updates and deletes with the automatic
+checkpoint off; every WAL frame gained is attributed to the B-tree owning its page (`dbstat`; a page
+the file did not have is "new page"). And memkit's own `put` at NORMAL, with SQLite's trace callback
+noting when each statement starts (triggers' too): a part's time runs from its start to the next
+one's, the Python between included (the trace costs about a microsecond a statement).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import random
 import shutil
+import statistics
+import struct
 import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .contenders import INDEXED_LIMITS, Kit, build_kit_file
-from .data import make_dataset
-from .disk import FsyncProbe
+from memkit.store import MemoryStore
 from memkit.store.schema import has_search_index
 
-from .peers import check_durability, make_peers
+from .contenders import BENCH_LIMITS, INDEXED_LIMITS, Kit, build_kit_file
+from .data import make_dataset, sentence
+from .peers import FsyncProbe, LangGraphStore, check_durability, make_peers
 from .store_bench import StoreConfig, agreement, time_operations, workload, written_users
+import itertools
 
 PEER_OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)", "delete")
 MEMKIT = "memkit"
@@ -105,3 +127,240 @@ def run(config: PeerConfig, log: Any = print) -> dict[str, Any]:
                 contender.close()
             shutil.rmtree(workdir, ignore_errors=True)
     return {"rows": rows, "checks": checks, "settings": settings, "loads": loads, "fsync_call": fsync_call}
+
+
+PEER = WAL_PEER
+
+
+@dataclasses.dataclass
+class WritersConfig:
+    processes: int = 4
+    seconds: float = 2.0
+    rounds: int = 5
+    size: int = 10_000
+    synchronous: str = "FULL"
+    seed: int = 1
+
+
+def _open(contender: str, path: Path, synchronous: str) -> tuple[Any, Any]:
+    """(a put(user, key, value) function, the object to close) for one worker process."""
+    if contender == MEMKIT:
+        from memkit.store import MemoryStore
+
+        store = MemoryStore(path, limits=BENCH_LIMITS, synchronous=synchronous, check_integrity=False)
+        check_durability(MEMKIT, store.connection, "WAL", synchronous)
+        return (lambda user, key, value: store.put(user, "writers", "episode", key, value)), store
+    peer = LangGraphStore(path, synchronous, wal=True)
+    return (lambda user, key, value: peer.put(user, "episode", key, value)), peer
+
+
+USER_SHARE = 500
+"""A writer moves to a new user every this many writes of a round: within the bench's per-user quota (900)."""
+
+
+def _user(worker: int, round_no: int, written: int) -> str:
+    # Users of their own in each round: the rounds write into one file, and a user written to in
+    # two rounds could pass the quota. No '.': SqliteStore refuses it in a namespace.
+    return f"writer{worker}-r{round_no}-{written // USER_SHARE}"
+
+
+def _worker(contender: str, path: str, synchronous: str, worker: int, round_no: int, seconds: float,
+            barrier: Any, results: Any) -> None:
+    import random
+
+    put, handle = _open(contender, Path(path), synchronous)
+    rng = random.Random(worker * 1000 + round_no)
+    written = 0
+    try:
+        barrier.wait()
+        started = time.monotonic()
+        deadline = started + seconds
+        while time.monotonic() < deadline:
+            put(_user(worker, round_no, written), f"w.r{round_no}.{written}", sentence(rng))
+            written += 1
+        stopped = time.monotonic()
+    finally:
+        handle.close()
+    results.put({"worker": worker, "written": written, "started": started, "stopped": stopped})
+
+
+def _round(contender: str, path: Path, config: WritersConfig, round_no: int) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(config.processes)
+    results = context.Queue()
+    procs = [context.Process(target=_worker, args=(contender, str(path), config.synchronous, w, round_no,
+                                                   config.seconds, barrier, results))
+             for w in range(config.processes)]
+    for proc in procs:
+        proc.start()
+    reports = [results.get(timeout=120 + config.seconds) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=30)
+    failed = [p.exitcode for p in procs if p.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"{contender}: a writer process exited with {failed}")
+    wall = max(r["stopped"] for r in reports) - min(r["started"] for r in reports)
+    written = sum(r["written"] for r in reports)
+    return {"contender": contender, "round": round_no, "written": written, "wall_s": wall,
+            "writes_per_s": written / wall, "per_worker": sorted(r["written"] for r in reports)}
+
+
+def _keys_written(contender: str, path: Path, config: WritersConfig) -> dict[str, int]:
+    """How many `w.*` keys each writer user holds in the file afterwards."""
+    _put, handle = _open(contender, path, config.synchronous)
+    try:
+        conn = handle.connection if contender == MEMKIT else handle.conn
+        if contender == MEMKIT:
+            rows = conn.execute("SELECT user_id FROM memories WHERE memory_key LIKE 'w.%'").fetchall()
+        else:
+            rows = conn.execute("SELECT prefix FROM store WHERE key LIKE 'w.%'").fetchall()
+        out: dict[str, int] = {}
+        for (owner,) in rows:  # memkit's user id, or the peer's namespace text "memkit.writerN-M.episode"
+            worker = (owner.split(".")[1] if contender != MEMKIT else owner).split("-")[0]
+            out[worker] = out.get(worker, 0) + 1
+        return out
+    finally:
+        handle.close()
+
+
+def run_writers(config: WritersConfig, log: Any = print) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-writers-"))
+    try:
+        data = make_dataset(config.size, config.seed)
+        paths = {MEMKIT: workdir / "kit.sqlite3", PEER: workdir / "langgraph.sqlite3"}
+        build_kit_file(paths[MEMKIT], data)
+        LangGraphStore(paths[PEER], config.synchronous, wal=True, data=data).close()
+        rounds: list[dict[str, Any]] = []
+        order = [MEMKIT, PEER]
+        for r in range(config.rounds):
+            for contender in order[r % 2:] + order[:r % 2]:
+                rounds.append(_round(contender, paths[contender], config, r))
+        totals = {c: sum(x["written"] for x in rounds if x["contender"] == c) for c in order}
+        found = {c: _keys_written(c, paths[c], config) for c in order}
+        checks = {c: sum(found[c].values()) == totals[c] for c in order}
+        medians = {c: statistics.median(x["writes_per_s"] for x in rounds if x["contender"] == c) for c in order}
+        log(f"    {config.processes} writers, {config.seconds:g} s x {config.rounds} rounds: "
+            + ", ".join(f"{c} {m:.0f} writes/s" for c, m in medians.items())
+            + ("" if all(checks.values()) else f"  KEYS MISSING {found} vs {totals}"))
+        return {"processes": config.processes, "seconds": config.seconds, "rounds": rounds,
+                "synchronous": config.synchronous, "median_writes_per_s": medians,
+                "written": totals, "found": found, "all_found": all(checks.values())}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+_SQL = MemoryStore.statements()
+PARTS = [  # (how the statement starts, its part), in the order a put runs them
+    ("BEGIN IMMEDIATE", "BEGIN IMMEDIATE (the write lock), the clock"),
+    (_SQL.select_for_put.split("?")[0], "read: current row, both quota counters, last revision"),
+    (_SQL.take_sequence.split("?")[0], "take the next number of the sequence (store_meta)"),
+    (_SQL.insert_memory.split("?")[0], "insert the memory (its 2 indexes, the counter triggers)"),
+    (_SQL.insert_event.split("?")[0], "insert the event (history, 1 index)"),
+    ("PRAGMA page_count", "size cap check"),
+    ("COMMIT", "COMMIT (the WAL frames), the record for the caller"),
+]
+BEFORE = "argument checks, lock (Python)"
+
+
+@dataclasses.dataclass
+class ProfileConfig:
+    size: int = 10_000
+    writes: int = 60
+    puts: int = 400
+    seed: int = 1
+
+
+def _wal_pages(wal: Path, page_size: int) -> list[int]:
+    """The page number of every frame in a WAL file, in order."""
+    data = wal.read_bytes() if wal.exists() else b""
+    return [struct.unpack(">I", data[at:at + 4])[0] for at in range(32, len(data) - 24, page_size + 24)]
+
+
+def _pages_by_tree(conn: Any, path: Path, run: Callable[[str, int], None], writes: int) -> dict[str, dict[str, float]]:
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    owner = {pageno: name for name, pageno in conn.execute("SELECT name, pageno FROM dbstat")}
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    wal = Path(f"{path}-wal")
+    out = {}
+    for op in ("put (new key)", "put (update)", "delete"):
+        before = len(_wal_pages(wal, page_size))
+        for i in range(writes):
+            run(op, i)
+        frames = _wal_pages(wal, page_size)[before:]
+        trees = Counter(owner.get(p, "new page") for p in frames)
+        out[op] = {"total": len(frames) / writes, **{t: n / writes for t, n in trees.most_common()}}
+    return out
+
+
+def _writer(contender: Any, data: Any, rng: random.Random) -> Callable[[str, int], None]:
+    def run(op: str, i: int) -> None:
+        user = data.users[i % len(data.users)]
+        if op == "delete":
+            contender.delete(user, "episode", f"profile.{i}")
+        else:
+            contender.put(user, "episode", f"profile.{i}", sentence(rng) + ("!" if op == "put (update)" else ""))
+    return run
+
+
+def _part(sql: str) -> str:
+    """The part a traced statement belongs to (the trace shows it with its values filled in)."""
+    sql = sql.strip()
+    return next((part for start, part in PARTS if sql.startswith(start)), sql[:40])
+
+
+def _parts(store: MemoryStore, data: Any, rng: random.Random, puts: int) -> dict[str, float]:
+    conn = store.connection
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    marks: list[tuple[float, str]] = []
+    conn.set_trace_callback(lambda sql: marks.append((time.perf_counter(), sql)))
+    spans: dict[str, list[float]] = {}
+    try:
+        for i in range(puts):
+            user, value = data.users[i % len(data.users)], sentence(rng)
+            marks.clear()
+            started = time.perf_counter()
+            store.put(user, "profile", "episode", f"parts.{i}", value)
+            ended = time.perf_counter()
+            points = [(started, BEFORE)] + [(at, _part(sql)) for at, sql in marks]
+            points.append((ended, ""))
+            for (at, name), (then, _) in itertools.pairwise(points):
+                spans.setdefault(name, []).append(then - at)
+            spans.setdefault("whole put", []).append(ended - started)
+    finally:
+        conn.set_trace_callback(None)
+    return {name: statistics.median(times) for name, times in spans.items()}
+
+
+def run_profile(config: ProfileConfig, log: Any = print) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-profile-"))
+    try:
+        data = make_dataset(config.size, config.seed)
+        rng = random.Random(config.seed)
+        pages: dict[str, Any] = {}
+        build_kit_file(workdir / "kit.sqlite3", data)
+        build_kit_file(workdir / "indexed.sqlite3", data, INDEXED_LIMITS)
+        for name, path, limits in (("memkit", workdir / "kit.sqlite3", BENCH_LIMITS),
+                                   ("memkit (trigram index kept)", workdir / "indexed.sqlite3", INDEXED_LIMITS)):
+            kit = Kit(path, "NORMAL", limits)
+            try:
+                pages[name] = _pages_by_tree(kit.store.connection, path, _writer(kit, data, rng), config.writes)
+            finally:
+                kit.close()
+        peer = LangGraphStore(workdir / "peer.sqlite3", "NORMAL", wal=True, data=data)
+        try:
+            pages[peer.name] = _pages_by_tree(peer.conn, workdir / "peer.sqlite3", _writer(peer, data, rng),
+                                              config.writes)
+        finally:
+            peer.close()
+        kit = Kit(workdir / "kit.sqlite3", "NORMAL")
+        try:
+            parts = _parts(kit.store, data, rng, config.puts)
+        finally:
+            kit.close()
+        log("    pages per write: " + "; ".join(
+            f"{name} " + ", ".join(f"{op} {p['total']:.1f}" for op, p in ops.items()) for name, ops in pages.items()))
+        log("    memkit put at NORMAL, by part: " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in parts.items()))
+        return {"pages": pages, "parts_s": parts, "size": config.size, "writes": config.writes, "puts": config.puts}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

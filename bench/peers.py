@@ -1,28 +1,28 @@
-"""The long-term store's peer: langgraph's `SqliteStore`, behind the suite's contender interface.
+"""The contenders beside memkit's store: langgraph's `SqliteStore`, and the disk's fsync.
 
-What a user would pick instead of memkit's store. Two configurations of the same class:
+`LangGraphStore` is what a user would pick instead of memkit's store, in two configurations:
+`SqliteStore (rollback journal)`, its default (`sqlite3.connect` as `SqliteStore.from_conn_string`
+opens it: autocommit, SQLite's own journal mode DELETE), and `SqliteStore (WAL)`. In both the suite
+sets `synchronous` to the run's setting, like every SQLite contender, and reads it back with PRAGMA
+(`durability`): no contender is measured at a weaker setting than the table says. Namespace
+`("memkit", user, kind)`, the memory key as the item key, the value as `{"value": ..., "at": ...}`
+(`at` in memkit's format: the store's own `updated_at` has seconds only, too coarse for "newest
+first"). The peer keeps no event history and checks no quota: it does less per write than memkit.
+It has no substring search (its `query` needs an embedding index), so `search` does what its user
+would: list the user's items and filter them in Python by memkit's rule, newest first.
 
-* `SqliteStore (rollback journal)`  its default: `sqlite3.connect` as `SqliteStore.from_conn_string`
-                                    opens it (autocommit, `check_same_thread=False`), SQLite's own
-                                    journal mode (DELETE, a rollback journal) and `synchronous`.
-* `SqliteStore (WAL)`               the same with `PRAGMA journal_mode = WAL`.
-
-In both the suite sets `synchronous` to the run's setting (FULL or NORMAL), like every SQLite
-contender, and reads it back with PRAGMA (`durability`): no contender is measured at a weaker
-setting than the table says.
-
-How the memories map onto the store: namespace `("memkit", user, kind)`, the memory key as the
-item key, and the value as `{"value": ..., "at": ...}`, where `at` is the write time in memkit's
-format (microseconds: the store's own `updated_at` has seconds only, too coarse for "newest first").
-The peer keeps no event history and checks no quota: it does less per write than memkit.
-
-`SqliteStore` has no substring search (its `query` needs an embedding index), so `search` does what
-its user would: list the user's items (`search` on the namespace prefix) and filter them in Python
-by the same rule as memkit (`str.casefold`, key or value), newest first.
+`FsyncProbe` is the physical floor of a durable commit: a commit at FULL in WAL mode writes its
+pages to the WAL and waits for one sync of it. The probe writes one 4 KiB page and syncs
+(`fdatasync` where the platform has it, as SQLite does), on a file beside the databases, with a
+store's write methods so it is timed in the same rounds. `FsyncProbe(path, frames=k)` writes what a
+commit of k pages writes instead: k WAL frames (a 24-byte header, then the page, one write each)
+through a file of 1000 frames (the automatic checkpoint's size), then one sync: how much of a
+store's write time its page count alone explains.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -142,3 +142,54 @@ def make_peers(workdir: Path, data: DataSet, synchronous: str) -> tuple[list[Lan
         load[f"{peer.name} (batch)"] = time.perf_counter() - started
         peers.append(peer)
     return peers, load
+
+
+PAGE = 4096
+PAGES = 64
+"""The probe cycles over this many pages, as a WAL file grows and is reset after a checkpoint."""
+
+
+FRAME_HEADER = 24
+WAL_FRAMES = 1000
+"""Frames the `frames` probe cycles through: SQLite's automatic checkpoint comes at 1000 pages."""
+
+
+class FsyncProbe:
+    """Write one page (or `frames` WAL frames) and sync: what a durable commit waits for, without a database."""
+
+    name = "fsync (4 KiB write)"
+
+    def __init__(self, path: Path, frames: int | None = None) -> None:
+        self.path = path
+        self.frames = frames
+        if frames is not None:
+            self.name = f"sync of {frames} WAL frames"
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._sync = getattr(os, "fdatasync", os.fsync)
+        self.call = "fdatasync" if self._sync is not os.fsync else "fsync"
+        self._block = b"\x5a" * PAGE
+        self._header = b"\xa5" * FRAME_HEADER
+        self._n = 0
+        size = PAGES * PAGE if frames is None else WAL_FRAMES * (FRAME_HEADER + PAGE)
+        os.pwrite(self.fd, b"\x5a" * size, 0)  # allocated once, as a WAL that is reused
+        os.fsync(self.fd)
+
+    def _commit(self, *_: Any) -> None:
+        if self.frames is None:
+            os.pwrite(self.fd, self._block, (self._n % PAGES) * PAGE)
+            self._n += 1
+        else:
+            if self._n + self.frames > WAL_FRAMES:
+                self._n = 0  # the WAL starts over after a checkpoint
+            for _frame in range(self.frames):
+                offset = self._n * (FRAME_HEADER + PAGE)
+                os.pwrite(self.fd, self._header, offset)
+                os.pwrite(self.fd, self._block, offset + FRAME_HEADER)
+                self._n += 1
+        self._sync(self.fd)
+
+    put = delete = _commit
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self.path.unlink(missing_ok=True)

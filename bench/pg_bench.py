@@ -1,13 +1,15 @@
-"""PostgreSQL in the benchmark.
+"""PostgreSQL in the benchmark: the store against raw psycopg, the writer curve, and isolation.
 
-    python -m bench.pg_bench                 # the store against raw psycopg, and the writer curve
-    python -m bench.pg_bench --quick         # the same, small (what the test runs, with --out)
-    python -m bench.pg_bench --isolation     # row locks (what memkit does) against SERIALIZABLE + retry
+    python -m bench postgres         # the store against raw psycopg, and the writer curve (in `make bench`)
+    python -m bench pg-isolation     # row locks (what memkit does) against SERIALIZABLE + retry
 
-`make bench` (python -m bench) runs the first through `run_into`: the figures go into the
-"PostgreSQL backend" section of bench/RESULTS.md (`bench.pg_report`), pg_writers.png and
-pg_results.json. The store against its limit is `bench.pg_store_bench`, the writer curve
-(SQLite and PostgreSQL with 1, 2, 4 and 8 writer processes) `bench.pg_writers`.
+The store against its limit is `bench.pg_store_bench`. The writer curve is
+`memkit.lab.scaling.writer_curve` (the one notebook 09 plots): real writer processes, each with a
+store of its own, putting new keys for a user of its own through `MemoryStore.put`, durably (SQLite
+`synchronous=FULL`, PostgreSQL `synchronous_commit=on`), with 1, 2, 4 and 8 writers. It is repeated
+`rounds` times, each on a fresh SQLite file and a fresh PostgreSQL schema, the two backends in
+alternating order; each point is the median over the rounds. After each round the store must hold
+exactly as many records as the writers confirmed.
 
 Isolation: `writers` processes write for one user at the per-user quota's edge at the same moment
 (random keys out of quota + 16, so creates fill the quota and then are refused, and updates race
@@ -15,8 +17,8 @@ for the same keys). Three ways: the store's statements on one raw connection per
 COMMITTED with the store's row locks (`locks`: the user's counter row, the total's, the size
 counter's); the same statements in SERIALIZABLE without the locks, retried up to `retries` times
 on a serialization failure or a deadlock (or a key another writer created first); and
-`PostgresStore.put` itself (`store`). Reported per way: puts per second over all writers, retries per put, puts that gave up,
-and whether the quota and every key's revisions held (no lost update).
+`PostgresStore.put` itself (`store`). Reported per way: puts per second over all writers, retries
+per put, puts that gave up, and whether the quota and every key's revisions held (no lost update).
 
 Every figure comes from a real server: `--url`, else an embedded one (Debian's PostgreSQL 15 where
 present, else the pgserver wheel's PostgreSQL 16), started with durable defaults.
@@ -24,19 +26,26 @@ present, else the pgserver wheel's PostgreSQL 16), started with durable defaults
 
 from __future__ import annotations
 
-import argparse
+import contextlib
+import dataclasses
 import datetime as dt
-import json
 import multiprocessing
 import os
 import random
+import shutil
+import statistics
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .pg_store_bench import PgStoreConfig, drop_schemas
+from .pg_store_bench import run as run_store
+
 DEBIAN_POSTGRES = Path("/usr/lib/postgresql/15/bin")
-HERE = Path(__file__).resolve().parent
+SQLITE, POSTGRES = "SQLite (WAL)", "PostgreSQL"
 
 
 def _raw_put(conn: Any, user: str, kind: str, key: str, value: str, limits: Any, now: str,
@@ -54,31 +63,8 @@ def _raw_put(conn: Any, user: str, kind: str, key: str, value: str, limits: Any,
         try:
             db.execute("BEGIN ISOLATION LEVEL SERIALIZABLE" if serializable else "BEGIN")
             if not serializable:  # the user's counter row first (made at 0 for a new user), as the store does
-                if db.execute("SELECT 1 FROM user_counts WHERE user_id = ? FOR UPDATE", (user,)).fetchone() is None:
-                    db.execute("INSERT INTO user_counts VALUES (?, 0) ON CONFLICT (user_id) DO NOTHING", (user,))
-                    db.execute("SELECT 1 FROM user_counts WHERE user_id = ? FOR UPDATE", (user,))
-            row = db.execute("SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-                             (user, kind, key)).fetchone()
-            if row is not None and row["value"] == value:
-                db.execute("COMMIT")
-                return "ok", attempt
-            seq = db.value(sql.take_sequence, (1,))
-            if row is None:
-                mine = db.value(sql.user_records, (user,)) or 0
-                total = db.value(sql.total_records + ("" if serializable else " FOR UPDATE"))
-                if mine + 1 > limits.max_records_per_user or total + 1 > limits.max_records_total:
-                    db.execute("ROLLBACK")
-                    return "quota", attempt
-                revision = (db.value(sql.last_revision, (user, kind, key)) or 0) + 1
-                db.execute(sql.insert_memory, (user, kind, key, value, "bench", revision, now, now, key, value.casefold(), seq))
-                action, old = "create", None
-            else:
-                revision, action, old = row["revision"] + 1, "update", row["value"]
-                db.execute(sql.update_memory, (value, value.casefold(), "bench", revision, now, seq, row["id"]))
-            db.execute(sql.insert_event, (user, kind, key, action, revision, "bench", old, value, None, now))
-            db.value("SELECT bytes FROM store_size")  # the size check
-            db.execute("COMMIT")
-            return "ok", attempt
+                _lock_counter(db, user)
+            return _raw_write(db, sql, (user, kind, key, value), limits, now, serializable), attempt
         except (errors.SerializationFailure, errors.DeadlockDetected, errors.UniqueViolation):
             # A key another writer created first is a conflict too: retry, and the retry updates it.
             db.execute("ROLLBACK")
@@ -87,6 +73,40 @@ def _raw_put(conn: Any, user: str, kind: str, key: str, value: str, limits: Any,
             db.execute("ROLLBACK")
             raise
     return "gave up", retries
+
+
+def _lock_counter(db: Any, user: str) -> None:
+    lock = "SELECT 1 FROM user_counts WHERE user_id = ? FOR UPDATE"
+    if db.execute(lock, (user,)).fetchone() is None:
+        db.execute("INSERT INTO user_counts VALUES (?, 0) ON CONFLICT (user_id) DO NOTHING", (user,))
+        db.execute(lock, (user,))
+
+
+def _raw_write(db: Any, sql: Any, item: tuple[str, str, str, str], limits: Any, now: str, serializable: bool) -> str:
+    """The put's statements after BEGIN, through COMMIT (or ROLLBACK past the quota): "ok" or "quota"."""
+    user, kind, key, value = item
+    row = db.execute("SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+                     (user, kind, key)).fetchone()
+    if row is not None and row["value"] == value:
+        db.execute("COMMIT")
+        return "ok"
+    seq = db.value(sql.take_sequence, (1,))
+    if row is None:
+        mine = db.value(sql.user_records, (user,)) or 0
+        total = db.value(sql.total_records + ("" if serializable else " FOR UPDATE"))
+        if mine + 1 > limits.max_records_per_user or total + 1 > limits.max_records_total:
+            db.execute("ROLLBACK")
+            return "quota"
+        revision = (db.value(sql.last_revision, (user, kind, key)) or 0) + 1
+        db.execute(sql.insert_memory, (user, kind, key, value, "bench", revision, now, now, key, value.casefold(), seq))
+        action, old = "create", None
+    else:
+        revision, action, old = row["revision"] + 1, "update", row["value"]
+        db.execute(sql.update_memory, (value, value.casefold(), "bench", revision, now, seq, row["id"]))
+    db.execute(sql.insert_event, (user, kind, key, action, revision, "bench", old, value, None, now))
+    db.value("SELECT bytes FROM store_size")  # the size check
+    db.execute("COMMIT")
+    return "ok"
 
 
 def _isolation_writer(payload: dict[str, Any], barrier: Any, results: Any) -> None:
@@ -159,9 +179,8 @@ def isolation(url: str, *, writers: int = 4, puts: int = 250, quota: int = 64, r
             raise RuntimeError(f"a {mode} writer failed: {failed[0]}")
         with PostgresStore(url, schema=schema) as store:
             stored = len(store.records("alice"))
-            revisions_hold = all(
-                [e["revision"] for e in store.history("alice", "preference", r["key"])] == list(range(1, r["revision"] + 1))
-                for r in store.records("alice"))
+            revisions_hold = all([e["revision"] for e in store.history("alice", "preference", r["key"])]
+                                 == list(range(1, r["revision"] + 1)) for r in store.records("alice"))
             consistent = store.health()["counters_consistent"]
         ok = sum(r["ok"] for r in rows)
         figures[mode] = {
@@ -174,85 +193,99 @@ def isolation(url: str, *, writers: int = 4, puts: int = 250, quota: int = 64, r
     return figures
 
 
-def _server(url: str | None) -> tuple[str, Any]:
+@contextlib.contextmanager
+def server(url: str | None) -> Iterator[str]:
+    """`url`, else an embedded server's (Debian's PostgreSQL 15 where present), stopped afterwards."""
     if url:
-        return url, None
+        yield url
+        return
     from memkit.store import start_embedded_postgres
 
-    server = start_embedded_postgres(bin_dir=DEBIAN_POSTGRES) if (DEBIAN_POSTGRES / "postgres").exists() \
+    embedded = start_embedded_postgres(bin_dir=DEBIAN_POSTGRES) if (DEBIAN_POSTGRES / "postgres").exists() \
         else start_embedded_postgres()
-    return server.url, server
-
-
-def run(url: str, quick: bool = False, log: Any = print) -> dict[str, Any]:
-    """The store against its limit and the writer curve on the server at `url`; their figures."""
-    from . import pg_store_bench, pg_writers
-
-    store, curve = pg_store_bench.PgStoreConfig(), pg_writers.WriterCurveConfig()
-    if quick:
-        store.sizes, store.rounds, store.read_cap_s = (500,), 2, 0.05
-        curve.processes, curve.seconds, curve.rounds = (1, 2), 0.5, 1
-    started = time.perf_counter()
-    log(f"postgresql, the store against raw psycopg: sizes {list(store.sizes)}, {store.rounds} rounds")
-    results: dict[str, Any] = {"store": pg_store_bench.run(url, store, log)}
-    log(f"postgresql, writer processes {list(curve.processes)} against SQLite:")
-    results["writers"] = pg_writers.run(url, curve, log)
-    results["meta"] = {"rounds": store.rounds, "sizes": list(store.sizes), "cores": os.cpu_count(),
-                       "date": dt.date.today().isoformat(), "wall_s": round(time.perf_counter() - started, 1)}
-    return results
-
-
-def run_into(out: Path, quick: bool = False, url: str | None = None, command: str | None = None) -> dict[str, Any]:
-    """`run` on `url` (else an embedded server), then its section of `out`/RESULTS.md, the plot
-    (pg_writers.png) and pg_results.json. What `python -m bench` calls."""
-    from . import pg_report
-
-    url, server = _server(url)
     try:
-        results = run(url, quick)
-        results["meta"]["server"] = _server_version(url)
+        yield embedded.url
     finally:
-        if server is not None:
-            server.close()
-    results["meta"]["command"] = command or "python -m bench" + (" --quick" if quick else "")
-    notes = HERE / "pg_notes.md"
-    results["notes"] = notes.read_text(encoding="utf-8") if notes.exists() and not quick else ""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "pg_results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    pg_report.plot(results, out / pg_report.PLOT)
-    pg_report.write_section(out / "RESULTS.md", pg_report.markdown(results))
-    for target in pg_report.targets(results):
-        print(f"  {'ok  ' if target['holds'] else 'MISS'} {target['target']}: {target['measured']}")
-    return results
+        embedded.close()
 
 
-def _server_version(url: str) -> str:
+def server_version(url: str) -> str:
+    """"PostgreSQL 15.18": the server's version, as the report names it."""
     import psycopg
 
     with psycopg.connect(url) as conn:
         return "PostgreSQL " + str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.pg_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--url", help="a PostgreSQL server to measure (default: an embedded one)")
-    parser.add_argument("--isolation", action="store_true", help="row locks against SERIALIZABLE with retry")
-    parser.add_argument("--quick", action="store_true", help="a smoke run of the store bench and the writer curve")
-    parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md's section and the plot go")
-    parser.add_argument("--writers", type=int, default=4, help="--isolation: writer processes")
-    parser.add_argument("--puts", type=int, default=250, help="--isolation: puts per writer")
-    args = parser.parse_args(argv)
-    if not args.isolation:
-        run_into(args.out, args.quick, args.url, command="python -m bench.pg_bench" + (" --quick" if args.quick else ""))
-        return 0
-    url, server = _server(args.url)
+@dataclasses.dataclass
+class WriterCurveConfig:
+    """Writer processes per point, seconds of writing, rounds (each point the median over them)."""
+
+    processes: tuple[int, ...] = (1, 2, 4, 8)
+    seconds: float = 2.0
+    rounds: int = 3
+
+
+def _stored(target: str, schema: str | None) -> int:
+    """How many records the store at `target` holds (all users)."""
+    from memkit.store import open_store
+
+    options = {"schema": schema, "create": False} if schema else {}
+    with open_store(target, **options) as store:
+        return sum(store.users().values())
+
+
+def _curve_round(url: str, backend: str, target: str, config: WriterCurveConfig) -> tuple[list[dict[str, Any]], int]:
+    """One backend's writer curve on a fresh file or schema: its rows, and the confirmed puts not found."""
+    from memkit.lab.scaling import writer_curve
+
+    schema = f"bench_writers_{uuid.uuid4().hex[:8]}" if backend == POSTGRES else None
     try:
-        print(json.dumps(isolation(url, writers=args.writers, puts=args.puts), indent=2))
+        rows = writer_curve({backend: target}, writer_counts=config.processes, seconds=config.seconds, schema=schema)
+        return rows, sum(row["puts"] for row in rows) - _stored(target, schema)
     finally:
-        if server is not None:
-            server.close()
-    return 0
+        if schema:
+            drop_schemas(url, schema)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def run_curve(url: str, config: WriterCurveConfig, log: Any = print) -> dict[str, Any]:
+    """The curve against SQLite files in a temporary folder and schemas of the server at `url`."""
+    samples: dict[tuple[str, int], list[float]] = {}
+    lost = refused = 0
+    workdir = Path(tempfile.mkdtemp(prefix="memkit-pg-writers-"))
+    try:
+        for r in range(config.rounds):
+            for backend in (SQLITE, POSTGRES) if r % 2 == 0 else (POSTGRES, SQLITE):
+                target = url if backend == POSTGRES else str(workdir / f"writers-{r}.sqlite3")
+                rows, missing = _curve_round(url, backend, target, config)
+                lost += missing
+                refused += sum(row["busy"] + row["errors"] for row in rows)
+                for row in rows:
+                    samples.setdefault((backend, row["writers"]), []).append(row["puts_per_s"])
+            log(f"    round {r + 1}: " + "  ".join(
+                f"{b} " + "/".join(f"{samples[(b, n)][-1]:.0f}" for n in config.processes) for b in (SQLITE, POSTGRES))
+                + f" puts/s at {'/'.join(map(str, config.processes))} writers")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    points = [{"backend": backend, "processes": n, "writes_per_s": round(statistics.median(values), 1),
+               "min": round(min(values), 1), "max": round(max(values), 1)}
+              for (backend, n), values in sorted(samples.items(), key=lambda item: (item[0][1], item[0][0]))]
+    return {"points": points, "seconds": config.seconds, "rounds": config.rounds, "lost_writes": lost,
+            "refused_writes": refused}
+
+
+def run(url: str, quick: bool = False, log: Any = print) -> dict[str, Any]:
+    """The store against its limit and the writer curve on the server at `url`; their figures."""
+    store, curve = PgStoreConfig(), WriterCurveConfig()
+    if quick:
+        store.sizes, store.rounds, store.read_cap_s = (500,), 2, 0.05
+        curve.processes, curve.seconds, curve.rounds = (1, 2), 0.5, 1
+    started = time.perf_counter()
+    log(f"postgresql, the store against raw psycopg: sizes {list(store.sizes)}, {store.rounds} rounds")
+    results: dict[str, Any] = {"store": run_store(url, store, log)}
+    log(f"postgresql, writer processes {list(curve.processes)} against SQLite:")
+    results["writers"] = run_curve(url, curve, log)
+    results["meta"] = {"rounds": store.rounds, "sizes": list(store.sizes), "cores": os.cpu_count(),
+                       "date": dt.date.today().isoformat(), "wall_s": round(time.perf_counter() - started, 1),
+                       "server": server_version(url)}
+    return results

@@ -20,16 +20,12 @@ from typing import Any
 from memkit.clock import iso, utc_now
 from memkit.store.statements import RECORD_SQL, put_read_args
 
-from . import store_bench
-from .contenders import BENCH_LIMITS, SESSION, Hit, Kit, _bundle
+from .contenders import BENCH_LIMITS, SESSION, Hit, Kit, bundle
 from .data import DataSet, make_dataset
-from .timing import rotated, run_batch, summarize
+from .store_bench import METHOD, StoreConfig, time_operations, workload, written_users
 
 OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)")
-WRITES = {"put (new key)", "put (update)"}
 KIT, RAW = "memkit PostgresStore", "raw psycopg"
-_METHOD = {"put (new key)": "put", "put (update)": "put", "get": "get", "search (hit)": "search",
-           "search (miss)": "search"}
 
 
 @dataclasses.dataclass
@@ -48,7 +44,7 @@ def load(url: str, schema: str, data: DataSet) -> None:
 
     with PostgresStore(url, schema=schema, limits=BENCH_LIMITS) as store, store.transaction():
         for user, records in data.by_user().items():
-            store.import_records(_bundle(user, records))
+            store.import_records(bundle(user, records))
 
 
 class PgKit(Kit):
@@ -154,13 +150,6 @@ class RawPsycopg:
         return sorted((r[0], r[1], r[2]) for r in rows)
 
 
-def workload(data: DataSet, config: PgStoreConfig) -> dict[str, list[list[tuple[Any, ...]]]]:
-    """The store benchmark's items (`bench.store_bench.workload`) for the operations timed here."""
-    plan = store_bench.workload(data, store_bench.StoreConfig(
-        rounds=config.rounds, writes_per_round=config.writes_per_round, reads_per_round=config.reads_per_round))
-    return {op: plan[op] for op in OPERATIONS}
-
-
 def _agreement(data: DataSet, plan: dict[str, list[list[tuple[Any, ...]]]], kit: PgKit,
                raw: RawPsycopg) -> dict[str, Any]:
     """The same questions to both after the timed writes: how many answers differed."""
@@ -168,9 +157,8 @@ def _agreement(data: DataSet, plan: dict[str, list[list[tuple[Any, ...]]]], kit:
     for op in ("get", "search (hit)", "search (miss)"):
         for item in plan[op][0][:50]:
             asked += 1
-            differed += getattr(kit, _METHOD[op])(*item) != getattr(raw, _METHOD[op])(*item)
-    touched = {item[0] for op in WRITES for batch in plan[op] for item in batch}
-    for user in sorted(touched):
+            differed += getattr(kit, METHOD[op])(*item) != getattr(raw, METHOD[op])(*item)
+    for user in sorted(written_users(plan)):
         asked += 1
         differed += kit.records(user) != raw.records(user)
     return {"size": data.size, "questions": asked, "disagreements": differed}
@@ -189,30 +177,25 @@ def run(url: str, config: PgStoreConfig, log: Any = print) -> dict[str, Any]:
         kit = PgKit(url, kit_schema)
         raw = RawPsycopg(url, raw_schema, search_index=kit.search_index == "pg_trgm")
         log(f"  {size:>7} records, {len(data.users)} users, search by {kit.search_index}")
-        plan = workload(data, config)
+        # The store benchmark's workload and timing (alternating rounds, medians), for these operations.
+        timing = StoreConfig(rounds=config.rounds, writes_per_round=config.writes_per_round,
+                             reads_per_round=config.reads_per_round, read_cap_s=config.read_cap_s)
+        plan = workload(data, timing)
         try:
-            for op in OPERATIONS:
-                samples: dict[str, list[float]] = {KIT: [], RAW: []}
-                cap = None if op in WRITES else config.read_cap_s
-                for r in range(config.rounds):
-                    for contender in rotated([kit, raw], r):
-                        per_call, _ = run_batch(getattr(contender, _METHOD[op]), plan[op][r], cap)
-                        samples[contender.name].append(per_call)
-                medians = {name: summarize(times)["median_s"] for name, times in samples.items()}
-                rows.append({"size": size, "operation": op, "search": kit.search_index,
-                             "memkit_us": round(medians[KIT] * 1e6, 1), "raw_us": round(medians[RAW] * 1e6, 1),
-                             "ratio": round(medians[RAW] / medians[KIT], 2)})
-                log(f"    {op:<15} memkit {medians[KIT] * 1e6:8.1f} us  raw {medians[RAW] * 1e6:8.1f} us"
-                    f"  memkit/limit {rows[-1]['ratio']:.2f}")
+            med = {(r["operation"], r["contender"]): r["median_s"]
+                   for r in time_operations(size, [kit, raw], plan, OPERATIONS, timing, log)}
+            rows += [{"size": size, "operation": op, "search": kit.search_index,
+                      "memkit_us": round(med[(op, KIT)] * 1e6, 1), "raw_us": round(med[(op, RAW)] * 1e6, 1),
+                      "ratio": round(med[(op, RAW)] / med[(op, KIT)], 2)} for op in OPERATIONS]
             checks.append(_agreement(data, plan, kit, raw))
         finally:
             kit.close()
             raw.close()
-            _drop(url, kit_schema, raw_schema)
+            drop_schemas(url, kit_schema, raw_schema)
     return {"rows": rows, "checks": checks}
 
 
-def _drop(url: str, *schemas: str) -> None:
+def drop_schemas(url: str, *schemas: str) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:

@@ -64,7 +64,7 @@ def workload(data: DataSet, config: StoreConfig) -> dict[str, list[list[tuple[An
     return plan
 
 
-_METHOD = {"put (new key)": "put", "put (update)": "put", "get": "get", "search (hit)": "search",
+METHOD = {"put (new key)": "put", "put (update)": "put", "get": "get", "search (hit)": "search",
            "search (miss)": "search", "retrieval context": "retrieve", "delete": "delete"}
 
 
@@ -115,13 +115,13 @@ def time_operations(size: int, contenders: list[Any], plan: dict[str, list[list[
     rotating order, on the same items; one row per (operation, contender) with median and spread."""
     rows: list[dict[str, Any]] = []
     for op in operations:
-        able = [c for c in contenders if hasattr(c, _METHOD[op])]
+        able = [c for c in contenders if hasattr(c, METHOD[op])]
         samples: dict[str, list[float]] = {c.name: [] for c in able}
         calls: dict[str, int] = {c.name: 0 for c in able}
         cap = None if op in WRITES else config.read_cap_s
         for r in range(config.rounds):
             for contender in rotated(able, r):
-                per_call, done = run_batch(getattr(contender, _METHOD[op]), plan[op][r], cap)
+                per_call, done = run_batch(getattr(contender, METHOD[op]), plan[op][r], cap)
                 samples[contender.name].append(per_call)
                 calls[contender.name] += done
         for name, times in samples.items():

@@ -1,4 +1,4 @@
-"""How the suite times things on a noisy machine: same process, alternating contenders, medians.
+"""How every suite times things on a noisy machine: same process, alternating contenders, medians.
 
 Each round runs every contender once on the same items, in an order that rotates from round to
 round (so none always runs first, after the cache was warmed by another, or last, when the
@@ -8,11 +8,25 @@ median over rounds. The garbage collector is paused inside a batch, as `timeit` 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import statistics
 import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
-from collections.abc import Callable, Sequence
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The garbage collector off inside the block (as `timeit` does), back as it was after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
 
 def run_batch(method: Callable[..., Any], items: Sequence[tuple[Any, ...]], cap_s: float | None,
               min_items: int = 3) -> tuple[float, int]:
@@ -24,28 +38,39 @@ def run_batch(method: Callable[..., Any], items: Sequence[tuple[Any, ...]], cap_
     Returns:
         (seconds per call, calls made).
     """
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        clock = time.perf_counter
+    clock = time.perf_counter
+    deadline = None if cap_s is None else clock() + cap_s
+    done = 0
+    with paused_gc():
         started = clock()
-        done = 0
-        if cap_s is None:
-            for item in items:
-                method(*item)
-            done = len(items)
-        else:
-            deadline = started + cap_s
-            for item in items:
-                method(*item)
-                done += 1
-                if done >= min_items and clock() > deadline:
-                    break
+        for item in items:
+            method(*item)
+            done += 1
+            if deadline is not None and done >= min_items and clock() > deadline:
+                break
         elapsed = clock() - started
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return elapsed / max(done, 1), done
+
+
+def per_call(call: Callable[[int], Any], n: int) -> float:
+    """Seconds per call of `call(i)` for i in range(n), the garbage collector paused."""
+    with paused_gc():
+        started = time.perf_counter()
+        for i in range(n):
+            call(i)
+        return (time.perf_counter() - started) / n
+
+
+def median_time(call: Callable[[], Any], repeat: int, warm: bool = True) -> float:
+    """Median seconds of `repeat` calls of `call` (after one untimed call when `warm`)."""
+    if warm:
+        call()
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
 
 
 def rotated(names: Sequence[Any], round_no: int) -> list[Any]:
@@ -56,8 +81,4 @@ def rotated(names: Sequence[Any], round_no: int) -> list[Any]:
 
 def summarize(samples: list[float]) -> dict[str, float]:
     """Median and spread of per-call times (seconds)."""
-    return {
-        "median_s": statistics.median(samples),
-        "min_s": min(samples),
-        "max_s": max(samples),
-    }
+    return {"median_s": statistics.median(samples), "min_s": min(samples), "max_s": max(samples)}

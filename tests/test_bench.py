@@ -115,7 +115,8 @@ def test_peers_are_timed_at_the_stated_durability_and_agree(quick_run):
         assert {s["contender"]: s.get("trigram_index") for s in stated if "trigram_index" in s} == {
             MEMKIT: "none", MEMKIT_INDEXED: "kept"}
         assert all(s["synchronous"] == sync for s in stated)
-    assert {s["journal_mode"] for s in peers["settings"] if s["contender"] == "SqliteStore (rollback journal)"} == {"DELETE"}
+    assert {s["journal_mode"] for s in peers["settings"]
+            if s["contender"] == "SqliteStore (rollback journal)"} == {"DELETE"}
     ops = {c["operation"] for c in peers["checks"]}
     assert ops == {"get", "search (hit)", "search (miss)", "records (after the timed writes)", "retrieval context"}
     assert all(c["disagreements"] == 0 for c in peers["checks"])
@@ -179,7 +180,7 @@ def test_a_durability_other_than_stated_is_refused(tmp_path):
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         assert check_durability("x", conn, "WAL", "NORMAL") == {"journal_mode": "WAL", "synchronous": "NORMAL"}
-        with pytest.raises(RuntimeError, match="x: PRAGMA reports .*NORMAL.* the run states .*FULL"):
+        with pytest.raises(RuntimeError, match=r"x: PRAGMA reports .*NORMAL.* the run states .*FULL"):
             check_durability("x", conn, "WAL", "FULL")
     finally:
         conn.close()
@@ -188,3 +189,41 @@ def test_a_durability_other_than_stated_is_refused(tmp_path):
 # -- the design changes the benchmark led to (bench/NOTES.md) keep behaviour ------------------------
 # (They belong with test_store.py and test_budget.py; they live here beside the benchmark that
 # motivated them until those files' owners take them over.)
+
+
+# -- the runner and the report: which suites run, and what a run keeps ------------------------------
+
+def test_an_unknown_suite_is_refused_naming_the_suites_and_nothing_is_written(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "bench", "store", "nosuch", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "no suite nosuch" in done.stderr and "store, budget, peers" in done.stderr
+    assert not out.exists()
+
+
+def test_the_default_run_is_make_bench_and_quick_leaves_out_the_window_and_notebooks():
+    from bench.__main__ import chosen, parse_args
+
+    names = [s.name for s in chosen(parse_args([]))]
+    assert names == ["store", "budget", "peers", "window", "notebook-suite", "postgres"]
+    assert [s.name for s in chosen(parse_args(["--quick"]))] == ["store", "budget", "peers", "postgres"]
+    assert [s.name for s in chosen(parse_args(["--quick", "--window", "--no-peers"]))] == [
+        "store", "budget", "window", "postgres"]
+    assert [s.name for s in chosen(parse_args(["chat", "aof", "chat"]))] == ["chat", "aof"]
+
+
+def test_a_run_replaces_its_own_figures_and_sections_and_keeps_every_other(tmp_path):
+    from bench.__main__ import save
+    from bench.report import write_sections
+    from bench.suites import BY_NAME
+
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps({"meta": {"command": "old"}, "store": {"old": 1}, "chat": {"old": 2}}))
+    latest = save(saved, {"chat": {"new": 3}}, [BY_NAME["chat"]])
+    assert json.loads(saved.read_text()) == latest == {"meta": {"command": "old"}, "store": {"old": 1},
+                                                       "chat": {"new": 3}}
+    results_md = tmp_path / "RESULTS.md"
+    results_md.write_text("# memkit benchmarks\n\nold head\n\n## Targets\n\nold targets\n\n## Chat\n\nchat kept\n")
+    write_sections(results_md, "# memkit benchmarks\n\nnew head\n\n## Targets\n\nnew targets\n", at_start=True)
+    assert results_md.read_text() == ("# memkit benchmarks\n\nnew head\n\n## Targets\n\nnew targets\n\n"
+                                      "## Chat\n\nchat kept\n")

@@ -1,4 +1,4 @@
-"""bench/notebook_bench.py: its tables from given figures (no timing is asserted anywhere).
+"""bench/notebook_bench.py and bench/report.py: the Run All tables from given figures (no timing is asserted anywhere).
 
 The teacher's guide takes its track minutes from these functions, so they must add correctly, mark
 a track that does not fit, and keep a notebook that was not measured out of a total rather than
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import notebook_bench
+from bench import notebook_bench, report
 
 
 def _row(name: str, seconds: float, minutes: int | None) -> dict:
@@ -26,20 +26,20 @@ def _results(*rows: dict) -> dict:
 
 
 def test_the_section_marks_each_target_held_or_missed():
-    text = notebook_bench.section(_results(_row("05_restart", 12.0, 25), _row("09_scaling", 31.0, 30),
+    text = report.notebooks_markdown(_results(_row("05_restart", 12.0, 25), _row("09_scaling", 31.0, 30),
                                            _row("01_schema", 2.0, 25)))
     assert "| `05_restart` | 12.0 s |" in text and "≤ 20 s: held" in text
     assert "| `09_scaling` | 31.0 s |" in text and "≤ 20 s: **missed**" in text
-    assert text.startswith(notebook_bench.SECTION)
+    assert text.startswith(report.NOTEBOOKS_SECTION)
 
 
 def test_tracks_add_stated_minutes_and_run_all_rounded_up(monkeypatch):
-    monkeypatch.setattr(notebook_bench, "TRACKS", {
+    monkeypatch.setattr(report, "TRACKS", {
         "short": {"limit": 40, "notebooks": ["00", "03"], "extra": {"closing": 5}},
         "tight": {"limit": 30, "notebooks": ["00", "03"], "extra": {}},
         "open": {"limit": None, "notebooks": ["00", "11"], "extra": {}},
     })
-    text = notebook_bench.tracks(_results(_row("00_start", 61.0, 15), _row("03_loop", 5.0, 10),
+    text = report.tracks(_results(_row("00_start", 61.0, 15), _row("03_loop", 5.0, 10),
                                           _row("03_loop (before)", 500.0, 10)))
     short, tight, open_ = text.split("\n\n**")
     assert "| `00_start` | 15 | 61 s (≤ 2 min) | 17 |" in short  # 61 s rounds up to 2 minutes
@@ -49,16 +49,17 @@ def test_tracks_add_stated_minutes_and_run_all_rounded_up(monkeypatch):
 
 
 def test_a_track_over_its_limit_says_so(monkeypatch):
-    monkeypatch.setattr(notebook_bench, "TRACKS", {"tiny": {"limit": 20, "notebooks": ["00"], "extra": {}}})
-    assert "does not fit" in notebook_bench.tracks(_results(_row("00_start", 10.0, 25)))
+    monkeypatch.setattr(report, "TRACKS", {"tiny": {"limit": 20, "notebooks": ["00"], "extra": {}}})
+    assert "does not fit" in report.tracks(_results(_row("00_start", 10.0, 25)))
 
 
 def test_writing_the_section_keeps_the_rest_and_replaces_an_older_one(tmp_path: Path):
     results_md = tmp_path / "RESULTS.md"
-    results_md.write_text("# bench\n\n## Other\n\nkept\n\n" + notebook_bench.SECTION + "\n\nold\n\n## Last\n\nkept too\n")
-    notebook_bench.write_section(results_md, notebook_bench.SECTION + "\n\nnew\n")
+    results_md.write_text("# bench\n\n## Other\n\nkept\n\n" + report.NOTEBOOKS_SECTION
+                          + "\n\nold\n\n## Last\n\nkept too\n")
+    report.write_section(results_md, report.NOTEBOOKS_SECTION + "\n\nnew\n")
     text = results_md.read_text()
-    assert "old" not in text and text.count(notebook_bench.SECTION) == 1
+    assert "old" not in text and text.count(report.NOTEBOOKS_SECTION) == 1
     assert "## Other\n\nkept" in text and "## Last\n\nkept too" in text and text.endswith("new\n")
 
 

@@ -1,4 +1,4 @@
-"""bench/pg_*.py keep their promises (timings are never asserted, only what they are made of): the
+"""bench/pg_*.py and bench/report.py keep their promises (timings are never asserted, only what they are made of): the
 raw psycopg limit runs what PostgresStore runs and gives its answers, and the PostgreSQL section of
 bench/RESULTS.md replaces its older self and leaves every other section as it was. `python -m bench
 --quick` (tests/test_bench.py) runs the whole of it, with the writer curve."""
@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench/ is a folder of the checkout, not of the package
 
-from bench import pg_report  # noqa: E402
+from bench import report  # noqa: E402
 from bench.data import MISS_QUERY_STEM, make_dataset  # noqa: E402
 from bench.pg_store_bench import PgKit, RawPsycopg, load  # noqa: E402
 
@@ -45,7 +45,8 @@ def test_the_raw_limit_gives_the_stores_answers(twin):
     assert [c.put(user, "episode", "bench.new", "a brand new memory") for c in (kit, raw)] == [1, 1]
     assert [c.put(user, "episode", "bench.new", "a brand new memory") for c in (kit, raw)] == [1, 1]  # unchanged
     assert [c.put(user, "episode", "bench.new", "changed memory") for c in (kit, raw)] == [2, 2]
-    assert kit.search(user, "CHANGED mem") == raw.search(user, "CHANGED mem") == [("episode", "bench.new", "changed memory")]
+    assert kit.search(user, "CHANGED mem") == raw.search(user, "CHANGED mem") == [
+        ("episode", "bench.new", "changed memory")]
     assert kit.search(user, MISS_QUERY_STEM) == raw.search(user, MISS_QUERY_STEM) == []
     assert kit.records(user) == raw.records(user)
     history = kit.store.history(user, "episode", "bench.new")
@@ -70,13 +71,13 @@ def test_the_results_section_replaces_its_older_self_and_keeps_the_rest(tmp_path
     path = tmp_path / "RESULTS.md"
     if before:
         path.write_text(before, encoding="utf-8")
-    section = pg_report.markdown(RESULTS)
-    pg_report.write_section(path, section)
-    pg_report.write_section(path, section)  # a second run: still one section
+    section = report.pg_markdown(RESULTS)
+    report.write_section(path, section)
+    report.write_section(path, section)  # a second run: still one section
     text = path.read_text(encoding="utf-8")
-    assert text.count(pg_report.SECTION) == 1 and "old figures" not in text
+    assert text.count(report.PG_SECTION) == 1 and "old figures" not in text
     assert "| 200 | get | scan | 200.0 | 150.0 | 0.75 | held |" in text
     assert "| 2 | 100 (90-110) | 100 (90-110) |" in text
     for kept in ("## Store\n\ntable", "## Window\n\nwindow table"):
         assert (kept in text) == (kept in before)
-    assert [t["holds"] for t in pg_report.targets(RESULTS)] == [True]
+    assert [t["holds"] for t in report.pg_targets(RESULTS)] == [True]
