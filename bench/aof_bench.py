@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memkit.store import MemoryStore
 from memkit.window import RedisWindow
-from memkit.window.workspace import WorkspaceRedis
+from memkit.servers.workspace import WorkspaceRedis
 
 
 def fsync_latency(folder: Path, n: int = 200) -> float:

@@ -33,7 +33,7 @@ from memkit.window import (
     display_url,
     session_keys,
 )
-from memkit.window.server import _is_alive
+from memkit.servers.redis import _is_alive
 
 KILLS = 200 if os.environ.get("MEMKIT_FULL") else 20
 """SIGKILLs in the exactly-once test (MEMKIT_FULL=1 for the long run)."""
@@ -175,7 +175,7 @@ def test_archiving_runs_in_the_background_and_flushes_on_demand(make_window, sto
     # Nobody called flush: the worker copies (SQLite) and then trims (Redis) on its own.
     assert wait_for(lambda: window.pending("alice", "s1") == [], timeout=3)
     assert _numbers(store.archived_turns("alice", "s1")) == [1, 2, 3, 4, 5]
-    assert window.last_error is None
+    assert window.archiver.last_error is None
     window.close()  # its worker would archive the next window's turns too (they share the prefix)
     quiet = make_window(size=2)
     for i in range(5):
@@ -236,7 +236,7 @@ def test_without_the_sweeper_an_expired_window_is_gone(make_window, store):
     window = make_window(size=3, ttl=0.5)
     for i in range(5):
         window.append("alice", "s1", "user", f"m{i}")
-    window.archive_pending()  # archives the two that fell out; nothing retires the window
+    window.archiver.archive_pending()  # archives the two that fell out; nothing retires the window
     time.sleep(0.7)
     assert _numbers(window.load_session("alice", "s1")) == [1, 2]  # turns 3-5 expired with the window
 
@@ -439,7 +439,7 @@ def test_redis_going_down_is_a_window_error_and_the_store_keeps_working(own_serv
                  window.flush):
         with pytest.raises(WindowError, match="unavailable"):
             call()
-    assert wait_for(lambda: isinstance(window.last_error, WindowError))  # the worker logs and goes on
+    assert wait_for(lambda: isinstance(window.archiver.last_error, WindowError))  # the worker logs and goes on
     store.put("alice", "s1", "preference", "drink", "tea")
     assert store.get("alice", "preference", "drink")["value"] == "tea"
     window.close()  # cannot archive (Redis is gone), still closes cleanly

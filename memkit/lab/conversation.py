@@ -35,8 +35,8 @@ from collections.abc import Iterator
 from ..request import History
 from ..store import MemoryStore
 from ..window import RedisWindow, connect_redis
-from ..window.server import _is_alive as is_alive
-from ..window.workspace import WorkspaceRedis, window_folder
+from ..servers.redis import _is_alive as is_alive
+from ..servers.workspace import WorkspaceRedis, window_folder
 
 
 @contextlib.contextmanager

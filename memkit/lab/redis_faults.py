@@ -21,8 +21,8 @@ from ..errors import WindowError
 from ..store import MemoryStore
 from ..transcript import Turn
 from ..window import RedisWindow, connect_redis, start_embedded_redis
-from ..window.keys import LIFE_KEY
-from ..window.server import _is_alive
+from ..window.protocol import LIFE_KEY
+from ..servers.redis import _is_alive
 from .workers import PathLike, run_worker, wait_for, worker
 
 
@@ -262,9 +262,9 @@ def older_state_restart(folder: PathLike, *, before: int = 10, after: int = 4, s
                     acknowledged_after[turn["turn"]] = turn["content"]
                     reused += turn["turn"] <= taken
             assert late is not None
-            late.retire_all()
+            late.archiver.retire_all()
             whole = late.load_session("alice", "s1")
-            renumbered = len(early.renumbered) + len(late.renumbered)
+            renumbered = len(early.archiver.renumbered) + len(late.archiver.renumbered)
             early.close()
             late.close()
         finally:

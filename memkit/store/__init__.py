@@ -30,7 +30,7 @@ PostgreSQL, where it differs (psycopg and psycopg_pool are imported only when a 
 - `pg_schema`: `PG_MIGRATIONS`, the runner, the check at open, the optional `pg_trgm` index.
 - `pg_search`: the same search rule, by scan or the trigram index.
 - `pg_store`: `PostgresStore`, and its `health`.
-- `embedded`: `start_embedded_postgres()`, a server of its own in a temporary folder.
+- `start_embedded_postgres()` (from `memkit.servers.postgres`): a server of its own in a temporary folder.
 - `opening`: `open_store`, for a path or any PostgreSQL spelling.
 
 All SQL and every backend-specific rule live here (SQLite: db, files, wal, schema, statements,
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from .bundle import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, LINE_SCHEMAS, seal_bundle
 from .db import SqliteDatabase, is_busy
-from .embedded import EmbeddedPostgres, start_embedded_postgres
+from ..servers.postgres import EmbeddedPostgres, start_embedded_postgres
 from .files import SQLITE_MAGIC, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
 from .memory import MemoryStore

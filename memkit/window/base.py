@@ -127,11 +127,6 @@ class ShortTermWindow(abc.ABC):
             )
         return text
 
-    def _archived_max(self, user: str, session: str) -> int:
-        if self.store is None:
-            return 0
-        return self.store.last_archived_turn(user, session)
-
 
 class InProcessWindow(ShortTermWindow):
     """A bounded window per session in this process's memory.
@@ -161,7 +156,7 @@ class InProcessWindow(ShortTermWindow):
         key = (user, session)
         with self._lock:
             if key not in self._seq:
-                self._seq[key] = self._archived_max(user, session)
+                self._seq[key] = self.store.last_archived_turn(user, session) if self.store is not None else 0
             turns = self._turns.setdefault(key, collections.deque())
             number = self._seq[key] + 1
             turn: Turn = {"turn": number, "role": role, "content": text, "at": iso(self._clock())}

@@ -5,7 +5,7 @@ Unix socket inside it: no TCP port, so nothing else on the machine reaches it or
 The binaries are the `pgserver` wheel's (PostgreSQL 16, no contrib: no `pg_trgm`) unless `bin_dir`
 names an installed PostgreSQL (Debian's are in /usr/lib/postgresql/15/bin). `close()` stops the
 server and removes the folder; so does the interpreter's exit, if `close()` was forgotten, and so
-does a watchdog process (`memkit.watchdog`) when the process that started the server dies without
+does a watchdog process (`memkit.servers.watchdog`) when the process that started the server dies without
 running exit hooks (SIGKILL: how nbval and Jupyter stop a kernel).
 
 PostgreSQL refuses to run as root. As root, the server runs as the `postgres` user where there is
@@ -31,7 +31,7 @@ from typing import IO, Any, Literal
 from collections.abc import Mapping
 
 from ..errors import StoreError
-from ..watchdog import Watchdog
+from .watchdog import Watchdog
 
 _STOP_SIGNALS = {"fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 _SOCKET_NAME = ".s.PGSQL.5432"
