@@ -1,7 +1,8 @@
 """The servers the kit starts, adopts or connects to, and how each one stops.
 
 None of this is the memory model: these modules know processes, sockets and folders, never users,
-turns or records. From the leaves up:
+turns or records (`memkit.window` and `memkit.store` re-export what a student calls). From the
+leaves up:
 
 * `watchdog`: a process of its own that stops a server when its starter dies, SIGKILL included.
 * `redis_client`: the URL check, the kit's Redis client (with its life hook) and its errors.
@@ -12,24 +13,3 @@ turns or records. From the leaves up:
 """
 
 from __future__ import annotations
-
-from .postgres import EmbeddedPostgres, start_embedded_postgres
-from .redis import Persistence, RedisHandle, connect_redis, start_embedded_redis
-from .redis_client import DEFAULT_TIMEOUT_S, check_redis_url, display_url, note_server_life
-from .workspace import DEFAULT_WAIT_S, WorkspaceRedis, window_folder
-
-__all__ = [
-    "DEFAULT_TIMEOUT_S",
-    "DEFAULT_WAIT_S",
-    "EmbeddedPostgres",
-    "Persistence",
-    "RedisHandle",
-    "WorkspaceRedis",
-    "check_redis_url",
-    "connect_redis",
-    "display_url",
-    "note_server_life",
-    "start_embedded_postgres",
-    "start_embedded_redis",
-    "window_folder",
-]

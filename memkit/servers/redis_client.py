@@ -169,7 +169,8 @@ def note_server_life(connection: Any) -> None:
     restart breaks every connection, and a connection's first command waits for this hook. So
     before any command of a kit client runs on a server's life, `LIFE_KEY` holds that life's
     run_id, and the append script reads it (one GET) instead of asking `INFO server` on every call
-    (7-21 µs of server time per append in our runs, quiet machine to busy one). Windows on other clients keep asking INFO.
+    (7-21 µs of server time per append in our runs, quiet machine to busy one). Windows on other
+    clients keep asking INFO.
     Pass `redis_connect_func=note_server_life` to a client of your own to give it the same check.
     """
     import redis  # only a client of redis-py calls this

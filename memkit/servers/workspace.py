@@ -49,21 +49,8 @@ from .redis import _is_alive
 from .redis_client import DEFAULT_TIMEOUT_S, client_for, redis_errors, redis_module
 from .watchdog import start_token
 from .workspace_folder import (
-    KEEPER_NAME,
-    MARKER,
-    SOCKET_FOLDER_PREFIX,
-    answers,
-    client_count,
-    keeper_runs,
-    locked,
-    private_folder,
-    probe_client,
-    process_is,
-    read_record,
-    remove_socket_folder,
-    servers_on,
-    trusted_record,
-    write_private,
+    KEEPER_NAME, MARKER, SOCKET_FOLDER_PREFIX, answers, client_count, keeper_runs, locked, private_folder,
+    probe_client, process_is, read_record, remove_socket_folder, servers_on, trusted_record, write_private
 )
 
 APPENDFSYNC = ("always", "everysec")

@@ -110,8 +110,9 @@ class Archiver:
         keys = self.layout.session(user, session)
         top = self.last_archived(user, session)
         with redis_errors(self.where, f"renumbering conflicting turns of {user}/{session}"):
-            moved = [int(n) for n in self.scripts.renumber(keys=[keys.pending, keys.seq, keys.turns], args=[top, *numbers])]
-        for was, now in zip(moved[::2], moved[1::2]):
+            moved = [int(n) for n in self.scripts.renumber(keys=[keys.pending, keys.seq, keys.turns],
+                                                           args=[top, *numbers])]
+        for was, now in zip(moved[::2], moved[1::2], strict=True):
             self.renumbered.append({"user": user, "session": session, "was": was, "now": now})
             log.error("turn %d of %s/%s was already archived with different content (a turn counter went back, "
                       "e.g. Redis restored from an older state); both are kept, the newer one as turn %d",
@@ -174,7 +175,7 @@ class Archiver:
         Returns:
             How many sessions were retired.
         """
-        pattern = self.layout.user_pattern(user)  # the id, checked
+        self.layout.user_pattern(user)  # the id, checked
         with self.lock:
             with redis_errors(self.where, f"listing the sessions of {user}"):
                 members: Any = self.client.zrange(self.layout.index, 0, -1)

@@ -103,7 +103,7 @@ class ShortTermWindow(abc.ABC):
         """Archive what is waiting to be archived now. Returns counts of what was done."""
         return {"closed": 0, "archived": 0}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - nothing to release by default; not abstract
         """Release what the window holds. Safe to call twice."""
 
     def __enter__(self) -> ShortTermWindow:
@@ -162,7 +162,8 @@ class InProcessWindow(ShortTermWindow):
             turn: Turn = {"turn": number, "role": role, "content": text, "at": iso(self._clock())}
             overflow = list(turns)[: max(0, len(turns) + 1 - self.size)]
             if overflow and self.store is not None:
-                self.store.archive_turns(user, session, cast(list[dict[str, Any]], overflow))  # before they leave the window
+                # before they leave the window
+                self.store.archive_turns(user, session, cast(list[dict[str, Any]], overflow))
             self._seq[key] = number
             for _ in overflow:
                 turns.popleft()

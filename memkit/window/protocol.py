@@ -86,22 +86,20 @@ class KeyLayout:
     Args:
         prefix: the operator's part (letters, digits, '_', '.', '-').
         store_id: the store's id (`MemoryStore.store_id`); its first 16 hex digits follow the prefix.
-            None only for code that predates store ids (keys `{prefix}:{user}:...`, shared by every
-            store on the server); every `RedisWindow` passes it.
 
     Raises:
         ValidationError: the prefix has characters other than letters, digits, '_', '.', '-', or
             the store id is not hexadecimal.
     """
 
-    def __init__(self, prefix: str, limits: Limits = DEFAULT_LIMITS, store_id: str | None = None) -> None:
+    def __init__(self, prefix: str, limits: Limits = DEFAULT_LIMITS, *, store_id: str) -> None:
         if not isinstance(prefix, str) or not _PREFIX_RE.fullmatch(prefix):
             raise ValidationError(f"key prefix {prefix!r} is not allowed; use letters, digits, '_', '.', '-'")
-        if store_id is not None and (not isinstance(store_id, str) or not _STORE_ID_RE.fullmatch(store_id)):
+        if not isinstance(store_id, str) or not _STORE_ID_RE.fullmatch(store_id):
             raise ValidationError(f"store id {store_id!r} is not a store's id (at least 16 lower-case hex digits)")
         self.prefix = prefix
-        self.store_id = store_id[:STORE_ID_CHARS] if store_id is not None else None
-        self.base = prefix if self.store_id is None else f"{prefix}:{self.store_id}"
+        self.store_id = store_id[:STORE_ID_CHARS]
+        self.base = f"{prefix}:{self.store_id}"
         """What every key of this layout starts with: `{prefix}:{store}`."""
         self.limits = limits
         self.index = f"{self.base}:_sessions"
@@ -200,11 +198,11 @@ return {n, redis.call('ZCARD', KEYS[2])}
 
 READ = """
 -- Read a session's window and its pending turns in one step and slide the TTL (load_session;
--- `recent` reads the window alone with the RECENT script, see `WindowReads.read`).
+-- `recent` reads the window alone with the RECENT script, see `WindowReads.recent`).
 -- Every key belongs to one store (`{prefix}:{store}:...`).
 -- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
--- ARGV[1] "user/session"  ARGV[2] TTL in ms  ARGV[3] "1" to return pending turns as well
--- Returns {window members oldest first, pending members oldest first (or empty)}.
+-- ARGV[1] "user/session"  ARGV[2] TTL in ms
+-- Returns {window members oldest first, pending members oldest first}.
 local window = redis.call('ZRANGE', KEYS[1], 0, -1)
 if #window > 0 then
   local ttl = tonumber(ARGV[2])
@@ -213,9 +211,7 @@ if #window > 0 then
   local now = redis.call('TIME')
   redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARGV[1])
 end
-local pending = {}
-if ARGV[3] == '1' then pending = redis.call('ZRANGE', KEYS[2], 0, -1) end
-return {window, pending}
+return {window, redis.call('ZRANGE', KEYS[2], 0, -1)}
 """
 
 RECENT = """

@@ -40,46 +40,34 @@ class WindowReads:
         self.ttl_ms = max(1, round(ttl * 1000))
         """The sliding TTL in milliseconds, as the scripts take it."""
 
-    def read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
-        """The window (and the pending turns), decoded, with the TTL slid: one round trip.
+    def recent(self, user: str, session: str) -> list[Turn]:
+        """The session's window, oldest first; reading it restarts the TTL (the RECENT script).
 
-        The window alone (`recent`, read on every reply) is the RECENT script: ZRANGE, then PEXPIRE
-        of the turns and the counter. The same three commands as a pipeline cost the server about
-        10 µs less (1.6 against 11 µs a read, measured alternately), but the client about 25 µs
-        more (it packs and parses three commands instead of one), and a read is mostly client:
-        even a server shared by a thousand live conversations reads a window per reply, a few
-        thousand times a second at most. The sessions index is left
-        as the last append set it, so it may say a read session expires earlier than it does, never
-        later; the sweeper asks the key's own TTL before it retires a session (the RETIRE script).
-        Window and pending together (`load_session`) must be one snapshot, so a turn moving between
-        them is seen once: the READ script.
+        RECENT is ZRANGE, then PEXPIRE of the turns and the counter. The same three commands as a
+        pipeline cost the server about 10 µs less (1.6 against 11 µs a read, measured alternately),
+        but the client about 25 µs more (it packs and parses three commands instead of one), and a
+        read is mostly client: even a server shared by a thousand live conversations reads a window
+        per reply, a few thousand times a second at most. The sessions index is left as the last
+        append set it, so it may say a read session expires earlier than it does, never later; the
+        sweeper asks the key's own TTL before it retires a session (the RETIRE script).
         """
         keys = self.layout.session(user, session)
-        ttl = self.ttl_ms
         with redis_errors(self.where, f"reading the window of {user}/{session}"):
-            if with_pending:
-                window, pending = self.scripts.read(
-                    keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
-                    args=[f"{user}/{session}", ttl, "1"],
-                )
-                return decode(window), decode(pending)
-            window = self.scripts.recent(keys=[keys.turns, keys.seq], args=[ttl])
-        return decode(window), []
-
-    def recent(self, user: str, session: str) -> list[Turn]:
-        """The session's window, oldest first; reading it restarts the TTL."""
-        return self.read(user, session, False)[0]
+            return decode(self.scripts.recent(keys=[keys.turns, keys.seq], args=[self.ttl_ms]))
 
     def load_session(self, user: str, session: str) -> list[Turn]:
         """The whole conversation: archive + pending + window, each turn once, in turn order.
 
-        Redis is read first (window and pending in one script, so a turn moving between them is
-        seen once), then SQLite: a turn archived in between is then in both reads and counted once.
-        Reading the other way round could miss a turn that moved in between.
+        Redis is read first (window and pending in one READ script, one snapshot, so a turn moving
+        between them is seen once; it slides the TTL), then SQLite: a turn archived in between is
+        then in both reads and counted once. Reading the other way round could miss a turn that
+        moved in between.
         """
-        window, pending = self.read(user, session, True)
-        return merge_turns(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
-
+        keys = self.layout.session(user, session)
+        with redis_errors(self.where, f"reading the window of {user}/{session}"):
+            window, pending = self.scripts.read(keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
+                                                args=[f"{user}/{session}", self.ttl_ms])
+        return merge_turns(decode(window), decode(pending), self.store.archived_turns(user, session))  # type: ignore[arg-type]
 
     def pending(self, user: str, session: str) -> list[Turn]:
         """Turns that left the window and wait for the archiver (without touching the TTL)."""

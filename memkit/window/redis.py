@@ -129,7 +129,7 @@ class RedisWindow(ShortTermWindow):
         accept_eviction: bool = False,
     ) -> None:
         super().__init__(size, store, clock, store.limits, max_content_chars)
-        self.layout = KeyLayout(prefix, store.limits, store.store_id)
+        self.layout = KeyLayout(prefix, store.limits, store_id=store.store_id)
         if not ttl > 0.01:
             raise ValidationError(f"ttl is {ttl!r} seconds; it must be more than 0.01")
         self.store: MemoryStore = store
@@ -259,8 +259,9 @@ class RedisWindow(ShortTermWindow):
         read_archive = False
         for _ in range(_APPEND_ATTEMPTS):
             floor, fresh = self._numbers.floor(user, session, read_archive=read_archive)
-            calls: list[list[Any]] = [[ref, self.size, self.reads.ttl_ms, body, floor, backlog - (len(bodies) - 1 - number), int(fresh),
-                      self._numbers.run_id, self._life_from_key] for number, body in enumerate(bodies)]
+            calls: list[list[Any]] = [
+                [ref, self.size, self.reads.ttl_ms, body, floor, backlog - (len(bodies) - 1 - number), int(fresh),
+                 self._numbers.run_id, self._life_from_key] for number, body in enumerate(bodies)]
             with redis_errors(self._where, f"appending to {ref}"):
                 if len(calls) == 1:  # one script call is atomic by itself
                     results = [self._scripts.append(keys=script_keys, args=calls[0])]
@@ -293,7 +294,7 @@ class RedisWindow(ShortTermWindow):
             # (every `interval`): one SQLite commit per turn cost more than the append itself.
             self.archiver.wake()
         return [{"turn": number, "role": role, "content": text, "at": at}
-                for number, (role, text) in zip(numbers, turns)]
+                for number, (role, text) in zip(numbers, turns, strict=True)]
 
     def retire_user(self, user: str) -> int:
         """Retire every session of `user` into the archive now (all turns, whatever their TTL)."""
@@ -402,8 +403,8 @@ class RedisWindow(ShortTermWindow):
                 with self.archiver.lock:
                     self.archiver.archive_pending()
         except Exception as exc:  # closing goes on (the worker is stopped, the handle closed); say what was not done
-            log.warning("could not archive before closing (%s): %s",
-                        "those turns are lost with the server" if handle is not None else "the turns wait in Redis", exc)
+            lost = "those turns are lost with the server" if handle is not None else "the turns wait in Redis"
+            log.warning("could not archive before closing (%s): %s", lost, exc)
         finally:
             if handle is not None:
                 handle.close()
