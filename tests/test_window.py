@@ -127,6 +127,27 @@ def test_structured_tool_content_is_stored_as_codec_json(any_window):
     assert turn["content"] == codec.dumps(result)
 
 
+def test_the_stored_turn_format_is_what_earlier_windows_wrote_and_read(make_window, redis_handle):
+    # A window kept in Redis (an AOF, a shared server) outlives the code that wrote it: the bytes of
+    # a member are the protocol. New appends write exactly these bytes, and members written so read.
+    window = make_window(size=2, clock=FakeClock())
+    window.append("alice", "s1", "tool", {"price": Decimal("9.99")})
+    window.append("alice", "s1", "user", 'tea $5 "now" é')
+    stored = redis_handle.client.zrange(window.keys("alice", "s1").turns, 0, -1)
+    assert stored == [
+        b'{"turn":1,"at":"2026-01-01T09:00:00.000000Z","content":"{\\"price\\":{\\"$decimal\\":\\"9.99\\"}}",'
+        b'"role":"tool"}',
+        '{"turn":2,"at":"2026-01-01T09:00:00.000000Z","content":"tea $5 \\"now\\" é","role":"user"}'.encode(),
+    ]
+    keys = window.keys("bob", "s1")
+    redis_handle.client.zadd(keys.turns, {m.replace(b"2026", b"2025"): n for n, m in enumerate(stored, start=1)})
+    redis_handle.client.set(keys.seq, 2)
+    assert [(t["turn"], t["at"][:4], t["content"]) for t in window.recent("bob", "s1")] == [
+        (1, "2025", '{"price":{"$decimal":"9.99"}}'), (2, "2025", 'tea $5 "now" é')]
+    assert window.append("bob", "s1", "user", "more")["turn"] == 3  # the counter goes on from there
+    assert [t["turn"] for t in window.load_session("bob", "s1")] == [1, 2, 3]
+
+
 def test_in_process_window_without_a_store_forgets_what_falls_out():
     window = InProcessWindow(size=3)
     for i in range(5):

@@ -27,9 +27,11 @@ no id can name another user's keys or one of the two index keys.
 All keys of one session plus the two index keys are touched by one script, so on Redis Cluster
 they would need one hash slot; this kit targets one server.
 
-The scripts (each with its KEYS/ARGV header): APPEND (`RedisWindow.append`), READ and RECENT (the
+The scripts (each with its KEYS/ARGV header; every key they name is one store's, but the life
+key): APPEND (`RedisWindow.append`), READ and RECENT (the
 reads, `memkit.window.reads`), RETIRE, TRIM and RENUMBER (the archiver, `memkit.window.archiver`).
-`Scripts` registers them all on one client; `decode` reads back the turns they store.
+`Scripts` registers them all on one client; `encode` writes a turn as APPEND takes it, `decode`
+reads back the turns they store.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from collections.abc import Iterable, Iterator
 
 from .. import codec
 from ..errors import ValidationError
+from ..jsonutil import canonical_json
 from ..limits import DEFAULT_LIMITS, Limits
 from ..servers.redis_client import LIFE_KEY as LIFE_KEY  # the server's key, read by APPEND
 from ..servers.redis_client import as_text
@@ -129,6 +132,16 @@ class KeyLayout:
             yield user, session
 
 
+def encode(at: str, role: str, text: str) -> str:
+    """A turn as APPEND takes it: canonical JSON without its number, `{"at":...,"content":...,"role":...}`.
+
+    APPEND and RENUMBER splice the number in front (`{"turn":n,` + the rest), so a member always
+    starts with its number; `decode` reads it back. (The content is text: a tool result was
+    encoded by `codec.dumps` before it got here, so no tag is ever at this level.)
+    """
+    return canonical_json({"at": at, "content": text, "role": role})
+
+
 def decode(members: Any) -> list[Turn]:
     """Turns stored in Redis (the members of a turns or pending set, bytes or str), as dicts."""
     return codec.loads_many(members)  # type: ignore[no-any-return]
@@ -199,7 +212,6 @@ return {n, redis.call('ZCARD', KEYS[2])}
 READ = """
 -- Read a session's window and its pending turns in one step and slide the TTL (load_session;
 -- `recent` reads the window alone with the RECENT script, see `WindowReads.recent`).
--- Every key belongs to one store (`{prefix}:{store}:...`).
 -- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
 -- ARGV[1] "user/session"  ARGV[2] TTL in ms
 -- Returns {window members oldest first, pending members oldest first}.
@@ -216,7 +228,6 @@ return {window, redis.call('ZRANGE', KEYS[2], 0, -1)}
 
 RECENT = """
 -- Read a session's window and slide its TTL (`recent`, on every reply).
--- Every key belongs to one store (`{prefix}:{store}:...`).
 -- KEYS[1] turns  KEYS[2] seq  ARGV[1] TTL in ms
 -- Returns the window's members, oldest first.
 local window = redis.call('ZRANGE', KEYS[1], 0, -1)
@@ -227,7 +238,6 @@ return window
 
 RETIRE = """
 -- Retire an idle session: move its whole window into pending before the TTL can drop it.
--- Every key belongs to one store (`{prefix}:{store}:...`).
 -- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index  KEYS[5] the archive queue
 -- ARGV[1] "user/session"  ARGV[2] margin in ms: retire only if the session expires within it
 --   ("inf" retires it whatever its expiry, e.g. before stopping the server)
@@ -257,7 +267,6 @@ return #old / 2
 TRIM = """
 -- After the archive committed turns up to ARGV[2], remove them from pending, and move a counter
 -- that went back (Redis restored from an older state) past them, keeping its TTL.
--- Every key belongs to one store (`{prefix}:{store}:...`).
 -- KEYS[1] pending  KEYS[2] the archive queue  KEYS[3] seq
 -- ARGV[1] "user/session"  ARGV[2] the highest turn number now safe in SQLite
 -- Returns how many pending turns are left (the queue entry goes when none are).
@@ -271,7 +280,6 @@ return left
 
 RENUMBER = """
 -- Give pending turns whose numbers the archive holds with other content the next free numbers.
--- Every key belongs to one store (`{prefix}:{store}:...`).
 -- KEYS[1] pending  KEYS[2] seq  KEYS[3] turns
 -- ARGV[1] the highest turn number archived  ARGV[2..] the conflicting turn numbers
 -- Returns {old, new, old, new, ...}, one pair per turn moved. The counter (if the session has one)

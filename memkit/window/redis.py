@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .. import codec
 from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError, WindowError
 from ..servers.redis import Persistence, RedisHandle, connect_redis, embedded_handle
@@ -42,7 +41,7 @@ from .archiver import Archiver, OnArchived
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .numbering import TakenNumbers
 from .places import client_place
-from .protocol import LIFE_KEY, KeyLayout, Scripts, SessionKeys
+from .protocol import LIFE_KEY, KeyLayout, Scripts, SessionKeys, encode
 from .reads import WindowReads
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -252,7 +251,7 @@ class RedisWindow(ShortTermWindow):
         """
         keys = self.keys(user, session)
         at = iso(self._clock())
-        bodies = [codec.dumps({"at": at, "content": text, "role": role}) for role, text in turns]
+        bodies = [encode(at, role, text) for role, text in turns]
         ref = f"{user}/{session}"
         script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue, LIFE_KEY]
         backlog = max(self.max_backlog, len(bodies))
