@@ -42,6 +42,7 @@ def as_text(value: bytes | str) -> str:
 
 
 def redis_module() -> Any:
+    """redis-py, imported when first needed (an ImportError names the extra to install)."""
     try:
         import redis
     except ImportError:  # pragma: no cover - depends on the installation
@@ -118,6 +119,7 @@ def check_redis_url(url: str) -> str:
 
 
 def check_timeout(timeout: object) -> float:
+    """`timeout` as seconds if it is a positive finite number; else a `ValidationError` naming it."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
             or timeout <= 0:
         raise ValidationError(f"timeout is {timeout!r}; give the seconds to wait for Redis as a positive number")
@@ -125,6 +127,7 @@ def check_timeout(timeout: object) -> float:
 
 
 def client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S, password: str | None = None) -> redis.Redis:
+    """The kit's client for `url`: a short retry, `timeout` for the connect and every reply, the life hook."""
     redis = redis_module()
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry

@@ -213,6 +213,7 @@ def probe_client(info: dict[str, Any], timeout: float = 2.0) -> Iterator[Any]:
 
 
 def answers(info: dict[str, Any], timeout: float = 2.0) -> bool:
+    """True if the server `info` names answers a PING within `timeout` seconds."""
     with probe_client(info, timeout) as probe:
         try:
             return bool(probe.ping())
