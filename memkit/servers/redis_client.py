@@ -3,14 +3,10 @@
 `check_redis_url` refuses what is not a Redis URL, naming the problem (`display_url` hides its
 password in every message); `client_for` makes the kit's client: a short retry, one `timeout` for
 the connect and every reply, and `note_server_life` on every connect; `redis_errors` turns
-redis-py's errors into the one `WindowError` the kit documents.
-
-The life hook: a Redis restarted from an older state (an RDB snapshot, an AOF that lost its last
-second) hands out turn numbers the archive already holds unless the window notices the restart
-(`memkit.window.numbering`). The server's `run_id` changes with every start; `note_server_life`
-writes it into `LIFE_KEY` whenever a kit client connects, so the window's append script
-(`memkit.window.protocol`) compares it with one GET, and `notes_server_life` tells whether a client
-has the hook.
+redis-py's errors into the one `WindowError` the kit documents. A Redis restarted from an older
+state hands out turn numbers the archive already holds unless the window notices the restart
+(`memkit.window.numbering`): the hook writes each life's `run_id` into `LIFE_KEY` for the window's
+APPEND script (`memkit.window.protocol`).
 """
 
 from __future__ import annotations

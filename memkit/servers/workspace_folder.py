@@ -1,10 +1,6 @@
-"""The workspace window folder: kept private, locked, and what its `server.json` record may be trusted for.
-
-The folder is 0700 and its files 0600 (`private_folder`), whatever the umask: the AOF is the whole
-conversation. `locked` makes "start, adopt or stop the server" one decision at a time across
-processes. `trusted_record` believes `server.json` only for a process of this Unix user started at
-the recorded moment, whose socket lies in a folder memkit made for this workspace
-(`socket_folder_of`); `memkit.servers.workspace` explains why nothing in the record is trusted.
+"""The workspace window folder (`memkit.servers.workspace`): kept private (`private_folder`), one
+decision at a time (`locked`), and its `server.json` believed only for this workspace's own
+server (`trusted_record`, `socket_folder_of`).
 """
 
 from __future__ import annotations
