@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import memkit
-from memkit.window.workspace import WorkspaceRedis, window_folder
+from memkit.servers.workspace import WorkspaceRedis, window_folder
 
 
 

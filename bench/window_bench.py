@@ -152,7 +152,7 @@ def _fsync_latency(folder: Path, n: int = 200) -> float:
 
 def _exchange_latency(folder: Path, appendfsync: str, appends: int) -> float:
     """Median seconds of one `append_exchange` on a workspace server with this fsync policy."""
-    from memkit.window.workspace import WorkspaceRedis
+    from memkit.servers.workspace import WorkspaceRedis
 
     with MemoryStore(folder / "memory.sqlite3") as store, \
             WorkspaceRedis(folder / "window", appendfsync=appendfsync) as redis, \

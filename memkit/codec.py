@@ -1,8 +1,10 @@
-"""The JSON codec of the short-term window: plain JSON plus a few tagged Python types.
+"""The JSON codec of structured turn content: plain JSON plus a few tagged Python types.
 
-Turns travel through Redis as JSON text, and a tool turn may carry structured content (a price,
-a date, a set of tags). JSON has no type for those, so the codec writes each one as a one-key
-object with a `$` tag and reads it back as the same Python type:
+A tool turn may carry structured content (a price, a date, a set of tags). A window stores it as
+the text `dumps` writes and hands that text back as it is; whoever wants the value again calls
+`loads` (the window's own envelope, `memkit.window.protocol.encode`, never holds a tag). JSON has no
+type for those values, so the codec writes each one as a one-key object with a `$` tag and reads
+it back as the same Python type:
 
 ==============================  ==========================================  =========================
 Python value                    JSON text                                   decoded as

@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import MemkitError
 from .lab.conversation import told_then_killed
-from .window.workspace import WorkspaceRedis, window_folder
+from .servers.workspace import WorkspaceRedis, window_folder
 
 
 class DemoFailed(MemkitError):

@@ -27,7 +27,7 @@ from .errors import MemkitError, WindowError
 from .store import MemoryStore
 from .window import RedisWindow, ShortTermWindow, connect_redis
 from .window.places import REDIS, WORKSPACE, describe, server_url
-from .window.workspace import DEFAULT_WAIT_S, WorkspaceRedis
+from .servers.workspace import DEFAULT_WAIT_S, WorkspaceRedis
 
 __all__ = ["ForgetIncomplete", "forget_user"]
 

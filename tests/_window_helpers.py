@@ -9,7 +9,7 @@ import pytest
 
 from lab.workers import wait_for
 from memkit.window import RedisHandle, start_embedded_redis
-from memkit.window.server import _is_alive
+from memkit.servers.redis import _is_alive
 
 __all__ = ["own_server", "wait_for"]
 

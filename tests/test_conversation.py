@@ -19,7 +19,7 @@ from memkit import FixtureModel, InProcessWindow, MemoryAgent, ScriptedModel, Va
 from memkit.approvals import Approvals
 from memkit.models import call, say
 from memkit.request import History
-from memkit.window.workspace import WorkspaceRedis, window_folder
+from memkit.servers.workspace import WorkspaceRedis, window_folder
 
 
 def memkit(*argv: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from memkit import InProcessWindow, MemoryStore, RedisWindow
-from memkit.window.workspace import WorkspaceRedis, _redis_server_binary, window_folder
+from memkit.servers.workspace import WorkspaceRedis, _redis_server_binary, window_folder
 
 SECRET = "T-4471"
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import memkit
 
 LAYERS: list[set[str]] = [
-    {"errors", "limits", "clock", "jsonutil", "watchdog"},   # leaves: import nothing else of memkit
+    {"errors", "limits", "clock", "jsonutil"},   # leaves: import nothing else of memkit
+    {"servers"},                                 # processes, sockets, folders: no memory model
     {"codec", "transcript", "semantic"},
     {"store"},
     {"window"},

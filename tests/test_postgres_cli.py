@@ -12,7 +12,7 @@ import uuid
 import psycopg
 import pytest
 
-from memkit.window.workspace import WorkspaceRedis
+from memkit.servers.workspace import WorkspaceRedis
 from test_cli import memkit
 
 pytestmark = pytest.mark.postgres

@@ -11,7 +11,7 @@ import pytest
 
 from _reliability import scale
 import lab
-from memkit.window.workspace import WorkspaceRedis, window_folder
+from memkit.servers.workspace import WorkspaceRedis, window_folder
 
 
 def check(figures_of: dict) -> None:

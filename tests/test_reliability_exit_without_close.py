@@ -12,7 +12,7 @@ import random
 from _reliability import scale
 from lab import redis_faults
 from memkit.store import MemoryStore
-from memkit.window.server import _is_alive
+from memkit.servers.redis import _is_alive
 
 
 def test_a_program_that_ends_without_close_leaves_every_turn_in_the_archive(tmp_path, figures, monkeypatch):

@@ -8,7 +8,7 @@ conftest.py for the `figures` fixture, whose table a full run writes to tests/re
 from __future__ import annotations
 
 from lab import redis_faults
-from memkit.window.server import DEFAULT_TIMEOUT_S
+from memkit.servers.redis_client import DEFAULT_TIMEOUT_S
 
 BAD_URLS = [
     "localhost:6379", "127.0.0.1:6379", "redis", "//localhost:6379", "http://localhost:6379/0",

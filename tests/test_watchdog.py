@@ -140,7 +140,7 @@ def test_an_embedded_redis_stops_when_its_starter_is_killed_and_its_aof_keeps_ev
     assert Path(data_dir) == folder and (folder / "appendonly.aof").exists()  # the caller's folder stays
 
     from memkit.window import start_embedded_redis
-    from memkit.window.keys import LIFE_KEY
+    from memkit.window.protocol import LIFE_KEY
 
     monkeypatch.delenv("REDIS_URL", raising=False)
     with start_embedded_redis(persistence="aof", directory=folder) as again:
@@ -224,7 +224,7 @@ STAND_IN = """
 
 GUARD = """
     import json, signal, subprocess, sys
-    from memkit.watchdog import Watchdog
+    from memkit.servers.watchdog import Watchdog
     options = json.loads(sys.argv[1])
     guard = Watchdog(stop_signal=signal.SIGTERM, grace=options["grace"], remove=options["remove"])
     server = subprocess.Popen([sys.executable, "-c", options["stand_in"], options["record"], options["mode"]],
@@ -272,7 +272,7 @@ def test_a_disarmed_watchdog_exits_and_leaves_the_server_and_its_folders_alone(s
 
 
 def test_a_pid_that_is_no_longer_the_watched_process_is_not_signalled(starters, tmp_path):
-    from memkit.watchdog import _stop, start_token
+    from memkit.servers.watchdog import _stop, start_token
 
     starter = guarded(tmp_path, disarm=True)
     starters.append(starter)

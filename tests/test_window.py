@@ -33,7 +33,7 @@ from memkit.window import (
     display_url,
     session_keys,
 )
-from memkit.window.server import _is_alive
+from memkit.servers.redis import _is_alive
 
 KILLS = 200 if os.environ.get("MEMKIT_FULL") else 20
 """SIGKILLs in the exactly-once test (MEMKIT_FULL=1 for the long run)."""
@@ -127,6 +127,27 @@ def test_structured_tool_content_is_stored_as_codec_json(any_window):
     assert turn["content"] == codec.dumps(result)
 
 
+def test_the_stored_turn_format_is_what_earlier_windows_wrote_and_read(make_window, redis_handle):
+    # A window kept in Redis (an AOF, a shared server) outlives the code that wrote it: the bytes of
+    # a member are the protocol. New appends write exactly these bytes, and members written so read.
+    window = make_window(size=2, clock=FakeClock())
+    window.append("alice", "s1", "tool", {"price": Decimal("9.99")})
+    window.append("alice", "s1", "user", 'tea $5 "now" é')
+    stored = redis_handle.client.zrange(window.keys("alice", "s1").turns, 0, -1)
+    assert stored == [
+        b'{"turn":1,"at":"2026-01-01T09:00:00.000000Z","content":"{\\"price\\":{\\"$decimal\\":\\"9.99\\"}}",'
+        b'"role":"tool"}',
+        '{"turn":2,"at":"2026-01-01T09:00:00.000000Z","content":"tea $5 \\"now\\" é","role":"user"}'.encode(),
+    ]
+    keys = window.keys("bob", "s1")
+    redis_handle.client.zadd(keys.turns, {m.replace(b"2026", b"2025"): n for n, m in enumerate(stored, start=1)})
+    redis_handle.client.set(keys.seq, 2)
+    assert [(t["turn"], t["at"][:4], t["content"]) for t in window.recent("bob", "s1")] == [
+        (1, "2025", '{"price":{"$decimal":"9.99"}}'), (2, "2025", 'tea $5 "now" é')]
+    assert window.append("bob", "s1", "user", "more")["turn"] == 3  # the counter goes on from there
+    assert [t["turn"] for t in window.load_session("bob", "s1")] == [1, 2, 3]
+
+
 def test_in_process_window_without_a_store_forgets_what_falls_out():
     window = InProcessWindow(size=3)
     for i in range(5):
@@ -175,7 +196,7 @@ def test_archiving_runs_in_the_background_and_flushes_on_demand(make_window, sto
     # Nobody called flush: the worker copies (SQLite) and then trims (Redis) on its own.
     assert wait_for(lambda: window.pending("alice", "s1") == [], timeout=3)
     assert _numbers(store.archived_turns("alice", "s1")) == [1, 2, 3, 4, 5]
-    assert window.last_error is None
+    assert window.archiver.last_error is None
     window.close()  # its worker would archive the next window's turns too (they share the prefix)
     quiet = make_window(size=2)
     for i in range(5):
@@ -236,7 +257,7 @@ def test_without_the_sweeper_an_expired_window_is_gone(make_window, store):
     window = make_window(size=3, ttl=0.5)
     for i in range(5):
         window.append("alice", "s1", "user", f"m{i}")
-    window.archive_pending()  # archives the two that fell out; nothing retires the window
+    window.archiver.archive_pending()  # archives the two that fell out; nothing retires the window
     time.sleep(0.7)
     assert _numbers(window.load_session("alice", "s1")) == [1, 2]  # turns 3-5 expired with the window
 
@@ -439,7 +460,7 @@ def test_redis_going_down_is_a_window_error_and_the_store_keeps_working(own_serv
                  window.flush):
         with pytest.raises(WindowError, match="unavailable"):
             call()
-    assert wait_for(lambda: isinstance(window.last_error, WindowError))  # the worker logs and goes on
+    assert wait_for(lambda: isinstance(window.archiver.last_error, WindowError))  # the worker logs and goes on
     store.put("alice", "s1", "preference", "drink", "tea")
     assert store.get("alice", "preference", "drink")["value"] == "tea"
     window.close()  # cannot archive (Redis is gone), still closes cleanly

@@ -24,7 +24,8 @@ from memkit.errors import LockedError, WindowError
 from memkit.limits import Limits
 from memkit.store import MemoryStore
 from memkit.window import RedisWindow, connect_redis, start_embedded_redis
-from memkit.window.server import DEFAULT_TIMEOUT_S, _is_alive
+from memkit.servers.redis import _is_alive
+from memkit.servers.redis_client import DEFAULT_TIMEOUT_S
 
 
 def _contents(turns):
@@ -57,7 +58,7 @@ def test_a_redis_restarted_from_an_older_snapshot_never_reuses_an_archived_turn_
     assert second.client.get(window.keys("alice", "s1").seq) == b"5"  # the counter went back
     again = RedisWindow(store, second.client, size=3, background=False)
     numbers = [again.append("alice", "s1", "user", f"after {i}")["turn"] for i in range(1, 5)]
-    again.retire_all()
+    again.archiver.retire_all()
 
     assert min(numbers) > 7 and numbers == sorted(set(numbers))  # past the archive, each once
     whole = again.load_session("alice", "s1")
@@ -69,8 +70,8 @@ def test_a_kit_client_notes_the_server_life_on_every_connect_and_a_plain_client_
     import redis
 
     from memkit.window import note_server_life
-    from memkit.window.keys import LIFE_KEY
-    from memkit.window.life import notes_server_life
+    from memkit.window.protocol import LIFE_KEY
+    from memkit.servers.redis_client import notes_server_life
 
     handle = own_server()
     client = handle.client
@@ -108,7 +109,7 @@ def test_a_turn_whose_number_the_archive_holds_with_other_content_is_kept_and_re
     whole = window.load_session("alice", "s1")
     assert _contents(whole) == ["archived first", "written later"]  # neither copy dropped
     assert [t["turn"] for t in whole] == [1, 2]
-    assert window.renumbered == [{"user": "alice", "session": "s1", "was": 1, "now": 2}]
+    assert window.archiver.renumbered == [{"user": "alice", "session": "s1", "was": 1, "now": 2}]
     assert "turn 1 of alice/s1" in caplog.text and "different content" in caplog.text
     assert window.append("alice", "s1", "user", "next")["turn"] == 3
 

@@ -78,7 +78,7 @@ def test_bs_archiver_never_copies_as_turns_and_bs_forget_never_touches_as_window
             window_a.append("alice", "s1", "user", f"A's secret {n}")
         assert len(window_a.pending("alice", "s1")) == 4
         window_b.flush()
-        window_b.retire_all()
+        window_b.archiver.retire_all()
         assert b.archived_turns("alice", "s1") == []
         assert b.traces("alice")["transcript"] == 0
         forgotten = window_b.forget_user("alice")

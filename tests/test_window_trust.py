@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from memkit.watchdog import start_token
-from memkit.window.workspace import WorkspaceRedis, _redis_server_binary, window_folder
+from memkit.servers.watchdog import start_token
+from memkit.servers.workspace import WorkspaceRedis, _redis_server_binary, window_folder
 
 
 def _servers_on(folder: Path) -> list[int]:

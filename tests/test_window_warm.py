@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from memkit.watchdog import start_token
+from memkit.servers.watchdog import start_token
 from lab.workers import wait_for
-from memkit.window.workspace import WorkspaceRedis, window_folder
+from memkit.servers.workspace import WorkspaceRedis, window_folder
 
 IDLE = "2"
 

@@ -22,7 +22,7 @@ from ..semantic import DEFAULT_MIN_SIMILARITY
 from ..store import MemoryStore, is_database_url, open_store
 from ..store.targets import postgres_conninfo
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
-from ..window.workspace import DEFAULT_WAIT_S, WorkspaceRedis, window_folder
+from ..servers.workspace import DEFAULT_WAIT_S, WorkspaceRedis, window_folder
 
 DEFAULT_WORKSPACE = "memkit-workspace"
 WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat", "mcp"}

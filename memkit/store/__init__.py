@@ -31,7 +31,7 @@ PostgreSQL, where it differs (psycopg and psycopg_pool are imported only when a 
 - `postgres`: the database behind a pool: transactions, the per-user lock, the quota and size checks.
 - `pg_schema`: PostgreSQL's part in the runner and the check (version, lock, catalog), the optional `pg_trgm` index.
 - `pg_store`: `PostgresStore`, and its `health`.
-- `embedded`: `start_embedded_postgres()`, a server of its own in a temporary folder.
+- `start_embedded_postgres()` (from `memkit.servers.postgres`): a server of its own in a temporary folder.
 - `opening`: `open_store`, for a path or any PostgreSQL spelling.
 
 All SQL and every backend-specific rule live here (SQLite: db, files, wal, schema, statements,
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from .bundle import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, LINE_SCHEMAS, seal_bundle
 from .db import SqliteDatabase, is_busy
-from .embedded import EmbeddedPostgres, start_embedded_postgres
+from ..servers.postgres import EmbeddedPostgres, start_embedded_postgres
 from .files import SQLITE_MAGIC, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
 from .memory import MemoryStore

@@ -703,7 +703,7 @@ class MemoryStore:
     def store_id(self) -> str:
         """The store's own random id, made once with its schema (SQLite: `store_meta`; PostgreSQL:
         `memkit_meta`). A short-term window's Redis keys carry it, so two stores on one Redis server
-        never read, archive or forget each other's turns (`memkit.window.keys`)."""
+        never read, archive or forget each other's turns (`memkit.window.protocol`)."""
         cached = getattr(self, "_store_id", None)
         if cached is None:
             cached = self._store_id = str(self._db.fetch(self._ID_SQL)[0][0])

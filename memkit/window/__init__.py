@@ -15,30 +15,22 @@ Two implementations share one interface, `ShortTermWindow`:
 * `RedisWindow` (`redis`): the window in Redis, shared by every agent instance that serves the
   user, with a sliding TTL, archived into SQLite exactly once by its `archiver`.
 
-The modules, from the leaves up: `server` (the embedded redis-server or `REDIS_URL`), `workspace`
-(the redis-server a workspace keeps beside its SQLite file; `keeper`, the process that stops it once
-idle), `places` (where a store's windows are, recorded in the store so that forgetting reaches
-them), `keys` (the Redis key layout, one per prefix and store),
-`life` (the connect hook by which an append notices a restarted server), `base`, `numbering` (the turn numbers an instance knows are taken), `reads` (the read path, and
-where a session's turns are), `archiver` (window to SQLite, exactly once), `redis`.
+The modules, from the leaves up: `places` (where a store's windows are, recorded in the store so
+that forgetting reaches them), `protocol` (the Redis keys, one layout per prefix and store, and
+every Lua script with its KEYS/ARGV header), `base`, `numbering` (the turn numbers an instance knows
+are taken), `reads` (the read path, and where a session's turns are), `archiver` (window to SQLite,
+exactly once), `redis`. The servers themselves (the embedded redis-server or `REDIS_URL`, the
+workspace's redis-server and its keeper) are `memkit.servers`.
 """
 
 from __future__ import annotations
 
+from ..servers.redis import Persistence, RedisHandle, connect_redis, start_embedded_redis
+from ..servers.redis_client import DEFAULT_TIMEOUT_S, check_redis_url, display_url, note_server_life
 from .archiver import Archiver
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, InProcessWindow, ShortTermWindow
-from .keys import KeyLayout, SessionKeys, session_keys
-from .life import note_server_life
+from .protocol import KeyLayout, SessionKeys, session_keys
 from .redis import DEFAULT_TTL_SECONDS, RedisWindow
-from .server import (
-    DEFAULT_TIMEOUT_S,
-    Persistence,
-    RedisHandle,
-    check_redis_url,
-    connect_redis,
-    display_url,
-    start_embedded_redis,
-)
 
 __all__ = [
     "DEFAULT_MAX_CONTENT_CHARS",

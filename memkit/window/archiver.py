@@ -26,9 +26,8 @@ from collections.abc import Callable
 from ..store import MemoryStore
 from ..store.archive import ArchiveConflictError
 from ..transcript import Turn
-from .keys import KeyLayout, as_text
-from .reads import decode
-from .server import redis_errors
+from ..servers.redis_client import as_text, redis_errors
+from .protocol import KeyLayout, Scripts, decode
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -43,6 +42,7 @@ class Archiver:
 
     Args:
         client: the redis-py client. store: the archive. layout: the prefix's keys.
+        scripts: the protocol's scripts on `client` (RETIRE, TRIM and RENUMBER are the archiver's).
         where: the server, for error messages.
         sweep_margin: retire a session this many seconds before its TTL runs out.
         interval: seconds between two passes of the background worker.
@@ -50,82 +50,7 @@ class Archiver:
             SQLite and before they are removed from Redis.
     """
 
-    RETIRE = """
--- Retire an idle session: move its whole window into pending before the TTL can drop it.
--- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
--- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index  KEYS[5] the archive queue
--- ARGV[1] "user/session"  ARGV[2] margin in ms: retire only if the session expires within it
---   ("inf" retires it whatever its expiry, e.g. before stopping the server)
--- Returns the number of turns moved, or -1 if the session was touched meanwhile (still live).
-local expiry = redis.call('ZSCORE', KEYS[4], ARGV[1])
-if not expiry then return -1 end
-if ARGV[2] ~= 'inf' then
-  local now = redis.call('TIME')
-  local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
-  -- A read slides the keys' TTL but not the index, so the index may say earlier than the keys, never
-  -- later: the window's own TTL decides, and the index catches up (PTTL is -2 for a gone key).
-  local left = redis.call('PTTL', KEYS[1])
-  if left > tonumber(ARGV[2]) then
-    redis.call('ZADD', KEYS[4], now_ms + left, ARGV[1])
-    return -1
-  end
-  if tonumber(expiry) > now_ms + tonumber(ARGV[2]) then return -1 end
-end
-local old = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-for i = 1, #old, 2 do redis.call('ZADD', KEYS[2], old[i + 1], old[i]) end
-redis.call('DEL', KEYS[1], KEYS[3])
-redis.call('ZREM', KEYS[4], ARGV[1])
-if #old > 0 then redis.call('SADD', KEYS[5], ARGV[1]) end
-return #old / 2
-"""
-
-    TRIM = """
--- After the archive committed turns up to ARGV[2], remove them from pending, and move a counter
--- that went back (Redis restored from an older state) past them, keeping its TTL.
--- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
--- KEYS[1] pending  KEYS[2] the archive queue  KEYS[3] seq
--- ARGV[1] "user/session"  ARGV[2] the highest turn number now safe in SQLite
--- Returns how many pending turns are left (the queue entry goes when none are).
-local seq = redis.call('GET', KEYS[3])
-if seq and tonumber(seq) < tonumber(ARGV[2]) then redis.call('INCRBY', KEYS[3], tonumber(ARGV[2]) - tonumber(seq)) end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-local left = redis.call('ZCARD', KEYS[1])
-if left == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
-return left
-"""
-
-    RENUMBER = """
--- Give pending turns whose numbers the archive holds with other content the next free numbers.
--- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
--- KEYS[1] pending  KEYS[2] seq  KEYS[3] turns
--- ARGV[1] the highest turn number archived  ARGV[2..] the conflicting turn numbers
--- Returns {old, new, old, new, ...}, one pair per turn moved. The counter (if the session has one)
--- moves past the new numbers, keeping its TTL; without one, the next append starts past them.
-local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
-local free = math.max(tonumber(ARGV[1]), seq)
-for _, key in ipairs({KEYS[1], KEYS[3]}) do
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if top[2] then free = math.max(free, tonumber(top[2])) end
-end
-local moved = {}
-for i = 2, #ARGV do
-  local n = ARGV[i]
-  local head = '{"turn":' .. n .. ','
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], n, n)) do
-    if string.sub(member, 1, #head) == head then
-      free = free + 1
-      redis.call('ZREM', KEYS[1], member)
-      redis.call('ZADD', KEYS[1], free, '{"turn":' .. free .. ',' .. string.sub(member, #head + 1))
-      table.insert(moved, tonumber(n))
-      table.insert(moved, free)
-    end
-  end
-end
-if seq > 0 and free > seq then redis.call('INCRBY', KEYS[2], free - seq) end
-return moved
-"""
-
-    def __init__(self, client: redis.Redis, store: MemoryStore, layout: KeyLayout, *, where: str,
+    def __init__(self, client: redis.Redis, store: MemoryStore, layout: KeyLayout, scripts: Scripts, *, where: str,
                  sweep_margin: float, interval: float, on_archived: OnArchived | None = None) -> None:
         self.client = client
         self.store = store
@@ -140,9 +65,7 @@ return moved
         """The last error the background worker met (it logs it and tries again next pass)."""
         self.renumbered: list[dict[str, Any]] = []
         """Turns this archiver moved to a new number: {"user", "session", "was", "now"} each."""
-        self._retire = client.register_script(self.RETIRE)
-        self._trim = client.register_script(self.TRIM)
-        self._renumber = client.register_script(self.RENUMBER)
+        self.scripts = scripts
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._worker: threading.Thread | None = None
@@ -175,16 +98,21 @@ return moved
                     self.on_archived(user, session, turns)
             highest = turns[-1]["turn"] if turns else 0
             with redis_errors(self.where, f"trimming the archived turns of {ref}"):
-                left = int(self._trim(keys=[keys.pending, self.layout.queue, keys.seq], args=[ref, highest]))
+                left = int(self.scripts.trim(keys=[keys.pending, self.layout.queue, keys.seq], args=[ref, highest]))
             if not left or not turns:
                 return added
 
+    def last_archived(self, user: str, session: str) -> int:
+        """The highest turn number of the session in the archive (0 when none): what numbering starts past."""
+        return self.store.last_archived_turn(user, session)
+
     def _move_past_archive(self, user: str, session: str, numbers: list[int]) -> None:
         keys = self.layout.session(user, session)
-        top = self.store.last_archived_turn(user, session)
+        top = self.last_archived(user, session)
         with redis_errors(self.where, f"renumbering conflicting turns of {user}/{session}"):
-            moved = [int(n) for n in self._renumber(keys=[keys.pending, keys.seq, keys.turns], args=[top, *numbers])]
-        for was, now in zip(moved[::2], moved[1::2]):
+            moved = [int(n) for n in self.scripts.renumber(keys=[keys.pending, keys.seq, keys.turns],
+                                                           args=[top, *numbers])]
+        for was, now in zip(moved[::2], moved[1::2], strict=True):
             self.renumbered.append({"user": user, "session": session, "was": was, "now": now})
             log.error("turn %d of %s/%s was already archived with different content (a turn counter went back, "
                       "e.g. Redis restored from an older state); both are kept, the newer one as turn %d",
@@ -234,7 +162,7 @@ return moved
         for user, session in refs:
             keys = self.layout.session(user, session)
             with redis_errors(self.where, f"retiring {user}/{session}"):
-                moved = int(self._retire(
+                moved = int(self.scripts.retire(
                     keys=[keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue],
                     args=[f"{user}/{session}", "inf" if margin == float("inf") else round(margin * 1000)],
                 ))
@@ -247,7 +175,7 @@ return moved
         Returns:
             How many sessions were retired.
         """
-        pattern = self.layout.user_pattern(user)  # the id, checked
+        self.layout.user_pattern(user)  # the id, checked
         with self.lock:
             with redis_errors(self.where, f"listing the sessions of {user}"):
                 members: Any = self.client.zrange(self.layout.index, 0, -1)

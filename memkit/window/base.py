@@ -103,7 +103,7 @@ class ShortTermWindow(abc.ABC):
         """Archive what is waiting to be archived now. Returns counts of what was done."""
         return {"closed": 0, "archived": 0}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - nothing to release by default; not abstract
         """Release what the window holds. Safe to call twice."""
 
     def __enter__(self) -> ShortTermWindow:
@@ -126,11 +126,6 @@ class ShortTermWindow(abc.ABC):
                 f"turn content is {len(text)} characters; a turn holds at most {self.max_content_chars}"
             )
         return text
-
-    def _archived_max(self, user: str, session: str) -> int:
-        if self.store is None:
-            return 0
-        return self.store.last_archived_turn(user, session)
 
 
 class InProcessWindow(ShortTermWindow):
@@ -161,13 +156,14 @@ class InProcessWindow(ShortTermWindow):
         key = (user, session)
         with self._lock:
             if key not in self._seq:
-                self._seq[key] = self._archived_max(user, session)
+                self._seq[key] = self.store.last_archived_turn(user, session) if self.store is not None else 0
             turns = self._turns.setdefault(key, collections.deque())
             number = self._seq[key] + 1
             turn: Turn = {"turn": number, "role": role, "content": text, "at": iso(self._clock())}
             overflow = list(turns)[: max(0, len(turns) + 1 - self.size)]
             if overflow and self.store is not None:
-                self.store.archive_turns(user, session, cast(list[dict[str, Any]], overflow))  # before they leave the window
+                # before they leave the window
+                self.store.archive_turns(user, session, cast(list[dict[str, Any]], overflow))
             self._seq[key] = number
             for _ in overflow:
                 turns.popleft()

@@ -24,8 +24,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from .server import check_redis_url
-from .workspace import socket_folder_of
+from ..servers.redis_client import check_redis_url
+from ..servers.workspace_folder import socket_folder_of
 
 WORKSPACE = "workspace"
 REDIS = "redis"

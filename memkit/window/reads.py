@@ -1,9 +1,9 @@
-"""Reading the Redis window: its read paths (the RECENT and READ scripts, and the decode of turns), and where a
-session's turns are right now (in the window, waiting in pending, or archived).
+"""Reading the Redis window: its read paths (the RECENT and READ scripts of `memkit.window.protocol`), and
+where a session's turns are right now (in the window, waiting in pending, or archived).
 
 `recent` (the RECENT script) and `load_session` (the READ script) slide the TTL (a read is activity
-too); the others read without touching it, for teaching, tests and operators. Mixed into `RedisWindow`, whose
-client, store and key layout it reads through.
+too); the others read without touching it, for teaching, tests and operators. A `RedisWindow` holds
+one `WindowReads` and answers its reads through it.
 """
 
 from __future__ import annotations
@@ -12,116 +12,67 @@ import collections
 import time
 from typing import TYPE_CHECKING, Any
 
-from .. import codec
 from ..store import MemoryStore
 from ..transcript import Turn, merge_turns
-from .keys import KeyLayout, SessionKeys, as_text
-from .server import redis_errors
+from ..servers.redis_client import as_text, redis_errors
+from .protocol import KeyLayout, Scripts, decode
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
 
 
-def decode(members: Any) -> list[Turn]:
-    """Turns stored in Redis (the members of a turns or pending set, bytes or str), as dicts."""
-    return codec.loads_many(members)  # type: ignore[return-value]
+class WindowReads:
+    """The reads of one `RedisWindow`: its client, store and key layout, and the TTL a read slides.
 
+    Args:
+        client: the redis-py client. store: the archive. layout: the store's keys.
+        scripts: the protocol's scripts on `client`. where: the server, for error messages.
+        ttl: seconds of inactivity after which Redis drops a session (a read restarts it).
+    """
 
-class SessionReads:
-    """The reads of `RedisWindow`."""
-
-    READ = """
--- Read a session's window and its pending turns in one step and slide the TTL (load_session;
--- `recent` reads the window alone with the RECENT script, see SessionReads._read).
--- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
--- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
--- ARGV[1] "user/session"  ARGV[2] TTL in ms  ARGV[3] "1" to return pending turns as well
--- Returns {window members oldest first, pending members oldest first (or empty)}.
-local window = redis.call('ZRANGE', KEYS[1], 0, -1)
-if #window > 0 then
-  local ttl = tonumber(ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[3], ttl)
-  local now = redis.call('TIME')
-  redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARGV[1])
-end
-local pending = {}
-if ARGV[3] == '1' then pending = redis.call('ZRANGE', KEYS[2], 0, -1) end
-return {window, pending}
-"""
-
-    RECENT = """
--- Read a session's window and slide its TTL (`recent`, on every reply).
--- Every key belongs to one store (`{prefix}:{store}:...`, memkit.window.keys).
--- KEYS[1] turns  KEYS[2] seq  ARGV[1] TTL in ms
--- Returns the window's members, oldest first.
-local window = redis.call('ZRANGE', KEYS[1], 0, -1)
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
-return window
-"""
-
-    client: redis.Redis
-    store: MemoryStore
-    layout: KeyLayout
-    ttl: float
-    _where: str
-    _read_script: Any
-    _recent_script: Any
-
-    def keys(self, user: str, session: str) -> SessionKeys:
-        """The Redis keys of one session of one user (see `memkit.window.keys.session_keys`)."""
-        return self.layout.session(user, session)
-
-    @property
-    def _ttl_ms(self) -> int:
-        return max(1, round(self.ttl * 1000))
-
-    def _read(self, user: str, session: str, with_pending: bool) -> tuple[list[Turn], list[Turn]]:
-        """The window (and the pending turns), decoded, with the TTL slid: one round trip.
-
-        The window alone (`recent`, read on every reply) is the RECENT script: ZRANGE, then PEXPIRE
-        of the turns and the counter. The same three commands as a pipeline cost the server about
-        10 µs less (1.6 against 11 µs a read, measured alternately), but the client about 25 µs
-        more (it packs and parses three commands instead of one), and a read is mostly client:
-        even a server shared by a thousand live conversations reads a window per reply, a few
-        thousand times a second at most. The sessions index is left
-        as the last append set it, so it may say a read session expires earlier than it does, never
-        later; the sweeper asks the key's own TTL before it retires a session (`Archiver.RETIRE`).
-        Window and pending together (`load_session`) must be one snapshot, so a turn moving between
-        them is seen once: the READ script.
-        """
-        keys = self.keys(user, session)
-        ttl = self._ttl_ms
-        with redis_errors(self._where, f"reading the window of {user}/{session}"):
-            if with_pending:
-                window, pending = self._read_script(
-                    keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
-                    args=[f"{user}/{session}", ttl, "1"],
-                )
-                return decode(window), decode(pending)
-            window = self._recent_script(keys=[keys.turns, keys.seq], args=[ttl])
-        return decode(window), []
+    def __init__(self, client: redis.Redis, store: MemoryStore, layout: KeyLayout, scripts: Scripts, *,
+                 where: str, ttl: float) -> None:
+        self.client = client
+        self.store = store
+        self.layout = layout
+        self.scripts = scripts
+        self.where = where
+        self.ttl_ms = max(1, round(ttl * 1000))
+        """The sliding TTL in milliseconds, as the scripts take it."""
 
     def recent(self, user: str, session: str) -> list[Turn]:
-        """The session's window, oldest first; reading it restarts the TTL."""
-        return self._read(user, session, False)[0]
+        """The session's window, oldest first; reading it restarts the TTL (the RECENT script).
+
+        RECENT is ZRANGE, then PEXPIRE of the turns and the counter. The same three commands as a
+        pipeline cost the server about 10 µs less (1.6 against 11 µs a read, measured alternately),
+        but the client about 25 µs more (it packs and parses three commands instead of one), and a
+        read is mostly client: even a server shared by a thousand live conversations reads a window
+        per reply, a few thousand times a second at most. The sessions index is left as the last
+        append set it, so it may say a read session expires earlier than it does, never later; the
+        sweeper asks the key's own TTL before it retires a session (the RETIRE script).
+        """
+        keys = self.layout.session(user, session)
+        with redis_errors(self.where, f"reading the window of {user}/{session}"):
+            return decode(self.scripts.recent(keys=[keys.turns, keys.seq], args=[self.ttl_ms]))
 
     def load_session(self, user: str, session: str) -> list[Turn]:
         """The whole conversation: archive + pending + window, each turn once, in turn order.
 
-        Redis is read first (window and pending in one script, so a turn moving between them is
-        seen once), then SQLite: a turn archived in between is then in both reads and counted once.
-        Reading the other way round could miss a turn that moved in between.
+        Redis is read first (window and pending in one READ script, one snapshot, so a turn moving
+        between them is seen once; it slides the TTL), then SQLite: a turn archived in between is
+        then in both reads and counted once. Reading the other way round could miss a turn that
+        moved in between.
         """
-        window, pending = self._read(user, session, True)
-        return merge_turns(window, pending, self.store.archived_turns(user, session))  # type: ignore[arg-type]
-
+        keys = self.layout.session(user, session)
+        with redis_errors(self.where, f"reading the window of {user}/{session}"):
+            window, pending = self.scripts.read(keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
+                                                args=[f"{user}/{session}", self.ttl_ms])
+        return merge_turns(decode(window), decode(pending), self.store.archived_turns(user, session))  # type: ignore[arg-type]
 
     def pending(self, user: str, session: str) -> list[Turn]:
         """Turns that left the window and wait for the archiver (without touching the TTL)."""
         keys = self.layout.session(user, session)
-        with redis_errors(self._where, f"reading the pending turns of {user}/{session}"):
+        with redis_errors(self.where, f"reading the pending turns of {user}/{session}"):
             return decode(self.client.zrange(keys.pending, 0, -1))
 
     def ttl_left(self, user: str, session: str) -> float | None:
@@ -130,7 +81,7 @@ return window
         Asking does not count as activity: it does not restart the TTL.
         """
         keys = self.layout.session(user, session)
-        with redis_errors(self._where, f"reading the TTL of {user}/{session}"):
+        with redis_errors(self.where, f"reading the TTL of {user}/{session}"):
             ms = self.client.pttl(keys.turns)
         return ms / 1000 if ms >= 0 else None
 
@@ -141,7 +92,7 @@ return window
         For teaching and tests; it does not touch the TTL.
         """
         keys = self.layout.session(user, session)
-        with redis_errors(self._where, f"reading {user}/{session}"):
+        with redis_errors(self.where, f"reading {user}/{session}"):
             pipe = self.client.pipeline(transaction=True)
             pipe.zrange(keys.turns, 0, -1)
             pipe.zrange(keys.pending, 0, -1)
@@ -179,7 +130,7 @@ return window
         keys = self.layout.session(user, session)
         deadline = time.monotonic() + timeout
         while True:
-            with redis_errors(self._where, f"checking the keys of {user}/{session}"):
+            with redis_errors(self.where, f"checking the keys of {user}/{session}"):
                 left = self.client.exists(keys.turns, keys.pending, keys.seq)
             if not left:
                 return True
@@ -189,7 +140,7 @@ return window
 
     def user_turns(self, user: str) -> int:
         """How many turns of `user` Redis holds, windows and pending, all sessions."""
-        with redis_errors(self._where, f"counting the turns of {user}"):
+        with redis_errors(self.where, f"counting the turns of {user}"):
             sorted_sets = [k for k in self.client.scan_iter(match=self.layout.user_pattern(user), count=500)
                            if as_text(k).endswith((":turns", ":pending"))]
             return sum(int(self.client.zcard(k)) for k in sorted_sets)

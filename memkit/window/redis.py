@@ -23,7 +23,7 @@ Why no turn is lost or doubled:
   unless the caller accepts the risk. Exit: see `RedisHandle.on_discard`.
 
 TTLs run on the Redis server's clock, the only clock that can expire a key; turn timestamps come
-from the window's replaceable `clock`. The keys are described in `memkit.window.keys`.
+from the window's replaceable `clock`. The keys are described in `memkit.window.protocol`.
 """
 
 from __future__ import annotations
@@ -31,28 +31,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .. import codec
 from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError, WindowError
+from ..servers.redis import Persistence, RedisHandle, connect_redis, embedded_handle
+from ..servers.redis_client import DEFAULT_TIMEOUT_S, as_text, display_url, notes_server_life, redis_errors
 from ..store import MemoryStore
 from ..transcript import Turn
 from .archiver import Archiver, OnArchived
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
-from .keys import LIFE_KEY, KeyLayout, as_text
-from .life import notes_server_life
 from .numbering import TakenNumbers
 from .places import client_place
-from .reads import SessionReads
-from .server import (
-    DEFAULT_TIMEOUT_S,
-    Persistence,
-    RedisHandle,
-    connect_redis,
-    display_url,
-    embedded_handle,
-    redis_errors,
-    refuse_eviction,
-)
+from .protocol import LIFE_KEY, KeyLayout, Scripts, SessionKeys, encode
+from .reads import WindowReads
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -63,15 +53,20 @@ DEFAULT_TTL_SECONDS = 30 * 60.0
 
 _APPEND_ATTEMPTS = 5
 
+SAFE_EVICTION_POLICY = "noeviction"
+"""The only `maxmemory-policy` under which Redis never drops a key by itself (the volatile-* policies
+evict keys with a TTL, which is every window)."""
 
 
-class RedisWindow(SessionReads, ShortTermWindow):
+class RedisWindow(ShortTermWindow):
     """The short-term window in Redis, shared by every instance that uses the same server.
 
     Each session keeps its last `size` turns in Redis with a sliding TTL; what falls out is
     archived into `store` by a background thread (`background=True`) or by `flush()`; a session
     idle for nearly `ttl` is retired into the archive by the same worker, so expiry loses nothing.
-    See the module docstring for the exactly-once argument and `memkit.window.keys` for the keys.
+    See the module docstring for the exactly-once argument and `memkit.window.protocol` for the keys.
+    The window holds its `archiver` (sweeps, archive passes, `renumbered`, `last_error`) and its
+    `reads`; it answers the reads of every window and the inspection reads through them.
 
     Args:
         store: the SQLite store whose transcript table is the archive.
@@ -88,7 +83,7 @@ class RedisWindow(SessionReads, ShortTermWindow):
         max_backlog: when an append would leave a session more pending turns than this (the
             worker is behind or stopped), `append` archives them itself first: back-pressure,
             not growth.
-        prefix: the first part of every key, before the store's id (`memkit.window.keys`): two
+        prefix: the first part of every key, before the store's id (`memkit.window.protocol`): two
             stores never share keys whatever their prefix; separate deployments on one server may
             choose their own prefix too.
         on_archived: called as `on_archived(user, session, turns)` after turns are committed to
@@ -112,68 +107,6 @@ class RedisWindow(SessionReads, ShortTermWindow):
         ['hello', 'tea?']
     """
 
-    APPEND = """
--- Append one turn to a session's window, move what falls out into pending, slide the TTL.
--- KEYS[1..5] are the keys of one store (`{prefix}:{store}:...`, memkit.window.keys), KEYS[6] the server's.
--- KEYS[1] turns   (zset: turn number -> turn JSON; sliding TTL)
--- KEYS[2] pending (zset of turns that left the window, waiting for the archiver; no TTL)
--- KEYS[3] seq     (the session's turn counter; sliding TTL)
--- KEYS[4] the sessions index (zset: "user/session" -> expiry time in ms, Redis clock)
--- KEYS[5] the archive queue  (set of "user/session" that have pending turns)
--- ARGV[1] "user/session"  ARGV[2] window size  ARGV[3] TTL in ms
--- ARGV[4] the turn as JSON without its number: {"at":...,"content":...,"role":...}
--- ARGV[5] the floor: the highest turn number the caller knows is taken (the archive's highest,
---         and the highest this instance handed out); the counter moves past it if it is behind
--- ARGV[6] the backlog limit: refuse when this append would leave more pending turns than that
--- ARGV[7] "1" if the floor was read from the archive just now, "0" if the caller remembered it
--- KEYS[6] the server's life key (memkit.window.keys.LIFE_KEY)
--- ARGV[8] the run_id of the server the caller's remembered floors belong to
--- ARGV[9] "1" if every connection of the caller's client set KEYS[6] to the server's run_id when
---         it connected (memkit.window.life.note_server_life): read it there; "0": ask INFO
--- Returns {turn number, pending count}. Nothing is written when it returns {-1} (the counter is
--- gone: a new or retired session; the caller reads the archive and calls again with ARGV[7] "1"),
--- {-2, pending count} (the backlog is full: the caller archives the session and calls again), or
--- {-3, 0, run_id} (the server restarted since: it may have come back older; the caller forgets
--- its floors, reads the archive and calls again with this run_id).
-local run = false
-if ARGV[9] == '1' then run = redis.call('GET', KEYS[6]) end
-if not run then  -- no hook, or the key was removed (FLUSHALL): ask the server itself
-  run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
-  if ARGV[9] == '1' then redis.call('SET', KEYS[6], run) end
-end
-if run ~= ARGV[8] then return {-3, 0, run} end
-local size = tonumber(ARGV[2])
-local overflow = redis.call('ZCARD', KEYS[1]) + 1 - size
-local waiting = redis.call('ZCARD', KEYS[2])
-if overflow > 0 and waiting + overflow > tonumber(ARGV[6]) then return {-2, waiting} end
-local floor = tonumber(ARGV[5])
-local seq = redis.call('GET', KEYS[3])
-if not seq then
-  if ARGV[7] ~= '1' then return {-1, waiting} end
-  for i = 1, 2 do
-    local top = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
-    if top[2] then floor = math.max(floor, tonumber(top[2])) end
-  end
-  redis.call('SET', KEYS[3], floor)
-elseif tonumber(seq) < floor then
-  redis.call('SET', KEYS[3], floor)
-end
-local n = redis.call('INCR', KEYS[3])
-redis.call('ZADD', KEYS[1], n, '{"turn":' .. n .. ',' .. string.sub(ARGV[4], 2))
-if overflow > 0 then
-  local old = redis.call('ZRANGE', KEYS[1], 0, overflow - 1, 'WITHSCORES')
-  for i = 1, #old, 2 do redis.call('ZADD', KEYS[2], old[i + 1], old[i]) end
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, overflow - 1)
-  redis.call('SADD', KEYS[5], ARGV[1])
-end
-local ttl = tonumber(ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PEXPIRE', KEYS[3], ttl)
-local now = redis.call('TIME')
-redis.call('ZADD', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ARGV[1])
-return {n, redis.call('ZCARD', KEYS[2])}
-"""
-
     def __init__(
         self,
         store: MemoryStore,
@@ -195,7 +128,7 @@ return {n, redis.call('ZCARD', KEYS[2])}
         accept_eviction: bool = False,
     ) -> None:
         super().__init__(size, store, clock, store.limits, max_content_chars)
-        self.layout = KeyLayout(prefix, store.limits, store.store_id)
+        self.layout = KeyLayout(prefix, store.limits, store_id=store.store_id)
         if not ttl > 0.01:
             raise ValidationError(f"ttl is {ttl!r} seconds; it must be more than 0.01")
         self.store: MemoryStore = store
@@ -207,7 +140,6 @@ return {n, redis.call('ZCARD', KEYS[2])}
             raise ValidationError(f"max_backlog is {max_backlog!r}; it must be a positive integer")
         self.max_backlog = max_backlog
         self.prefix = prefix
-        self._numbers = TakenNumbers(self._archived_max)
         self._handle: RedisHandle | None = None
         if client is None:
             self._handle = connect_redis(url, persistence=persistence, timeout=timeout)
@@ -218,14 +150,17 @@ return {n, redis.call('ZCARD', KEYS[2])}
         # A kit client notes the server's life on connect, so an append reads it from a key instead
         # of asking INFO (see `note_server_life`); any other client keeps asking INFO.
         self._life_from_key = int(notes_server_life(client))
-        self._append_script = client.register_script(self.APPEND)
-        self._read_script = client.register_script(self.READ)
-        self._recent_script = client.register_script(self.RECENT)
+        self._scripts = Scripts(client)
         self.archiver = Archiver(
-            client, store, self.layout, where=self._where, sweep_margin=sweep_margin,
+            client, store, self.layout, self._scripts, where=self._where, sweep_margin=sweep_margin,
             interval=float(interval if interval is not None else min(0.5, sweep_margin / 4)),
             on_archived=on_archived,
         )
+        """Moves what left the window into the store, exactly once (`memkit.window.archiver`)."""
+        self.reads = WindowReads(client, store, self.layout, self._scripts, where=self._where, ttl=self.ttl)
+        """Every read of the window (`memkit.window.reads`)."""
+        # The archive says what was archived: numbering starts past it (`memkit.window.numbering`).
+        self._numbers = TakenNumbers(self.archiver.last_archived)
         try:
             with redis_errors(self._where, "connecting"):
                 client.ping()
@@ -256,7 +191,7 @@ return {n, redis.call('ZCARD', KEYS[2])}
     def _archive_before_discard(self) -> None:
         """The embedded server is about to stop and drop what it holds: archive every session first."""
         self.archiver.stop()
-        self.retire_all()
+        self.archiver.retire_all()
 
     def __repr__(self) -> str:
         return f"RedisWindow({self._where!r}, size={self.size}, ttl={self.ttl:g}s, prefix={self.prefix!r})"
@@ -265,27 +200,6 @@ return {n, redis.call('ZCARD', KEYS[2])}
     def handle(self) -> RedisHandle | None:
         """The connection the window opened itself (None when it was given a client, or is closed)."""
         return self._handle
-
-    @property
-    def sweep_margin(self) -> float:
-        """Seconds before its TTL runs out at which a session is retired into the archive."""
-        return self.archiver.sweep_margin
-
-    @property
-    def interval(self) -> float:
-        """Seconds between two passes of the background worker."""
-        return self.archiver.interval
-
-    @property
-    def renumbered(self) -> list[dict[str, Any]]:
-        """Turns the archiver moved to a new number because the archive held theirs with other
-        content (also logged as errors): {"user", "session", "was", "now"} each."""
-        return self.archiver.renumbered
-
-    @property
-    def last_error(self) -> BaseException | None:
-        """The last error the background worker met (it logs it and tries again next pass)."""
-        return self.archiver.last_error
 
     # -- the window -------------------------------------------------------------------------------
 
@@ -337,22 +251,23 @@ return {n, redis.call('ZCARD', KEYS[2])}
         """
         keys = self.keys(user, session)
         at = iso(self._clock())
-        bodies = [codec.dumps({"at": at, "content": text, "role": role}) for role, text in turns]
+        bodies = [encode(at, role, text) for role, text in turns]
         ref = f"{user}/{session}"
         script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue, LIFE_KEY]
         backlog = max(self.max_backlog, len(bodies))
         read_archive = False
         for _ in range(_APPEND_ATTEMPTS):
             floor, fresh = self._numbers.floor(user, session, read_archive=read_archive)
-            calls: list[list[Any]] = [[ref, self.size, self._ttl_ms, body, floor, backlog - (len(bodies) - 1 - number), int(fresh),
-                      self._numbers.run_id, self._life_from_key] for number, body in enumerate(bodies)]
+            calls: list[list[Any]] = [
+                [ref, self.size, self.reads.ttl_ms, body, floor, backlog - (len(bodies) - 1 - number), int(fresh),
+                 self._numbers.run_id, self._life_from_key] for number, body in enumerate(bodies)]
             with redis_errors(self._where, f"appending to {ref}"):
                 if len(calls) == 1:  # one script call is atomic by itself
-                    results = [self._append_script(keys=script_keys, args=calls[0])]
+                    results = [self._scripts.append(keys=script_keys, args=calls[0])]
                 else:
                     pipe = self.client.pipeline(transaction=True)
                     for args in calls:
-                        self._append_script(keys=script_keys, args=args, client=pipe)
+                        self._scripts.append(keys=script_keys, args=args, client=pipe)
                     results = pipe.execute()
             first = int(results[0][0])
             if first > 0:
@@ -378,26 +293,51 @@ return {n, redis.call('ZCARD', KEYS[2])}
             # (every `interval`): one SQLite commit per turn cost more than the append itself.
             self.archiver.wake()
         return [{"turn": number, "role": role, "content": text, "at": at}
-                for number, (role, text) in zip(numbers, turns)]
+                for number, (role, text) in zip(numbers, turns, strict=True)]
 
     def retire_user(self, user: str) -> int:
         """Retire every session of `user` into the archive now (all turns, whatever their TTL)."""
         return self.archiver.retire_user(user)
 
+    # -- reads (see memkit.window.reads) ------------------------------------------------------------
+
+    def keys(self, user: str, session: str) -> SessionKeys:
+        """The Redis keys of one session of one user (both ids checked; see `memkit.window.protocol`)."""
+        return self.layout.session(user, session)
+
+    def recent(self, user: str, session: str) -> list[Turn]:
+        """The session's window, oldest first; reading it restarts the TTL."""
+        return self.reads.recent(user, session)
+
+    def load_session(self, user: str, session: str) -> list[Turn]:
+        """The whole conversation: archive + pending + window, each turn once (`WindowReads.load_session`)."""
+        return self.reads.load_session(user, session)
+
+    def user_turns(self, user: str) -> int:
+        """How many turns of `user` Redis holds, windows and pending, all sessions."""
+        return self.reads.user_turns(user)
+
+    def pending(self, user: str, session: str) -> list[Turn]:
+        """Turns that left the window and wait for the archiver (without touching the TTL)."""
+        return self.reads.pending(user, session)
+
+    def ttl_left(self, user: str, session: str) -> float | None:
+        """Seconds until Redis would drop the session's window, or None (`WindowReads.ttl_left`)."""
+        return self.reads.ttl_left(user, session)
+
+    def snapshot(self, user: str, session: str) -> list[dict[str, Any]]:
+        """Every turn of the session with where it is now (`WindowReads.snapshot`)."""
+        return self.reads.snapshot(user, session)
+
+    def place_counts(self, user: str, session: str) -> dict[str, int]:
+        """How many turns of the session are in each place (`WindowReads.place_counts`)."""
+        return self.reads.place_counts(user, session)
+
+    def wait_until_archived(self, user: str, session: str, *, timeout: float = 5.0) -> bool:
+        """True once the session has no key left in Redis, within `timeout` seconds (`WindowReads`)."""
+        return self.reads.wait_until_archived(user, session, timeout=timeout)
+
     # -- archiving (see memkit.window.archiver) ----------------------------------------------------
-
-    def sweep(self, *, margin: float | None = None) -> int:
-        """Retire every session that expires within `margin` seconds (default `sweep_margin`):
-        move its window into pending, so the archiver keeps it before Redis drops it.
-
-        Returns:
-            How many sessions were retired.
-        """
-        return self.archiver.sweep(margin=margin)
-
-    def archive_pending(self) -> int:
-        """Archive the pending turns of every session of this prefix. Returns how many were new."""
-        return self.archiver.archive_pending()
 
     def flush(self) -> dict[str, int]:
         """One archiver pass now, in the caller's thread: retire sessions near expiry, then archive
@@ -407,10 +347,6 @@ return {n, redis.call('ZCARD', KEYS[2])}
             {"closed": sessions retired, "archived": turns newly written to SQLite}
         """
         return self.archiver.flush()
-
-    def retire_all(self) -> dict[str, int]:
-        """Move every session's window into the archive now (e.g. before the server stops)."""
-        return self.archiver.retire_all()
 
     def forget_user(self, user: str) -> dict[str, int]:
         """Remove every trace of `user`: the Redis windows and pending turns of all their sessions,
@@ -435,7 +371,7 @@ return {n, redis.call('ZCARD', KEYS[2])}
             return self._clear_user(user)
 
     def _clear_user(self, user: str) -> dict[str, int]:  # the caller holds the archiver's lock
-        turns = self.user_turns(user)
+        turns = self.reads.user_turns(user)
         removed = self.archiver.forget(user)
         self._numbers.forget_user(user)
         return {"redis_keys": removed, "window_turns": turns}
@@ -461,13 +397,30 @@ return {n, redis.call('ZCARD', KEYS[2])}
         handle, self._handle = self._handle, None
         try:
             if handle is not None and handle.embedded:
-                self.retire_all()
+                self.archiver.retire_all()
             else:
                 with self.archiver.lock:
                     self.archiver.archive_pending()
         except Exception as exc:  # closing goes on (the worker is stopped, the handle closed); say what was not done
-            log.warning("could not archive before closing (%s): %s",
-                        "those turns are lost with the server" if handle is not None else "the turns wait in Redis", exc)
+            lost = "those turns are lost with the server" if handle is not None else "the turns wait in Redis"
+            log.warning("could not archive before closing (%s): %s", lost, exc)
         finally:
             if handle is not None:
                 handle.close()
+
+
+def refuse_eviction(client: redis.Redis, where: str) -> None:
+    """Refuse a server that may evict keys: raise a `WindowError` naming the setting the window needs.
+
+    Raises:
+        WindowError: its `maxmemory-policy` is not `noeviction`, or it cannot be read.
+    """
+    with redis_errors(where, "reading its maxmemory-policy"):
+        policy = str(client.info("memory").get("maxmemory_policy", SAFE_EVICTION_POLICY))
+    if policy != SAFE_EVICTION_POLICY:
+        raise WindowError(
+            f"Redis at {where} runs with maxmemory-policy {policy}: when it fills up it evicts keys, and an "
+            "evicted window loses turns before they are archived. Set maxmemory-policy noeviction on the server "
+            "(CONFIG SET maxmemory-policy noeviction, or in redis.conf; a full server then refuses writes with an "
+            "error instead), or pass accept_eviction=True to accept the risk"
+        )

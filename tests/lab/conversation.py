@@ -36,8 +36,8 @@ from memkit.lab.conversation import start_chat
 from memkit.request import History
 from memkit.store import MemoryStore
 from memkit.window import RedisWindow, connect_redis
-from memkit.window.server import _is_alive as is_alive
-from memkit.window.workspace import WorkspaceRedis, window_folder
+from memkit.servers.redis import _is_alive as is_alive
+from memkit.servers.workspace import WorkspaceRedis, window_folder
 
 
 @contextlib.contextmanager

@@ -21,8 +21,8 @@ from memkit.errors import WindowError
 from memkit.store import MemoryStore
 from memkit.transcript import Turn
 from memkit.window import RedisWindow, connect_redis, start_embedded_redis
-from memkit.window.keys import LIFE_KEY
-from memkit.window.server import _is_alive
+from memkit.window.protocol import LIFE_KEY
+from memkit.servers.redis import _is_alive
 from .workers import PathLike, run_worker, wait_for, worker
 
 
@@ -262,9 +262,9 @@ def older_state_restart(folder: PathLike, *, before: int = 10, after: int = 4, s
                     acknowledged_after[turn["turn"]] = turn["content"]
                     reused += turn["turn"] <= taken
             assert late is not None
-            late.retire_all()
+            late.archiver.retire_all()
             whole = late.load_session("alice", "s1")
-            renumbered = len(early.renumbered) + len(late.renumbered)
+            renumbered = len(early.archiver.renumbered) + len(late.archiver.renumbered)
             early.close()
             late.close()
         finally:

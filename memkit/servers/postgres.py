@@ -5,7 +5,7 @@ Unix socket inside it: no TCP port, so nothing else on the machine reaches it or
 The binaries are the `pgserver` wheel's (PostgreSQL 16, no contrib: no `pg_trgm`) unless `bin_dir`
 names an installed PostgreSQL (Debian's are in /usr/lib/postgresql/15/bin). `close()` stops the
 server and removes the folder; so does the interpreter's exit, if `close()` was forgotten, and so
-does a watchdog process (`memkit.watchdog`) when the process that started the server dies without
+does a watchdog process (`memkit.servers.watchdog`) when the process that started the server dies without
 running exit hooks (SIGKILL: how nbval and Jupyter stop a kernel).
 
 PostgreSQL refuses to run as root. As root, the server runs as the `postgres` user where there is
@@ -31,7 +31,7 @@ from typing import IO, Any, Literal
 from collections.abc import Mapping
 
 from ..errors import StoreError
-from ..watchdog import Watchdog
+from .watchdog import Watchdog
 
 _STOP_SIGNALS = {"fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 _SOCKET_NAME = ".s.PGSQL.5432"
@@ -46,7 +46,7 @@ def pgserver_bin_dir() -> Path:
     spec = importlib.util.find_spec("pgserver")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("the embedded PostgreSQL needs pgserver: pip install 'memkit[postgres]'")
-    return Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
 def _server_user() -> pwd.struct_passwd | None:
@@ -92,7 +92,8 @@ class EmbeddedPostgres:
         atexit.register(self.close)
         try:
             if len(str(self.folder / _SOCKET_NAME)) > 100:
-                raise StoreError(f"the temporary folder {self.folder} is too long a path for a Unix socket; set TMPDIR shorter")
+                raise StoreError(f"the temporary folder {self.folder} is too long a path for a Unix socket; "
+                                 "set TMPDIR shorter")
             if self._user is not None:
                 os.chown(self.folder, self._user.pw_uid, self._user.pw_gid)
                 if not self._reachable():
@@ -186,7 +187,7 @@ class EmbeddedPostgres:
         command = [str(self.bin_dir / "postgres"), "-D", str(self.data)]
         for name, value in options.items():
             command += ["-c", f"{name}={value}"]
-        self._log = open(self.folder / "server.log", "ab")
+        self._log = open(self.folder / "server.log", "ab")  # noqa: SIM115 - the server writes it until stop()
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
                                          start_new_session=True, **self._as_server_user())
         self._watchdog.watch(self._process.pid)

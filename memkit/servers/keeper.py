@@ -15,7 +15,7 @@ use the server) and checks again that no client has connected; then SHUTDOWN (wh
 append-only file), and it removes the record and the socket folder memkit made, as a closing
 memkit process would. A server that does not answer (stopped with SIGSTOP, overloaded) counts as
 busy. A keeper that is killed leaves its server running; the next memkit process that adopts the
-server starts a new keeper (`memkit.window.workspace`).
+server starts a new keeper (`memkit.servers.workspace`).
 """
 
 from __future__ import annotations
