@@ -74,7 +74,7 @@ def kill_experiment(window: RedisWindow, user: str, session: str, *, kills: int 
     promised: set[int] = set()
     rows = []
     for kill in range(1, kills + 1):
-        proc = spawn_instance(url, window.store.path, user, session, name=f"i{kill}", turns=1_000_000,
+        proc = spawn_instance(url, window.store.location, user, session, name=f"i{kill}", turns=1_000_000,
                               size=window.size, prefix=window.prefix, inline_archive=True,
                               pause_after_archive=30.0, pause_from_turn=rng.randint(1, 4))
         assert proc.stdout is not None

@@ -31,35 +31,33 @@ No message or log line of memkit carries the password of the connection string.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterator, Sequence
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from ..errors import LockedError, QuotaError, StoreError
+from ..errors import LockedError, StoreError
 from ..limits import Limits
+from . import embeddings, pg_vectors
+from .backend import refuse_past_quotas, refuse_past_size
 from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, password_of, scrub
 from .pg_schema import (PG_SCHEMA_VERSION, check_schema, check_schema_name, ensure_search_index,
                         has_search_index, migrate, read_version)
-from .statements import SQLITE_STATEMENTS, Statements
+from .statements import PG_STATEMENTS, Record, Statements
+
+if TYPE_CHECKING:
+    import numpy
 
 PAGE_BYTES = 8192
 """The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
 pg_schema.py), rounded up to 8 KiB."""
 
-PG_STATEMENTS: Statements = dataclasses.replace(
-    SQLITE_STATEMENTS,
-    # The numbers come from a sequence (no row lock); with other sessions taking numbers at the
-    # same moment they need not be consecutive, but the last is the highest this session was given.
-    take_sequence="SELECT coalesce(max(nextval('memkit_seq')), (SELECT last_value FROM memkit_seq))"
-                  " FROM generate_series(1, ?)",
-)
-"""The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence`."""
+PROPOSAL_LOCK_CLASS = 0x6D6D70
+"""The first key of a user's proposal lock ("mmp"; the second: a hash of the schema and the user)."""
 
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
@@ -71,7 +69,8 @@ def db_bytes(conn: PgConnection) -> int:
 
 
 class PostgresDatabase:
-    """The store's tables in one PostgreSQL schema, reached through a connection pool.
+    """The store's tables in one PostgreSQL schema, reached through a connection pool: the
+    PostgreSQL `Backend` (backend.py).
 
     Args:
         conninfo: a `postgresql://` URL (or a libpq key=value string).
@@ -91,6 +90,12 @@ class PostgresDatabase:
 
     search_index: bool = False
     """Whether searches may use the trigram index (the server has `pg_trgm`); set at open."""
+    name = "postgres"
+    path = None
+    file_version = None
+    statements: Statements = PG_STATEMENTS
+    vector_schema: str | None = None
+    """Where pgvector's `vector` type lives, if the server has it and the store uses it (None: Python)."""
 
     def __init__(self, conninfo: str, limits: Limits, synchronous: str, schema: str, pool_size: int,
                  create: bool = True, read_only: bool = False) -> None:
@@ -179,6 +184,10 @@ class PostgresDatabase:
         return pool
 
     # -- connection life ---------------------------------------------------------------------------
+
+    def use_limits(self, limits: Limits) -> None:
+        """Enforce `limits` from now on (the store's recorded ones, read after opening)."""
+        self.limits = limits
 
     def close(self) -> None:
         """Close the pool and the inspection connection. Safe to call twice."""
@@ -384,7 +393,11 @@ class PostgresDatabase:
 
     # -- locks and checks inside write transactions -------------------------------------------------
 
-    def lock_user(self, conn: PgConnection, user: str, creating: bool) -> int:
+    def lock_user(self, conn: PgConnection, user: str, creating: bool) -> None:
+        """Lock `user`'s counter row until the transaction ends (see `_counter_row`)."""
+        self._counter_row(conn, user, creating)
+
+    def _counter_row(self, conn: PgConnection, user: str, creating: bool) -> int:
         """Lock `user`'s counter row until the transaction ends; return their record count.
 
         Every write of a user takes this lock before it reads that user's rows, so the rows it reads
@@ -405,6 +418,12 @@ class PostgresDatabase:
         """
         return int(conn.value(PG_STATEMENTS.take_sequence, (count,)))
 
+    def lock_proposals(self, conn: PgConnection, user: str) -> None:
+        """A transaction-scoped advisory lock, taken before the user's counter row (so the lock order
+        above gains a first step and no cycle): a user with no records has no counter row to lock,
+        and making one for a proposal would count a user who holds nothing."""
+        conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (PROPOSAL_LOCK_CLASS, f"{self.schema}/{user}"))
+
     def user_records(self, user: str) -> int:
         """The user's quota counter: how many records they hold."""
         rows = self.fetch("SELECT records FROM user_counts WHERE user_id = ?", (user,))
@@ -418,25 +437,69 @@ class PostgresDatabase:
         the same check with the same room. `counts` (the counters a caller read without locking
         them) is not used: here the figures that count are the ones read under the row locks.
         """
-        mine = self.lock_user(conn, user, creating=True)
-        if mine + adding > self.limits.max_records_per_user:
-            raise QuotaError(
-                f"user {user!r} has {mine} records; the per-user quota is {self.limits.max_records_per_user}. "
-                "Update an existing key or delete one first"
-            )
-        total = conn.value("SELECT records FROM total_count FOR UPDATE")
-        if total + adding > self.limits.max_records_total:
-            raise QuotaError(
-                f"the store holds {total} records; the global quota is {self.limits.max_records_total}"
-            )
+        mine = self._counter_row(conn, user, creating=True)
+        refuse_past_quotas(self.limits, user, mine, conn.value("SELECT records FROM total_count FOR UPDATE"), adding)
 
     def check_size(self, conn: PgConnection) -> None:
         """Measure after the write, inside the transaction: an over-cap write is rolled back whole.
 
         The size counter row was locked by this transaction's own writes, so the figure is exact.
         """
-        size = db_bytes(conn)
-        if size > self.limits.max_db_bytes:
-            raise QuotaError(
-                f"the write would grow the database to {size} bytes; the cap is {self.limits.max_db_bytes} bytes"
-            )
+        refuse_past_size(self.limits, db_bytes(conn))
+
+    def changed(self, conn: PgConnection, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        """Run `sql` for every row (multi-row inserts); return how many rows it changed."""
+        return conn.executemany(sql, rows)
+
+    # -- what the façade asks of this database -------------------------------------------------------
+
+    def settings(self, conn: PgConnection) -> dict[str, Any]:
+        """The first keys of `health()`: the masked URL, the schema, the server and the settings that
+        matter (`journal_mode` is always `"wal"`: PostgreSQL always writes ahead)."""
+        setting = {name: value for name, value in conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE name IN"
+            " ('lock_timeout', 'synchronous_commit', 'server_version')")}
+        return {
+            "url": self.where,
+            "schema": self.schema,
+            "server_version": setting["server_version"],
+            "schema_version": read_version(conn, self.schema),
+            "journal_mode": "wal",
+            "synchronous": "FULL" if setting["synchronous_commit"] == "on" else "NORMAL",
+            "synchronous_commit": setting["synchronous_commit"],
+            "busy_timeout_ms": int(setting["lock_timeout"]),
+            "search_index": "pg_trgm" if self.search_index else "scan",
+            "pool_size": self.pool_size,
+        }
+
+    def db_bytes(self, conn: PgConnection) -> int:
+        """The store's size as the cap counts it (`db_bytes`)."""
+        return db_bytes(conn)
+
+    def fit_search_index(self, fts_min_user_rows: int) -> None:
+        """Nothing to do: the trigram index was made (where the server has `pg_trgm`) at open."""
+
+    def search(self, user: str, query: str, limit: int, kind: str | None, fts_min_user_rows: int) -> list[Record]:
+        """The literal search rule, by a scan or the `pg_trgm` index (pg_search.py)."""
+        from . import pg_search  # pg_search.py is written against this class: imported when first used
+
+        return pg_search.search(self, user, query, limit, kind, fts_min_user_rows)
+
+    def search_many(self, user: str, queries: Sequence[str], limit: int, kinds: Sequence[str],
+                    fts_min_user_rows: int) -> dict[tuple[str, str], list[Record]]:
+        """`search` for every query and kind (pg_search.py)."""
+        from . import pg_search
+
+        return pg_search.search_many(self, user, queries, limit, kinds, fts_min_user_rows)
+
+    def encode_vector(self, vector: numpy.ndarray) -> list[float]:
+        """A vector as PostgreSQL keeps it: `real[]`."""
+        return [float(x) for x in vector]
+
+    def search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
+                          kind: str | None, min_similarity: float) -> list[Record]:
+        """Ranked in SQL by pgvector where the store uses it, else in Python (as on SQLite)."""
+        if self.vector_schema is not None:
+            return pg_vectors.rank(self, self.vector_schema, user, vector, model, dim, limit, kind, min_similarity)
+        return embeddings.rank_in_python(self, user, vector, model, dim, limit, kind, min_similarity,
+                                         pg_vectors.decode, pg_vectors.VECTOR_SQL)

@@ -43,6 +43,7 @@ class Statements:
             happened then); a later time replaces an earlier one, never the other way round.
         user_records: (user) -> the user's quota counter (no row for a user without records).
         total_records: () -> the store's total counter.
+        store_id: () -> the store's own random id, made once with its schema.
     """
 
     record_columns: str
@@ -59,6 +60,7 @@ class Statements:
     retire_history: str
     user_records: str
     total_records: str
+    store_id: str
 
 
 SQLITE_STATEMENTS = Statements(
@@ -100,8 +102,19 @@ SQLITE_STATEMENTS = Statements(
     ),
     user_records="SELECT records FROM user_counts WHERE user_id = ?",
     total_records="SELECT records FROM total_count",
+    store_id="SELECT database_id FROM store_meta",
 )
 """The statements of the SQLite backend."""
+
+PG_STATEMENTS: Statements = dataclasses.replace(
+    SQLITE_STATEMENTS,
+    # The numbers come from a sequence (no row lock); with other sessions taking numbers at the
+    # same moment they need not be consecutive, but the last is the highest this session was given.
+    take_sequence="SELECT coalesce(max(nextval('memkit_seq')), (SELECT last_value FROM memkit_seq))"
+                  " FROM generate_series(1, ?)",
+    store_id="SELECT database_id FROM memkit_meta",
+)
+"""The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence` and `store_id`."""
 
 RECORD_SQL = SQLITE_STATEMENTS.record_columns
 
