@@ -21,7 +21,7 @@ retries per put, and 48 and 51 writes (5%) still refused after the tenth. Both k
 every revision. A retry would also have to replay the caller's whole `transaction()` block, which
 memkit cannot do for a caller; a lock wait replays nothing.
 
-Connections: a `psycopg_pool` pool, one connection per thread for the length of a transaction or a
+Connections: a `psycopg_pool` pool (pg_pool.py), one connection per thread for the length of a transaction or a
 read (a thread inside `transaction()` keeps its connection, so nested calls see its writes). A
 connection the server dropped (a restart) is replaced before a transaction begins, so service
 resumes by itself; while the server is down, calls fail with a StoreError after the busy timeout.
@@ -38,13 +38,13 @@ from collections.abc import Iterator, Sequence
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import LockedError, StoreError
 from ..limits import Limits
 from . import embeddings, pg_vectors
 from .backend import refuse_past_quotas, refuse_past_size
-from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, password_of, scrub
+from .pg_connection import PgConnection, Row, connect, password_of, scrub
+from .pg_pool import PgPool, closed_error, unreachable_error
 from .pg_schema import (PG_SCHEMA_VERSION, check_schema, check_schema_name, ensure_search_index,
                         has_search_index, migrate, read_version)
 from .statements import PG_STATEMENTS, Record, Statements
@@ -113,11 +113,14 @@ class PostgresDatabase:
         """host, port, dbname and schema: which store this is, whatever the URL's spelling (as the
         server reports them; the host is its address, or the Unix socket's folder)."""
         self._local = threading.local()
-        self._counting = threading.Lock()
-        self._borrowed = 0  # connections this store has out of its pool (or of its own) right now
-        self._pool: ConnectionPool[psycopg.Connection[Row]] | None = None
+        self._pool: PgPool | None = None
         self._inspector: psycopg.Connection[Row] | None = self._open_first(create)
-        self._pool = self._open_pool()
+        try:
+            self._pool = PgPool(self._conninfo, pool_size, self._wait_s, self.where, f"memkit-{self.schema}",
+                                self._text, lambda: self.limits.busy_timeout_ms)
+        except BaseException:
+            self.close()
+            raise
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -170,19 +173,6 @@ class PostgresDatabase:
             raise
         return raw
 
-    def _open_pool(self) -> ConnectionPool[psycopg.Connection[Row]]:
-        pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
-            self._conninfo, kwargs=CONNECTION_OPTIONS, min_size=1, max_size=self.pool_size, open=False,
-            timeout=self._wait_s, reconnect_timeout=self._wait_s, name=f"memkit-{self.schema}",
-        )
-        try:
-            pool.open(wait=True, timeout=max(self._wait_s, 10.0))
-        except PoolTimeout:
-            pool.close()
-            self.close()
-            raise StoreError(f"cannot open a connection pool to {self.where}; the server stopped answering") from None
-        return pool
-
     # -- connection life ---------------------------------------------------------------------------
 
     def use_limits(self, limits: Limits) -> None:
@@ -205,62 +195,16 @@ class PostgresDatabase:
         if current is not None:
             return current
         if self._inspector is None:
-            raise self._closed()
+            raise closed_error(self.where)
         if self._inspector.broken:
             try:
                 self._inspector = connect(self._conninfo)
             except psycopg.Error as exc:
-                raise self._unreachable(exc) from None
+                raise unreachable_error(self.where, self._text(exc)) from None
         return PgConnection(self._inspector)
-
-    def _closed(self) -> StoreError:
-        return StoreError(f"the store for {self.where} is closed")
 
     def _text(self, exc: BaseException) -> str:
         return scrub(" ".join(str(exc).split()), self._secret)
-
-    def _unreachable(self, exc: BaseException) -> StoreError:
-        return StoreError(f"cannot reach the PostgreSQL server at {self.where} ({self._text(exc)}); nothing was done")
-
-    def _getconn(self) -> PgConnection:
-        pool = self._pool
-        if pool is None:
-            raise self._closed()
-        try:
-            conn = PgConnection(pool.getconn())
-        except PoolTimeout:
-            conn = self._own_connection()
-        except PoolClosed:
-            raise self._closed() from None
-        with self._counting:
-            self._borrowed += 1
-        return conn
-
-    def _own_connection(self) -> PgConnection:
-        """After the pool gave no connection within the busy timeout: busy (every connection of the
-        pool is in this store's use), or the pool is still re-connecting after the server went away.
-        Then a connection of its own serves this one call, so service resumes as soon as the server
-        answers; if it does not answer, the reason is in the error."""
-        with self._counting:
-            busy = self._borrowed >= self.pool_size
-        if busy:
-            raise LockedError(
-                f"all {self.pool_size} connections to {self.where} stayed busy past the busy timeout "
-                f"({self.limits.busy_timeout_ms} ms); nothing was done. Try again later"
-            )
-        try:
-            return PgConnection(connect(self._conninfo), pooled=False)
-        except psycopg.Error as exc:
-            raise self._unreachable(exc) from None
-
-    def _putconn(self, conn: PgConnection) -> None:
-        with self._counting:
-            self._borrowed -= 1
-        pool = self._pool
-        if pool is not None and conn.pooled:
-            pool.putconn(conn.raw)
-        else:
-            conn.raw.close()
 
     def _error(self, exc: psycopg.Error, doing: str) -> StoreError:
         if isinstance(exc, _LOCK_ERRORS):
@@ -270,18 +214,29 @@ class PostgresDatabase:
             )
         return StoreError(f"{doing} {self.where} failed: {self._text(exc)}")
 
+    def _borrow(self) -> PgConnection:
+        if self._pool is None:
+            raise closed_error(self.where)
+        return self._pool.get()
+
+    def _give_back(self, conn: PgConnection) -> None:
+        if self._pool is not None:
+            self._pool.put(conn)
+        else:
+            conn.raw.close()
+
     # -- transactions and reads ----------------------------------------------------------------------
 
     def _begun(self, statement: str) -> PgConnection:
         """A pooled connection on which `statement` (a BEGIN) ran. A connection the server dropped
         (it restarted) fails at once and is replaced: nothing was sent on it yet."""
         for attempt in range(self.pool_size + 1):
-            conn = self._getconn()
+            conn = self._borrow()
             try:
                 conn.execute(statement)
                 return conn
             except psycopg.Error as exc:
-                self._putconn(conn)
+                self._give_back(conn)
                 if not conn.broken or attempt == self.pool_size:
                     raise self._error(exc, "beginning a transaction on") from None
         raise AssertionError("unreachable")
@@ -331,7 +286,7 @@ class PostgresDatabase:
             yield conn
         finally:
             self._local.conn = None
-            self._putconn(conn)
+            self._give_back(conn)
 
     def _savepoint(self, conn: PgConnection) -> Iterator[PgConnection]:
         conn.execute("SAVEPOINT memkit_nested")
@@ -363,14 +318,14 @@ class PostgresDatabase:
             except psycopg.Error as exc:
                 raise self._error(exc, "read from") from exc
         for attempt in range(self.pool_size + 1):
-            conn = self._getconn()
+            conn = self._borrow()
             try:
                 return conn.execute(sql, args).fetchall()
             except psycopg.Error as exc:
                 if not conn.broken or attempt == self.pool_size:
                     raise self._error(exc, "read from") from exc
             finally:
-                self._putconn(conn)
+                self._give_back(conn)
         raise AssertionError("unreachable")
 
     @contextlib.contextmanager
