@@ -175,7 +175,8 @@ def parse_bundle(text: str, limits: Limits) -> tuple[dict[str, Any], list[dict[s
     entries = parsed[1:-1]
     records = [item for item in entries if isinstance(item, dict) and item.get("type") == "record"]
     events = [item for item in entries if isinstance(item, dict) and item.get("type") == "event"]
-    if len(records) + len(events) != len(entries) or (header["records"], header["events"]) != (len(records), len(events)):
+    counted = (len(records), len(events))
+    if sum(counted) != len(entries) or (header["records"], header["events"]) != counted:
         raise ValidationError("bundle line counts do not match its header")
     seen: set[tuple[str, str]] = set()
     for item in records:

@@ -18,13 +18,12 @@ from ..limits import DEFAULT_LIMITS, Limits
 from ..semantic import Embedder
 from .db import SqliteDatabase
 from .readonly import ReadOnlyDatabase
-from .store_meaning import StoreMeaning
 from .store_proposals import StoreProposals
 from .store_sessions import StoreSessions
 from .targets import check_sqlite_target
 
 
-class MemoryStore(StoreProposals, StoreMeaning, StoreSessions):
+class MemoryStore(StoreProposals, StoreSessions):
     """A user-scoped long-term memory in a SQLite file (or, opened by `PostgresStore`, in PostgreSQL).
 
     Threads may share one store: the connection is opened with `check_same_thread=False` and every

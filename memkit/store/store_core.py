@@ -2,8 +2,9 @@
 
 `MemoryStore` (memory.py) is one class over either backend (`Backend`, backend.py); its methods are
 grouped by concept in parts that each extend `StoreCore`: store_records.py (records, their history,
-search, forgetting), store_proposals.py, store_meaning.py (retrieval by meaning) and
-store_sessions.py (conversations, window places, export and import). This module holds the open
+search literal and by meaning, forgetting), store_proposals.py (extending the records part: an
+approval writes through `put` and `delete`) and store_sessions.py (conversations, window places,
+export and import). This module holds the open
 store's state, its limits, transactions, identity (`path`, `location`, `files()`, `store_id`) and
 the embedder the parts write vectors with.
 """
@@ -42,6 +43,7 @@ class StoreCore:
     embedder: Embedder | None
     _clock: Clock
     _statements: ClassVar[Statements] = SQLITE_STATEMENTS
+    _store_id: str | None = None
 
     fts_min_user_rows: int = 1000
     """How many of a user's rows a search scans before it may turn to the trigram index.
@@ -125,10 +127,9 @@ class StoreCore:
         """The store's own random id, made once with its schema (SQLite: `store_meta`; PostgreSQL:
         `memkit_meta`). A short-term window's Redis keys carry it, so two stores on one Redis server
         never read, archive or forget each other's turns (`memkit.window.keys`)."""
-        cached = getattr(self, "_store_id", None)
-        if cached is None:
-            cached = self._store_id = str(self._db.fetch(self._db.statements.store_id)[0][0])
-        return cached
+        if self._store_id is None:
+            self._store_id = str(self._db.fetch(self._db.statements.store_id)[0][0])
+        return self._store_id
 
     @property
     def opened(self) -> dict[str, Any]:
