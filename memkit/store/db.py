@@ -421,6 +421,7 @@ class SqliteDatabase:
         """The user's own vectors (bounded by the quota) ranked in Python."""
         return embeddings.rank_in_python(self, user, vector, model, dim, limit, kind, min_similarity, from_bytes)
 
+
 def db_bytes(conn: sqlite3.Connection) -> int:
     """The database's size as SQLite counts it (pages times page size), the WAL's pages included."""
     pages = conn.execute("PRAGMA page_count").fetchone()[0]

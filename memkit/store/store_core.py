@@ -62,7 +62,6 @@ class StoreCore:
     stops keeping it otherwise (`search.fit_index`). Lowering the threshold on an open store builds
     the index at the first search that needs it."""
 
-
     def _start(self, db: Backend, limits: Limits | None, synchronous: str, clock: Clock, read_only: bool,
                embedder: Embedder | None) -> None:
         """Take `db` (opened by the constructor) and adopt its limits; `db` is closed if that fails."""
@@ -159,7 +158,8 @@ class StoreCore:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Any]:
-        """A write transaction: `BEGIN IMMEDIATE`, commit on success, roll back on any exception.
+        """A write transaction: `BEGIN IMMEDIATE` (PostgreSQL: `BEGIN`, and each write takes its user's
+        row lock first), commit on success, roll back on any exception.
 
         Taking the write lock at BEGIN (not at the first write) means a check made inside the
         transaction still holds when the write happens: no other writer can slip in between.
@@ -192,12 +192,14 @@ class StoreCore:
         Returns:
             schema version, journal mode, synchronous, busy timeout, file size against the cap,
             records in all and per user (the 50 largest users) against the quotas, and whether the
-            quota counters (the total and every user's) agree with the rows.
+            quota counters (the total and every user's) agree with the rows. On SQLite first `path`
+            and `sqlite_version`; on PostgreSQL first `url` (masked), `schema`, `server_version`,
+            and also `synchronous_commit`, `search_index` (`"pg_trgm"` or `"scan"`) and `pool_size`,
+            `journal_mode` always `"wal"` and `db_bytes` in whole 8 KiB pages.
         """
         return health.health(self._db)
 
-
-    # -- retrieval by meaning (the vectors' format differs: bytes here, real[] on PostgreSQL) ----------
+    # -- vectors (their stored format is the backend's: bytes on SQLite, real[] on PostgreSQL) ------------
 
     def _need_embedder(self, doing: str) -> Embedder:
         if self.embedder is None:
@@ -213,9 +215,6 @@ class StoreCore:
             raise ValidationError(f"embedder {embedder.name!r} returned vectors of shape "
                                   f"{getattr(vectors, 'shape', None)}; expected ({len(texts)}, {embedder.dim})")
         return vectors
-
-    _vector_sql = "e.vector"
-    """How a search reads a stored vector (PostgreSQL reads its `real[]` in binary form)."""
 
     def _write_vector(self, conn: Any, vector: numpy.ndarray, user: str, kind: str, key: str, value: str) -> int:
         embedder = self._need_embedder("embedding")
