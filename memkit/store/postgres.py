@@ -381,7 +381,7 @@ class PostgresDatabase:
 
     def user_records(self, user: str) -> int:
         """The user's quota counter: how many records they hold."""
-        rows = self.fetch("SELECT records FROM user_counts WHERE user_id = ?", (user,))
+        rows = self.fetch(self.statements.user_records, (user,))
         return int(rows[0][0]) if rows else 0
 
     def check_quotas(self, conn: PgConnection, user: str, adding: int = 1,
@@ -393,7 +393,10 @@ class PostgresDatabase:
         them) is not used: here the figures that count are the ones read under the row locks.
         """
         mine = self._counter_row(conn, user, creating=True)
-        refuse_past_quotas(self.limits, user, mine, conn.value("SELECT records FROM total_count FOR UPDATE"), adding)
+        # The total's row is locked only for a write the user's quota lets through.
+        room = mine + adding <= self.limits.max_records_per_user
+        total = conn.value("SELECT records FROM total_count FOR UPDATE") if room else 0
+        refuse_past_quotas(self.limits, user, mine, total, adding)
 
     def check_size(self, conn: PgConnection) -> None:
         """Measure after the write, inside the transaction: an over-cap write is rolled back whole.
