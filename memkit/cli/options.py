@@ -83,10 +83,9 @@ def workspace_window(args: argparse.Namespace, store: MemoryStore) -> Path:
     uses that store shares one window, and two stores never share one (a window archives its turns
     into the store it was opened with).
     """
-    location = getattr(store, "location", None)
-    if location is None:
+    if store.path is not None:
         return window_folder(store.path)
-    digest = hashlib.sha256(location.encode("utf-8")).hexdigest()[:12]
+    digest = hashlib.sha256(store.location.encode("utf-8")).hexdigest()[:12]
     return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / f"postgresql-{digest}-window"
 
 

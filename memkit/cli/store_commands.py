@@ -56,17 +56,10 @@ def cmd_history(args: argparse.Namespace) -> None:
         emit(store.history(args.user, args.kind, args.key))
 
 
-def _store_files(store: MemoryStore) -> list[Path]:
-    path = getattr(store, "path", None)  # a PostgreSQL store has no file
-    if path is None:
-        return []
-    return [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
-
-
 def _check_export_target(out: Path, store: MemoryStore, force: bool) -> None:
     """Refuse an output path that is one of the store's own files, or an existing file without --force."""
     target = out.resolve()
-    for own in _store_files(store):
+    for own in store.files():
         same_inode = own.exists() and out.exists() and os.path.samefile(own, out)
         if target == own.resolve() or same_inode:
             raise CliError(f"--out {out} is the database's own file {own.name}; writing the export there would "

@@ -47,7 +47,7 @@ def attempt_puts(store: MemoryStore, attempts: Iterable[dict[str, Any]]) -> list
         try:
             record = store.put(attempt["user"], attempt.get("session", "s1"), attempt["kind"], attempt["key"], value)
         except MemkitError as exc:
-            row.update(outcome=type(exc).__name__, revision=None, message=scrub(str(exc), store.path))
+            row.update(outcome=type(exc).__name__, revision=None, message=scrub(str(exc), store.location))
         else:
             unchanged = before is not None and before["revision"] == record["revision"]
             row.update(outcome="unchanged" if unchanged else "saved", revision=record["revision"], message="")

@@ -8,12 +8,14 @@ the user. The SQL uses `?` placeholders and runs on both backends (PostgreSQL th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 
 from ..errors import ValidationError
 from ..limits import check_text
-from .db import SqliteDatabase
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 
 def check_items(items: Sequence[str]) -> list[str]:
@@ -27,7 +29,7 @@ def check_items(items: Sequence[str]) -> list[str]:
     return checked
 
 
-def append(db: SqliteDatabase, conn: Any, user: str, session: str, items: list[str], at: str) -> int:
+def append(db: Backend, conn: Any, user: str, session: str, items: list[str], at: str) -> int:
     """Inside the caller's transaction: add `items` after the session's last one; returns the last number."""
     last = conn.execute("SELECT coalesce(max(position), 0) FROM agent_items WHERE user_id = ? AND session_id = ?",
                         (user, session)).fetchone()[0]
@@ -37,7 +39,7 @@ def append(db: SqliteDatabase, conn: Any, user: str, session: str, items: list[s
     return int(last) + len(items)
 
 
-def read(db: SqliteDatabase, user: str, session: str, limit: int | None) -> list[str]:
+def read(db: Backend, user: str, session: str, limit: int | None) -> list[str]:
     """The session's items in the order added; with `limit`, only the last `limit` of them."""
     if limit is None:
         rows = db.fetch("SELECT item FROM agent_items WHERE user_id = ? AND session_id = ? ORDER BY position",

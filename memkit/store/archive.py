@@ -9,13 +9,15 @@ window archives into it; `load_session` reads it back (see `memkit.transcript`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Mapping
 
 from ..errors import StoreError, ValidationError
 from ..limits import check_text
 from ..transcript import TURN_ROLES, Turn
-from .db import SqliteDatabase
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 
 def turn_rows(user: str, session: str, turns: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
@@ -57,7 +59,7 @@ class ArchiveConflictError(StoreError):
         )
 
 
-def archive_rows(db: SqliteDatabase, rows: list[tuple[Any, ...]]) -> int:
+def archive_rows(db: Backend, rows: list[tuple[Any, ...]]) -> int:
     """Insert checked rows in one transaction, skipping turns already kept with the same role,
     content and time; return how many were new.
 
@@ -66,13 +68,8 @@ def archive_rows(db: SqliteDatabase, rows: list[tuple[Any, ...]]) -> int:
             different content); the transaction is rolled back, nothing is archived.
     """
     with db.transaction() as conn:
-        before = conn.total_changes
-        conn.executemany(
-            "INSERT OR IGNORE INTO transcript (user_id, session_id, turn, role, content, at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-        added = conn.total_changes - before
+        added = db.changed(conn, "INSERT INTO transcript (user_id, session_id, turn, role, content, at)"
+                                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
         refuse_conflicts(conn, rows, added)
         db.check_size(conn)
     return added
@@ -91,7 +88,7 @@ def refuse_conflicts(conn: Any, rows: list[tuple[Any, ...]], added: int) -> None
         raise ArchiveConflictError(rows[0][0], rows[0][1], conflicts)
 
 
-def archived_turns(db: SqliteDatabase, user: str, session: str) -> list[Turn]:
+def archived_turns(db: Backend, user: str, session: str) -> list[Turn]:
     """The archived turns of one session, in turn order."""
     rows = db.fetch(
         "SELECT turn, role, content, at FROM transcript WHERE user_id = ? AND session_id = ? ORDER BY turn",
@@ -100,7 +97,7 @@ def archived_turns(db: SqliteDatabase, user: str, session: str) -> list[Turn]:
     return [Turn(turn=row["turn"], role=row["role"], content=row["content"], at=row["at"]) for row in rows]
 
 
-def last_archived_turn(db: SqliteDatabase, user: str, session: str) -> int:
+def last_archived_turn(db: Backend, user: str, session: str) -> int:
     """The highest archived turn number of one session (0 if none), read from the key alone."""
     rows = db.fetch("SELECT max(turn) FROM transcript WHERE user_id = ? AND session_id = ?", (user, session))
     return int(rows[0][0] or 0)

@@ -5,12 +5,13 @@ Standard SQL with `?` placeholders, filtered by user: it runs on both backends.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .db import SqliteDatabase
+if TYPE_CHECKING:
+    from .backend import Backend
 
 
-def deleted_keys(db: SqliteDatabase, user: str) -> list[dict[str, Any]]:
+def deleted_keys(db: Backend, user: str) -> list[dict[str, Any]]:
     """The keys of `user` whose history ends in a delete (and hold no record now), newest first.
 
     Each: kind, key, the value it held, its last revision, when it was deleted, and how many events
@@ -29,7 +30,7 @@ def deleted_keys(db: SqliteDatabase, user: str) -> list[dict[str, Any]]:
             for r in rows]
 
 
-def sessions(db: SqliteDatabase, user: str) -> list[dict[str, Any]]:
+def sessions(db: Backend, user: str) -> list[dict[str, Any]]:
     """The sessions of `user` with archived turns: turns, first and last turn time; latest first."""
     rows = db.fetch(
         "SELECT session_id, count(*), min(at), max(at) FROM transcript WHERE user_id = ?"
@@ -39,7 +40,7 @@ def sessions(db: SqliteDatabase, user: str) -> list[dict[str, Any]]:
     return [{"session": r[0], "turns": r[1], "first": r[2], "last": r[3]} for r in rows]
 
 
-def write_number(db: SqliteDatabase, user: str, kind: str, key: str) -> int | None:
+def write_number(db: Backend, user: str, kind: str, key: str) -> int | None:
     """The store's sequence number of the record's last write (None when there is no record).
 
     Every write takes the next number of a sequence that only grows (schema step 4) and that no

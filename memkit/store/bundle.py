@@ -13,18 +13,19 @@ import functools
 import hashlib
 import json
 import os
-import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
 
 from ..errors import StoreError, ValidationError
 from ..jsonutil import import_jsonschema
 from ..limits import Limits, check_text
-from .db import SqliteDatabase
 from .files import write_private
 from .schema import SCHEMA_VERSION
-from .statements import RECORD_SQL, SQLITE_STATEMENTS, prune_history, to_record
+from .statements import RECORD_SQL, prune_history, to_record
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 EXPORT_FORMAT = "memkit-export"
 EXPORT_FORMAT_VERSION = 1
@@ -174,7 +175,8 @@ def parse_bundle(text: str, limits: Limits) -> tuple[dict[str, Any], list[dict[s
     entries = parsed[1:-1]
     records = [item for item in entries if isinstance(item, dict) and item.get("type") == "record"]
     events = [item for item in entries if isinstance(item, dict) and item.get("type") == "event"]
-    if len(records) + len(events) != len(entries) or (header["records"], header["events"]) != (len(records), len(events)):
+    counted = (len(records), len(events))
+    if sum(counted) != len(entries) or (header["records"], header["events"]) != counted:
         raise ValidationError("bundle line counts do not match its header")
     seen: set[tuple[str, str]] = set()
     for item in records:
@@ -204,7 +206,7 @@ def parse_bundle(text: str, limits: Limits) -> tuple[dict[str, Any], list[dict[s
     return header, records, events
 
 
-def export_user(db: SqliteDatabase, user: str, path: str | os.PathLike[str] | None) -> str:
+def export_user(db: Backend, user: str, path: str | os.PathLike[str] | None) -> str:
     """The bundle of `user` (already checked), read in one snapshot; also written to `path` when given."""
     with db.reading() as conn:
         records = conn.execute(
@@ -244,7 +246,7 @@ def read_bundle(bundle: str | os.PathLike[str]) -> str:
     return text
 
 
-def import_bundle(db: SqliteDatabase, target: str, records: list[dict[str, Any]],
+def import_bundle(db: Backend, target: str, records: list[dict[str, Any]],
                   events: list[dict[str, Any]]) -> dict[str, int]:
     """Insert a parsed bundle's records and events under `target`, all or nothing, in one transaction."""
     with db.transaction() as conn:
@@ -258,12 +260,12 @@ def import_bundle(db: SqliteDatabase, target: str, records: list[dict[str, Any]]
         first = db.take_sequence(conn, len(records)) - len(records) + 1
         ordered = sorted(records, key=lambda r: r["updated_at"])
         conn.executemany(
-            SQLITE_STATEMENTS.insert_memory,
+            db.statements.insert_memory,
             [(target, r["kind"], r["key"], r["value"], r["source_session"], r["revision"], r["created_at"],
               r["updated_at"], r["key"].casefold(), r["value"].casefold(), first + n) for n, r in enumerate(ordered)],
         )
         conn.executemany(
-            SQLITE_STATEMENTS.insert_event,
+            db.statements.insert_event,
             [(target, e["kind"], e["key"], e["action"], e["revision"], e["session"], e["old_value"],
               e["new_value"], e["confirmation"], e["at"]) for e in events],
         )
@@ -273,7 +275,7 @@ def import_bundle(db: SqliteDatabase, target: str, records: list[dict[str, Any]]
     return {"records": len(records), "events": len(events)}
 
 
-def _holds_data(conn: sqlite3.Connection, user: str) -> bool:
+def _holds_data(conn: Any, user: str) -> bool:
     return bool(conn.execute(
         "SELECT (SELECT count(*) FROM memories WHERE user_id = ?) + "
         "(SELECT count(*) FROM memory_events WHERE user_id = ?)", (user, user)

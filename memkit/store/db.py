@@ -11,14 +11,22 @@ import contextlib
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Literal
-from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterator, Sequence
 
 from ..errors import LockedError, QuotaError, StoreError
 from ..limits import Limits
+from ..semantic import from_bytes, to_bytes
+from . import embeddings
+from .backend import refuse_past_quotas, refuse_past_size
 from .files import check_path, check_wal, create_file, remove_dead_partials, sqlite_uri
 from .schema import SqliteSchema, check_schema, migrate
-from .statements import SQLITE_STATEMENTS
+from .statements import SQLITE_STATEMENTS, Record, Statements
+
+if TYPE_CHECKING:
+    import numpy
+
+_SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
@@ -33,7 +41,8 @@ def is_busy(exc: sqlite3.Error) -> bool:
 
 
 class SqliteDatabase:
-    """The store's SQLite file behind one connection (`check_same_thread=False`) and one lock.
+    """The store's SQLite file behind one connection (`check_same_thread=False`) and one lock: the
+    SQLite `Backend` (backend.py).
 
     Every use of the connection holds the lock (an `RLock`), so threads sharing a store run one at a
     time; other processes open their own connection, and SQLite's locks coordinate them.
@@ -43,9 +52,15 @@ class SqliteDatabase:
         LockedError: another writer held the database locked past the busy timeout.
     """
 
+    name = "sqlite"
+    read_only = False
+    how = "rw"
+    file_version: int | None = None
+    statements: Statements = SQLITE_STATEMENTS
+
     def __init__(self, path: Path, limits: Limits, synchronous: Literal["FULL", "NORMAL"],
                  check_integrity: bool) -> None:
-        self.path = path
+        self.path: Path = path
         self.limits = limits
         self.synchronous = synchronous
         self.lock = threading.RLock()
@@ -337,25 +352,74 @@ class SqliteDatabase:
         if counts is None:
             row = conn.execute(SQLITE_STATEMENTS.user_records, (user,)).fetchone()
             counts = (row[0] if row else 0, conn.execute(SQLITE_STATEMENTS.total_records).fetchone()[0])
-        mine, total = counts[0] or 0, counts[1]
-        if mine + adding > self.limits.max_records_per_user:
-            raise QuotaError(
-                f"user {user!r} has {mine} records; the per-user quota is {self.limits.max_records_per_user}. "
-                "Update an existing key or delete one first"
-            )
-        if total + adding > self.limits.max_records_total:
-            raise QuotaError(
-                f"the store holds {total} records; the global quota is {self.limits.max_records_total}"
-            )
+        refuse_past_quotas(self.limits, user, counts[0] or 0, counts[1], adding)
 
     def check_size(self, conn: sqlite3.Connection) -> None:
         """Measure after the write, inside the transaction: an over-cap write is rolled back whole."""
         size = conn.execute("PRAGMA page_count").fetchone()[0] * self.page_size
         if size > self.limits.max_db_bytes:
-            self._oversized = True
-            raise QuotaError(
-                f"the write would grow the database to {size} bytes; the cap is {self.limits.max_db_bytes} bytes"
-            )
+            self._oversized = True  # the WAL pages it spilled are cut back after the rollback
+        refuse_past_size(self.limits, size)
+
+    def lock_user(self, conn: sqlite3.Connection, user: str, creating: bool) -> None:
+        """Nothing to do: `BEGIN IMMEDIATE` already holds the one write lock of the file."""
+
+    def lock_proposals(self, conn: sqlite3.Connection, user: str) -> None:
+        """Nothing to do: `BEGIN IMMEDIATE` already holds the one write lock of the file."""
+
+    def changed(self, conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        """Run `sql` for every row; return how many rows it changed (a skipped insert counts 0)."""
+        return conn.executemany(sql, rows).rowcount
+
+    # -- what the façade asks of this file -----------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The file's path: which store this is."""
+        return str(self.path)
+
+    def settings(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        """The first keys of `health()`: the file, SQLite's version and the pragmas that matter."""
+        return {
+            "path": str(self.path),
+            "sqlite_version": sqlite3.sqlite_version,
+            "schema_version": conn.execute("PRAGMA user_version").fetchone()[0],
+            "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+            "synchronous": _SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]],
+            "busy_timeout_ms": conn.execute("PRAGMA busy_timeout").fetchone()[0],
+        }
+
+    def db_bytes(self, conn: sqlite3.Connection) -> int:
+        """The file's size as the cap counts it (`db_bytes`)."""
+        return db_bytes(conn)
+
+    def fit_search_index(self, fts_min_user_rows: int) -> None:
+        """Keep the trigram index where some user can reach `fts_min_user_rows` records (at open)."""
+        from . import search  # search.py is written against this class: imported when first used
+
+        search.fit_index(self, self.limits, fts_min_user_rows)
+
+    def search(self, user: str, query: str, limit: int, kind: str | None, fts_min_user_rows: int) -> list[Record]:
+        """The literal search rule, by a scan or the FTS5 trigram index (search.py)."""
+        from . import search
+
+        return search.search(self, SQLITE_STATEMENTS.search, user, query, limit, kind, fts_min_user_rows)
+
+    def search_many(self, user: str, queries: Sequence[str], limit: int, kinds: Sequence[str],
+                    fts_min_user_rows: int) -> dict[tuple[str, str], list[Record]]:
+        """`search` for every query and kind, in one pass (search.py)."""
+        from . import search
+
+        return search.search_many(self, SQLITE_STATEMENTS.search, user, queries, limit, kinds, fts_min_user_rows)
+
+    def encode_vector(self, vector: numpy.ndarray) -> bytes:
+        """A vector as SQLite keeps it: little-endian float32 bytes."""
+        return to_bytes(vector)
+
+    def search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
+                          kind: str | None, min_similarity: float) -> list[Record]:
+        """The user's own vectors (bounded by the quota) ranked in Python."""
+        return embeddings.rank_in_python(self, user, vector, model, dim, limit, kind, min_similarity, from_bytes)
 
 
 def db_bytes(conn: sqlite3.Connection) -> int:

@@ -14,10 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Sequence
 
+from ..semantic import similarities
 from .statements import RECORD_SQL, Record, to_record
 
 if TYPE_CHECKING:
     import numpy
+
+    from .backend import Backend
 
 WRITE_SQL = (
     "INSERT INTO memory_embeddings (memory_id, user_id, model, dim, vector)"
@@ -84,7 +87,18 @@ def write(conn: Any, model: str, dim: int, vector: Any, user: str, kind: str, ke
 
 def rank(records: Sequence[Record], sims: Sequence[float], min_similarity: float, limit: int) -> list[Record]:
     """The records at least `min_similarity` similar, most similar first (newest first among equals)."""
-    scored = [{**record, "similarity": round(sim, 4)} for record, sim in zip(records, sims) if sim >= min_similarity]
+    scored = [{**record, "similarity": round(sim, 4)}
+              for record, sim in zip(records, sims, strict=True) if sim >= min_similarity]
     scored.sort(key=lambda r: r["updated_at"], reverse=True)
     scored.sort(key=lambda r: r["similarity"], reverse=True)
     return scored[:limit]
+
+
+def rank_in_python(db: Backend, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
+                   kind: str | None, min_similarity: float, decode: Callable[[Any, int], numpy.ndarray],
+                   vector_sql: str = "e.vector") -> list[Record]:
+    """A search by meaning without pgvector: `user`'s own vectors (bounded by the quota) read in one
+    snapshot, then ranked here (`rank`)."""
+    with db.reading() as conn:
+        records, vectors = user_vectors(conn, user, model, dim, kind, decode, vector_sql)
+    return rank(records, similarities(vector, vectors), min_similarity, limit)

@@ -12,31 +12,28 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ValidationError
 from ..jsonutil import canonical_json
-from .db import SqliteDatabase, db_bytes
 from .files import sqlite_uri
 
 if TYPE_CHECKING:
+    from .backend import Backend
     from .memory import MemoryStore
 
-_SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
+def health(db: Backend) -> dict[str, Any]:
+    """Settings, size against the cap, records against the quotas, and the counter check, in one snapshot.
 
-def health(db: SqliteDatabase) -> dict[str, Any]:
-    """Settings, size against the cap, records against the quotas, and the counter check, in one snapshot."""
+    The first keys are the backend's (`Backend.settings`: where it is, how it is set up); the rest
+    are the same on both.
+    """
     limits = db.limits
     with db.reading() as conn:
-        per_user = dict(conn.execute(
-            "SELECT user_id, records FROM user_counts ORDER BY records DESC, user_id LIMIT 50"
-        ).fetchall())
+        per_user = {row[0]: row[1] for row in conn.execute(
+            "SELECT user_id, records FROM user_counts ORDER BY records DESC, user_id LIMIT 50")}
         return {
-            "path": str(db.path),
-            "sqlite_version": sqlite3.sqlite_version,
-            "schema_version": conn.execute("PRAGMA user_version").fetchone()[0],
-            "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
-            "synchronous": _SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]],
-            "busy_timeout_ms": conn.execute("PRAGMA busy_timeout").fetchone()[0],
-            "db_bytes": db_bytes(conn),
+            **db.settings(conn),
+            "db_bytes": db.db_bytes(conn),
             "max_db_bytes": limits.max_db_bytes,
             "records_total": conn.execute("SELECT records FROM total_count").fetchone()[0],
             "max_records_total": limits.max_records_total,
@@ -47,8 +44,9 @@ def health(db: SqliteDatabase) -> dict[str, Any]:
         }
 
 
-def counters_consistent(conn: sqlite3.Connection) -> bool:
-    """Whether the quota counters (the total and every user's) agree with the rows: the one check.
+def counters_consistent(conn: Any) -> bool:
+    """Whether the quota counters (the total and every user's) agree with the rows: the one check,
+    on a connection of either backend.
 
     Per-user counters drift independently of the total (the quota check reads them), so they are
     compared with the rows both ways: a missing, extra or wrong counter all show.
@@ -57,9 +55,9 @@ def counters_consistent(conn: sqlite3.Connection) -> bool:
     counted = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
     drifted = conn.execute(
         "SELECT (SELECT count(*) FROM (SELECT user_id, count(*) FROM memories GROUP BY user_id"
-        "                              EXCEPT SELECT user_id, records FROM user_counts))"
+        "                              EXCEPT SELECT user_id, records FROM user_counts) AS missing)"
         "     + (SELECT count(*) FROM (SELECT user_id, records FROM user_counts"
-        "                              EXCEPT SELECT user_id, count(*) FROM memories GROUP BY user_id))"
+        "                              EXCEPT SELECT user_id, count(*) FROM memories GROUP BY user_id) AS extra)"
     ).fetchone()[0]
     return bool(total == counted and not drifted)
 
@@ -87,7 +85,12 @@ def fingerprint(store: MemoryStore) -> dict[str, Any]:
     The digest covers the content of every user's records and events, read in one snapshot on a
     read-only connection of its own (WAL lets it read beside the store's connection), so it does
     not depend on how SQLite laid the pages out, and the store's own connection is not touched.
+
+    Raises:
+        ValidationError: the store is not a SQLite file (a PostgreSQL store has none to read).
     """
+    if store.path is None:
+        raise ValidationError(f"fingerprint reads a SQLite file; {store.location} is a PostgreSQL store")
     with contextlib.closing(sqlite3.connect(sqlite_uri(store.path, "ro"), uri=True, isolation_level=None)) as conn:
         conn.execute("BEGIN")
         memories = conn.execute(

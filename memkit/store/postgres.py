@@ -21,7 +21,7 @@ retries per put, and 48 and 51 writes (5%) still refused after the tenth. Both k
 every revision. A retry would also have to replay the caller's whole `transaction()` block, which
 memkit cannot do for a caller; a lock wait replays nothing.
 
-Connections: a `psycopg_pool` pool, one connection per thread for the length of a transaction or a
+Connections: a `psycopg_pool` pool (pg_pool.py), one connection per thread for the length of a transaction or a
 read (a thread inside `transaction()` keeps its connection, so nested calls see its writes). A
 connection the server dropped (a restart) is replaced before a transaction begins, so service
 resumes by itself; while the server is down, calls fail with a StoreError after the busy timeout.
@@ -31,36 +31,33 @@ No message or log line of memkit carries the password of the connection string.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterator, Sequence
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from ..errors import LockedError, QuotaError, StoreError
+from ..errors import LockedError, StoreError
 from ..limits import Limits
-from .pg_connection import CONNECTION_OPTIONS, PgConnection, Row, connect, password_of, scrub
+from . import embeddings, pg_vectors
+from .backend import refuse_past_quotas, refuse_past_size
+from .pg_connection import PgConnection, Row, connect, password_of, scrub
+from .pg_pool import PgPool, closed_error, unreachable_error
 from .pg_schema import PgSchema, check_schema_name, ensure_search_index, has_search_index, read_version
 from .schema import PG_SCHEMA_VERSION, check_schema, migrate
-from .statements import PG_SEARCH, SQLITE_STATEMENTS, Statements
+from .statements import PG_STATEMENTS, Record, Statements
+
+if TYPE_CHECKING:
+    import numpy
 
 PAGE_BYTES = 8192
 """The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
 steps.py), rounded up to 8 KiB."""
 
-PG_STATEMENTS: Statements = dataclasses.replace(
-    SQLITE_STATEMENTS,
-    # The numbers come from a sequence (no row lock); with other sessions taking numbers at the
-    # same moment they need not be consecutive, but the last is the highest this session was given.
-    take_sequence="SELECT coalesce(max(nextval('memkit_seq')), (SELECT last_value FROM memkit_seq))"
-                  " FROM generate_series(1, ?)",
-    search=PG_SEARCH,
-)
-"""The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence` and `search`."""
+PROPOSAL_LOCK_CLASS = 0x6D6D70
+"""The first key of a user's proposal lock ("mmp"; the second: a hash of the schema and the user)."""
 
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
@@ -72,7 +69,8 @@ def db_bytes(conn: PgConnection) -> int:
 
 
 class PostgresDatabase:
-    """The store's tables in one PostgreSQL schema, reached through a connection pool.
+    """The store's tables in one PostgreSQL schema, reached through a connection pool: the
+    PostgreSQL `Backend` (backend.py).
 
     Args:
         conninfo: a `postgresql://` URL (or a libpq key=value string).
@@ -92,6 +90,12 @@ class PostgresDatabase:
 
     search_index: bool = False
     """Whether searches may use the trigram index (the server has `pg_trgm`); set at open."""
+    name = "postgres"
+    path = None
+    file_version = None
+    statements: Statements = PG_STATEMENTS
+    vector_schema: str | None = None
+    """Where pgvector's `vector` type lives, if the server has it and the store uses it (None: Python)."""
 
     def __init__(self, conninfo: str, limits: Limits, synchronous: str, schema: str, pool_size: int,
                  create: bool = True, read_only: bool = False) -> None:
@@ -109,11 +113,14 @@ class PostgresDatabase:
         """host, port, dbname and schema: which store this is, whatever the URL's spelling (as the
         server reports them; the host is its address, or the Unix socket's folder)."""
         self._local = threading.local()
-        self._counting = threading.Lock()
-        self._borrowed = 0  # connections this store has out of its pool (or of its own) right now
-        self._pool: ConnectionPool[psycopg.Connection[Row]] | None = None
+        self._pool: PgPool | None = None
         self._inspector: psycopg.Connection[Row] | None = self._open_first(create)
-        self._pool = self._open_pool()
+        try:
+            self._pool = PgPool(self._conninfo, pool_size, self._wait_s, self.where, f"memkit-{self.schema}",
+                                self._text, lambda: self.limits.busy_timeout_ms)
+        except BaseException:
+            self.close()
+            raise
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -166,20 +173,11 @@ class PostgresDatabase:
             raise
         return raw
 
-    def _open_pool(self) -> ConnectionPool[psycopg.Connection[Row]]:
-        pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
-            self._conninfo, kwargs=CONNECTION_OPTIONS, min_size=1, max_size=self.pool_size, open=False,
-            timeout=self._wait_s, reconnect_timeout=self._wait_s, name=f"memkit-{self.schema}",
-        )
-        try:
-            pool.open(wait=True, timeout=max(self._wait_s, 10.0))
-        except PoolTimeout:
-            pool.close()
-            self.close()
-            raise StoreError(f"cannot open a connection pool to {self.where}; the server stopped answering") from None
-        return pool
-
     # -- connection life ---------------------------------------------------------------------------
+
+    def use_limits(self, limits: Limits) -> None:
+        """Enforce `limits` from now on (the store's recorded ones, read after opening)."""
+        self.limits = limits
 
     def close(self) -> None:
         """Close the pool and the inspection connection. Safe to call twice."""
@@ -197,62 +195,16 @@ class PostgresDatabase:
         if current is not None:
             return current
         if self._inspector is None:
-            raise self._closed()
+            raise closed_error(self.where)
         if self._inspector.broken:
             try:
                 self._inspector = connect(self._conninfo)
             except psycopg.Error as exc:
-                raise self._unreachable(exc) from None
+                raise unreachable_error(self.where, self._text(exc)) from None
         return PgConnection(self._inspector)
-
-    def _closed(self) -> StoreError:
-        return StoreError(f"the store for {self.where} is closed")
 
     def _text(self, exc: BaseException) -> str:
         return scrub(" ".join(str(exc).split()), self._secret)
-
-    def _unreachable(self, exc: BaseException) -> StoreError:
-        return StoreError(f"cannot reach the PostgreSQL server at {self.where} ({self._text(exc)}); nothing was done")
-
-    def _getconn(self) -> PgConnection:
-        pool = self._pool
-        if pool is None:
-            raise self._closed()
-        try:
-            conn = PgConnection(pool.getconn())
-        except PoolTimeout:
-            conn = self._own_connection()
-        except PoolClosed:
-            raise self._closed() from None
-        with self._counting:
-            self._borrowed += 1
-        return conn
-
-    def _own_connection(self) -> PgConnection:
-        """After the pool gave no connection within the busy timeout: busy (every connection of the
-        pool is in this store's use), or the pool is still re-connecting after the server went away.
-        Then a connection of its own serves this one call, so service resumes as soon as the server
-        answers; if it does not answer, the reason is in the error."""
-        with self._counting:
-            busy = self._borrowed >= self.pool_size
-        if busy:
-            raise LockedError(
-                f"all {self.pool_size} connections to {self.where} stayed busy past the busy timeout "
-                f"({self.limits.busy_timeout_ms} ms); nothing was done. Try again later"
-            )
-        try:
-            return PgConnection(connect(self._conninfo), pooled=False)
-        except psycopg.Error as exc:
-            raise self._unreachable(exc) from None
-
-    def _putconn(self, conn: PgConnection) -> None:
-        with self._counting:
-            self._borrowed -= 1
-        pool = self._pool
-        if pool is not None and conn.pooled:
-            pool.putconn(conn.raw)
-        else:
-            conn.raw.close()
 
     def _error(self, exc: psycopg.Error, doing: str) -> StoreError:
         if isinstance(exc, _LOCK_ERRORS):
@@ -262,18 +214,29 @@ class PostgresDatabase:
             )
         return StoreError(f"{doing} {self.where} failed: {self._text(exc)}")
 
+    def _borrow(self) -> PgConnection:
+        if self._pool is None:
+            raise closed_error(self.where)
+        return self._pool.get()
+
+    def _give_back(self, conn: PgConnection) -> None:
+        if self._pool is not None:
+            self._pool.put(conn)
+        else:
+            conn.raw.close()
+
     # -- transactions and reads ----------------------------------------------------------------------
 
     def _begun(self, statement: str) -> PgConnection:
         """A pooled connection on which `statement` (a BEGIN) ran. A connection the server dropped
         (it restarted) fails at once and is replaced: nothing was sent on it yet."""
         for attempt in range(self.pool_size + 1):
-            conn = self._getconn()
+            conn = self._borrow()
             try:
                 conn.execute(statement)
                 return conn
             except psycopg.Error as exc:
-                self._putconn(conn)
+                self._give_back(conn)
                 if not conn.broken or attempt == self.pool_size:
                     raise self._error(exc, "beginning a transaction on") from None
         raise AssertionError("unreachable")
@@ -323,7 +286,7 @@ class PostgresDatabase:
             yield conn
         finally:
             self._local.conn = None
-            self._putconn(conn)
+            self._give_back(conn)
 
     def _savepoint(self, conn: PgConnection) -> Iterator[PgConnection]:
         conn.execute("SAVEPOINT memkit_nested")
@@ -355,14 +318,14 @@ class PostgresDatabase:
             except psycopg.Error as exc:
                 raise self._error(exc, "read from") from exc
         for attempt in range(self.pool_size + 1):
-            conn = self._getconn()
+            conn = self._borrow()
             try:
                 return conn.execute(sql, args).fetchall()
             except psycopg.Error as exc:
                 if not conn.broken or attempt == self.pool_size:
                     raise self._error(exc, "read from") from exc
             finally:
-                self._putconn(conn)
+                self._give_back(conn)
         raise AssertionError("unreachable")
 
     @contextlib.contextmanager
@@ -385,7 +348,11 @@ class PostgresDatabase:
 
     # -- locks and checks inside write transactions -------------------------------------------------
 
-    def lock_user(self, conn: PgConnection, user: str, creating: bool) -> int:
+    def lock_user(self, conn: PgConnection, user: str, creating: bool) -> None:
+        """Lock `user`'s counter row until the transaction ends (see `_counter_row`)."""
+        self._counter_row(conn, user, creating)
+
+    def _counter_row(self, conn: PgConnection, user: str, creating: bool) -> int:
         """Lock `user`'s counter row until the transaction ends; return their record count.
 
         Every write of a user takes this lock before it reads that user's rows, so the rows it reads
@@ -406,9 +373,15 @@ class PostgresDatabase:
         """
         return int(conn.value(PG_STATEMENTS.take_sequence, (count,)))
 
+    def lock_proposals(self, conn: PgConnection, user: str) -> None:
+        """A transaction-scoped advisory lock, taken before the user's counter row (so the lock order
+        above gains a first step and no cycle): a user with no records has no counter row to lock,
+        and making one for a proposal would count a user who holds nothing."""
+        conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (PROPOSAL_LOCK_CLASS, f"{self.schema}/{user}"))
+
     def user_records(self, user: str) -> int:
         """The user's quota counter: how many records they hold."""
-        rows = self.fetch("SELECT records FROM user_counts WHERE user_id = ?", (user,))
+        rows = self.fetch(self.statements.user_records, (user,))
         return int(rows[0][0]) if rows else 0
 
     def check_quotas(self, conn: PgConnection, user: str, adding: int = 1,
@@ -419,25 +392,72 @@ class PostgresDatabase:
         the same check with the same room. `counts` (the counters a caller read without locking
         them) is not used: here the figures that count are the ones read under the row locks.
         """
-        mine = self.lock_user(conn, user, creating=True)
-        if mine + adding > self.limits.max_records_per_user:
-            raise QuotaError(
-                f"user {user!r} has {mine} records; the per-user quota is {self.limits.max_records_per_user}. "
-                "Update an existing key or delete one first"
-            )
-        total = conn.value("SELECT records FROM total_count FOR UPDATE")
-        if total + adding > self.limits.max_records_total:
-            raise QuotaError(
-                f"the store holds {total} records; the global quota is {self.limits.max_records_total}"
-            )
+        mine = self._counter_row(conn, user, creating=True)
+        # The total's row is locked only for a write the user's quota lets through.
+        room = mine + adding <= self.limits.max_records_per_user
+        total = conn.value("SELECT records FROM total_count FOR UPDATE") if room else 0
+        refuse_past_quotas(self.limits, user, mine, total, adding)
 
     def check_size(self, conn: PgConnection) -> None:
         """Measure after the write, inside the transaction: an over-cap write is rolled back whole.
 
         The size counter row was locked by this transaction's own writes, so the figure is exact.
         """
-        size = db_bytes(conn)
-        if size > self.limits.max_db_bytes:
-            raise QuotaError(
-                f"the write would grow the database to {size} bytes; the cap is {self.limits.max_db_bytes} bytes"
-            )
+        refuse_past_size(self.limits, db_bytes(conn))
+
+    def changed(self, conn: PgConnection, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        """Run `sql` for every row (multi-row inserts); return how many rows it changed."""
+        return conn.executemany(sql, rows)
+
+    # -- what the façade asks of this database -------------------------------------------------------
+
+    def settings(self, conn: PgConnection) -> dict[str, Any]:
+        """The first keys of `health()`: the masked URL, the schema, the server and the settings that
+        matter (`journal_mode` is always `"wal"`: PostgreSQL always writes ahead)."""
+        setting = {name: value for name, value in conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE name IN"
+            " ('lock_timeout', 'synchronous_commit', 'server_version')")}
+        return {
+            "url": self.where,
+            "schema": self.schema,
+            "server_version": setting["server_version"],
+            "schema_version": read_version(conn, self.schema),
+            "journal_mode": "wal",
+            "synchronous": "FULL" if setting["synchronous_commit"] == "on" else "NORMAL",
+            "synchronous_commit": setting["synchronous_commit"],
+            "busy_timeout_ms": int(setting["lock_timeout"]),
+            "search_index": "pg_trgm" if self.search_index else "scan",
+            "pool_size": self.pool_size,
+        }
+
+    def db_bytes(self, conn: PgConnection) -> int:
+        """The store's size as the cap counts it (`db_bytes`)."""
+        return db_bytes(conn)
+
+    def fit_search_index(self, fts_min_user_rows: int) -> None:
+        """Nothing to do: the trigram index was made (where the server has `pg_trgm`) at open."""
+
+    def search(self, user: str, query: str, limit: int, kind: str | None, fts_min_user_rows: int) -> list[Record]:
+        """The literal search rule, by a scan or the `pg_trgm` index (search.py)."""
+        from . import search  # search.py imports the SQLite backend: imported when first used
+
+        return search.search(self, PG_STATEMENTS.search, user, query, limit, kind, fts_min_user_rows)
+
+    def search_many(self, user: str, queries: Sequence[str], limit: int, kinds: Sequence[str],
+                    fts_min_user_rows: int) -> dict[tuple[str, str], list[Record]]:
+        """`search` for every query and kind (search.py)."""
+        from . import search
+
+        return search.search_many(self, PG_STATEMENTS.search, user, queries, limit, kinds, fts_min_user_rows)
+
+    def encode_vector(self, vector: numpy.ndarray) -> list[float]:
+        """A vector as PostgreSQL keeps it: `real[]`."""
+        return [float(x) for x in vector]
+
+    def search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
+                          kind: str | None, min_similarity: float) -> list[Record]:
+        """Ranked in SQL by pgvector where the store uses it, else in Python (as on SQLite)."""
+        if self.vector_schema is not None:
+            return pg_vectors.rank(self, self.vector_schema, user, vector, model, dim, limit, kind, min_similarity)
+        return embeddings.rank_in_python(self, user, vector, model, dim, limit, kind, min_similarity,
+                                         pg_vectors.decode, pg_vectors.VECTOR_SQL)

@@ -97,8 +97,9 @@ class ReadOnlyDatabase(SqliteDatabase):
         file_version: the file's own schema version (older than `SCHEMA_VERSION` for a snapshot).
     """
 
+    read_only = True
     how: str = "ro"
-    file_version: int = SCHEMA_VERSION
+    file_version: int | None = SCHEMA_VERSION
 
     def _open(self, check_integrity: bool) -> sqlite3.Connection:
         path = self.path

@@ -137,6 +137,7 @@ class Statements:
         user_records: (user) -> the user's quota counter (no row for a user without records).
         total_records: () -> the store's total counter.
         search: the search rule's statements (`SearchSql`).
+        store_id: () -> the store's own random id, made once with its schema.
     """
 
     record_columns: str
@@ -154,6 +155,7 @@ class Statements:
     user_records: str
     total_records: str
     search: SearchSql
+    store_id: str
 
 
 SQLITE_STATEMENTS = Statements(
@@ -195,9 +197,22 @@ SQLITE_STATEMENTS = Statements(
     ),
     user_records="SELECT records FROM user_counts WHERE user_id = ?",
     total_records="SELECT records FROM total_count",
+    store_id="SELECT database_id FROM store_meta",
     search=SQLITE_SEARCH,
 )
 """The statements of the SQLite backend."""
+
+PG_STATEMENTS: Statements = dataclasses.replace(
+    SQLITE_STATEMENTS,
+    # The numbers come from a sequence (no row lock); with other sessions taking numbers at the
+    # same moment they need not be consecutive, but the last is the highest this session was given.
+    take_sequence="SELECT coalesce(max(nextval('memkit_seq')), (SELECT last_value FROM memkit_seq))"
+                  " FROM generate_series(1, ?)",
+    store_id="SELECT database_id FROM memkit_meta",
+    search=PG_SEARCH,
+)
+"""The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence`, `store_id`
+and `search`."""
 
 
 def to_record(row: sqlite3.Row) -> Record:

@@ -160,7 +160,7 @@ def refused_appends(folder: PathLike, *, attempts: int = 10, cause: str = "locke
         for i in range(attempts):
             content = f"attempt {i}" + ("y" * 15_000 if cause == "full" else "")
             tally["attempts"] += 1
-            context = holding_write_lock(store.path) if cause == "locked" else contextlib.nullcontext()
+            context = holding_write_lock(store.location) if cause == "locked" else contextlib.nullcontext()
             with context:
                 raised = False
                 try:

@@ -1,0 +1,138 @@
+"""What the store's façade asks of a database: the `Backend` protocol, and the two checks both keep.
+
+`MemoryStore` (memory.py) and the modules it runs through (archive, browse, bundle, health,
+proposals, agent_items, embeddings, ...) see a database only through `Backend`. Two classes
+implement it, one file each: `SqliteDatabase` (db.py; `ReadOnlyDatabase` in readonly.py) and
+`PostgresDatabase` (postgres.py). Where the two databases differ (opening, the per-user lock, the
+archive's insert count, health's settings, search, vectors), the difference is a method of the
+backend, never an override in the façade.
+
+Every statement the shared modules run uses `?` placeholders and standard SQL: a SQLite
+connection runs it as it is, `PgConnection` through `pyformat`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+
+from ..errors import QuotaError
+from ..limits import Limits
+from .statements import Record, Statements
+
+if TYPE_CHECKING:
+    import numpy
+
+
+class Backend(Protocol):
+    """One database of a store, as the façade and the shared modules use it.
+
+    Attributes:
+        name: `"sqlite"` or `"postgres"`.
+        path: the SQLite file (None on PostgreSQL).
+        location: which store this is, as a text a window's folder is named after: the file's
+            path, or PostgreSQL's host, port, database and schema (never a password).
+        read_only: every write is refused.
+        how: how it reads (`rw`, `ro`, `immutable`, `snapshot`, `read-only transactions`).
+        file_version: the database's own schema version where it can differ from this memkit's
+            (a read-only snapshot of an older file); None where it cannot.
+        limits: the limits its checks enforce (`use_limits` changes them).
+        statements: the SQL of the writes and record reads (`MemoryStore.statements()`).
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> Path | None: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def how(self) -> str: ...
+    @property
+    def file_version(self) -> int | None: ...
+    @property
+    def limits(self) -> Limits: ...
+    @property
+    def statements(self) -> Statements: ...
+
+    @property
+    def connection(self) -> Any:
+        """A connection for inspection (inside this thread's `transaction()`, that transaction's)."""
+
+    def close(self) -> None:
+        """Close every connection. Safe to call twice."""
+
+    def use_limits(self, limits: Limits) -> None:
+        """Enforce `limits` from now on."""
+
+    def fit_search_index(self, fts_min_user_rows: int) -> None:
+        """Keep the search index where some user can reach `fts_min_user_rows` records (at open)."""
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A write transaction (a savepoint when nested); commit on success, roll back on error."""
+
+    def reading(self) -> contextlib.AbstractContextManager[Any]:
+        """A consistent read snapshot for reads of several statements."""
+
+    def fetch(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        """Run one read statement and return its rows (they read by name and by position)."""
+
+    def take_sequence(self, conn: Any, count: int = 1) -> int:
+        """Take the next `count` numbers of the store's sequence (inside a transaction); the last."""
+
+    def lock_user(self, conn: Any, user: str, creating: bool) -> None:
+        """Hold `user`'s write lock until the transaction ends, before reading their rows."""
+
+    def lock_proposals(self, conn: Any, user: str) -> None:
+        """Hold `user`'s proposal lock until the transaction ends (taken before `lock_user`)."""
+
+    def check_quotas(self, conn: Any, user: str, adding: int = 1,
+                     counts: tuple[int | None, int] | None = None) -> None:
+        """Refuse (QuotaError) `adding` new records of `user` past a quota (see `refuse_past_quotas`)."""
+
+    def check_size(self, conn: Any) -> None:
+        """Refuse (QuotaError) a write that grew the database past its cap (see `refuse_past_size`)."""
+
+    def changed(self, conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        """Run `sql` for every row (inside a transaction); return how many rows it changed."""
+
+    def settings(self, conn: Any) -> dict[str, Any]:
+        """The first keys of `health()`: where the database is and how it is set up."""
+
+    def db_bytes(self, conn: Any) -> int:
+        """The database's size as its cap counts it."""
+
+    def search(self, user: str, query: str, limit: int, kind: str | None, fts_min_user_rows: int) -> list[Record]:
+        """The literal search rule (search.py) on this database."""
+
+    def search_many(self, user: str, queries: Sequence[str], limit: int, kinds: Sequence[str],
+                    fts_min_user_rows: int) -> dict[tuple[str, str], list[Record]]:
+        """`search` for every query and kind, in one pass."""
+
+    def encode_vector(self, vector: numpy.ndarray) -> Any:
+        """A vector as this database stores it (bytes, or `real[]`)."""
+
+    def search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
+                          kind: str | None, min_similarity: float) -> list[Record]:
+        """`user`'s records ranked by similarity to `vector` (embeddings.py; pgvector where used)."""
+
+
+def refuse_past_quotas(limits: Limits, user: str, mine: int, total: int, adding: int) -> None:
+    """Raise QuotaError if `adding` records to `user` (holding `mine`; the store `total`) passes a quota."""
+    if mine + adding > limits.max_records_per_user:
+        raise QuotaError(
+            f"user {user!r} has {mine} records; the per-user quota is {limits.max_records_per_user}. "
+            "Update an existing key or delete one first"
+        )
+    if total + adding > limits.max_records_total:
+        raise QuotaError(f"the store holds {total} records; the global quota is {limits.max_records_total}")
+
+
+def refuse_past_size(limits: Limits, size: int) -> None:
+    """Raise QuotaError if a write grew the database to `size` bytes, past the cap."""
+    if size > limits.max_db_bytes:
+        raise QuotaError(f"the write would grow the database to {size} bytes; the cap is {limits.max_db_bytes} bytes")

@@ -1,0 +1,180 @@
+"""The façade's conversations and transfers: the transcript archive, openai-agents session items,
+where the store's windows are, and export and import.
+
+Part of `MemoryStore` (see store_core.py); the formats live in archive.py, agent_items.py and
+bundle.py.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..clock import iso
+from ..errors import ValidationError
+from ..transcript import Turn
+from . import agent_items, archive
+from . import bundle as bundle_format
+from .store_core import StoreCore
+
+
+class StoreSessions(StoreCore):
+    """`MemoryStore`'s conversations and transfers: archive_turns, agent items, note_window, export_user, ..."""
+
+    def note_window(self, place: str) -> bool:
+        """Record that a short-term window of this store lives at `place` (a JSON description made by
+        `memkit.window.places`), so that forgetting a user reaches it later from any directory or
+        shell. A place already known costs one read and no write.
+
+        Returns:
+            True if the place was new.
+        """
+        if not isinstance(place, str) or not place or len(place) > 4096:
+            raise ValidationError("a window place is a non-empty text of at most 4096 characters")
+        if self._db.fetch("SELECT 1 FROM window_places WHERE place = ?", (place,)):
+            return False
+        with self.transaction() as conn:
+            return conn.execute("INSERT INTO window_places (place, noted_at) VALUES (?, ?) ON CONFLICT (place) "
+                                "DO NOTHING", (place, iso(self._clock()))).rowcount == 1
+
+    def window_places(self) -> list[str]:
+        """Every place a short-term window of this store was opened at (see `note_window`), oldest first."""
+        return [str(row[0]) for row in self._db.fetch("SELECT place FROM window_places ORDER BY noted_at, place")]
+
+
+    # -- export and import ---------------------------------------------------------------------------
+
+    def export_user(self, user: str, path: str | os.PathLike[str] | None = None) -> str:
+        """A portable bundle of `user`'s records and their history, as JSON Lines.
+
+        The first line is a header (format, schema version, user, counts); then one line per record
+        and per event; the last line is the SHA-256 of all the lines before it. The bundle has no
+        timestamp of its own, so exporting the same data twice gives the same bytes.
+
+        Proposals are not exported: a proposal is a question to a person about this store's
+        records, not memory; an approved one is in the bundle as the change it made, its event
+        naming it (`proposal#ID approved via ...`). Waiting ones stay here (`proposals(user)`).
+
+        Args:
+            user: whose memory to export.
+            path: when given, the bundle is also written there, mode 0600, through a private
+                temporary file beside it and a rename (`files.write_private`): a link planted at
+                any name memkit uses is never written through.
+
+        Returns:
+            The bundle text.
+
+        Raises:
+            StoreError: `path` is a symbolic link or a folder (refused; nothing written).
+            OSError: `path` could not be written (no partial file is left behind).
+        """
+        self.limits.check_id("user", user)
+        return bundle_format.export_user(self._db, user, path)
+
+    def import_records(self, bundle: str | os.PathLike[str], *, user: str | None = None) -> dict[str, int]:
+        """Load a bundle made by `export_user`, all or nothing.
+
+        The records and their event history arrive exactly as exported (revisions, sessions,
+        timestamps, confirmations); the import itself adds no event. The CLI asks for `--confirm`.
+        Bundles carry no proposals, so none is imported; a proposal already waiting here for the
+        target user was made against the records as they were, so once the import brings that key
+        a history it is stale and its approval is refused.
+
+        Args:
+            bundle: the bundle text (a `str`), or a `pathlib.Path` to a bundle file.
+            user: import under this user id instead of the one in the bundle.
+
+        Returns:
+            How many records and events were imported.
+
+        Raises:
+            ValidationError: the bundle is malformed, truncated, its checksum or version is wrong, or
+                an entry breaks a limit. StoreError: the user already has data. QuotaError: it
+                would not fit. In every case nothing was imported.
+        """
+        header, records, events = bundle_format.parse_bundle(bundle_format.read_bundle(bundle), self.limits)
+        target = self.limits.check_id("user", user if user is not None else header["user"])
+        return bundle_format.import_bundle(self._db, target, records, events)
+
+    # -- transcript archive (turns that left the short-term window) -----------------------------------
+
+    def archive_turns(self, user: str, session: str, turns: Iterable[Mapping[str, Any]]) -> int:
+        """Keep turns of a session that left its short-term window; a turn already kept is skipped.
+
+        Keyed by (user, session, turn number), so archiving the same turn twice (a retry after a
+        crash) stores it once; the same number with other content is a conflict, never skipped.
+
+        Args:
+            turns: dicts with `turn` (int >= 1), `role` (user, assistant, tool), `content`, `at`.
+
+        Returns:
+            How many turns were newly archived.
+
+        Raises:
+            ValidationError: a turn is malformed; nothing of this call was archived.
+            QuotaError: the database would pass its size cap; nothing was archived.
+            ArchiveConflictError: a turn number is already archived with other content (a
+                StoreError naming the numbers); nothing was archived.
+        """
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        return archive.archive_rows(self._db, archive.turn_rows(user, session, turns))
+
+    def archived_turns(self, user: str, session: str) -> list[Turn]:
+        """The archived turns of one session of `user`, in turn order."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        return archive.archived_turns(self._db, user, session)
+
+    def last_archived_turn(self, user: str, session: str) -> int:
+        """The highest archived turn number of one session of `user` (0 if none), read from the key alone."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        return archive.last_archived_turn(self._db, user, session)
+
+    # -- items of openai-agents sessions (memkit.integrations.openai_agents) ---------------------------
+
+    def add_agent_items(self, user: str, session: str, items: Sequence[str]) -> int:
+        """Add items (each an item's JSON text) after the session's last one, all or none.
+
+        Returns:
+            The number of the last item added (items are numbered 1, 2, ... per user and session).
+
+        Raises:
+            ValidationError: an item is not text memkit can keep. QuotaError: the size cap.
+            StoreError: the database is locked or failed. In every case nothing was added.
+        """
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        checked = agent_items.check_items(items)
+        with self.transaction() as conn:
+            # Not creating a lock row: on PostgreSQL that would leave a user without records counted
+            # at 0. Two adds racing on one session then meet at the primary key, and one is refused.
+            self._db.lock_user(conn, user, creating=False)
+            return agent_items.append(self._db, conn, user, session, checked, iso(self._clock()))
+
+    def agent_items(self, user: str, session: str, limit: int | None = None) -> list[str]:
+        """The JSON texts of a session's items in the order added; with `limit`, the last `limit`."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise ValidationError(f"limit is {limit!r}; give a number of items, 0 or more, or None for all")
+        return agent_items.read(self._db, user, session, limit)
+
+    def pop_agent_item(self, user: str, session: str) -> str | None:
+        """Remove and return the JSON text of the session's last item (None if it has none)."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        with self.transaction() as conn:
+            self._db.lock_user(conn, user, creating=False)
+            return agent_items.pop(conn, user, session)
+
+    def clear_agent_items(self, user: str, session: str) -> int:
+        """Remove every item of the session; returns how many were removed."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        with self.transaction() as conn:
+            self._db.lock_user(conn, user, creating=False)
+            return agent_items.clear(conn, user, session)
+
