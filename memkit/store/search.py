@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Union, cast
 
 from ..errors import LockedError
 from ..limits import Limits
@@ -21,15 +21,13 @@ from .db import SqliteDatabase
 from .schema import build_search_index, drop_search_index, has_search_index
 from .statements import Record, SearchSql, to_record
 
+if TYPE_CHECKING:
+    from .postgres import PostgresDatabase
 
-class Searched(Protocol):
-    """What search needs of a backend's database (`SqliteDatabase`, `PostgresDatabase`)."""
 
-    def fetch(self, sql: str, args: tuple[Any, ...] = ...) -> list[Any]:
-        """Run one read statement and return its rows."""
-
-    def user_records(self, user: str) -> int:
-        """The user's quota counter."""
+Searched = Union["SqliteDatabase", "PostgresDatabase"]
+"""The backends' databases search runs on: where they differ (SQLite's one locked connection and its
+on-demand index; PostgreSQL's pool and its `pg_trgm` index made at open), `isinstance` says which."""
 
 
 def index_needed(db: SqliteDatabase, limits: Limits, fts_min_user_rows: int) -> bool:
@@ -81,19 +79,19 @@ def _records(rows: Iterable[Any]) -> list[Record]:
 
 def _held(db: Searched, sql: SearchSql) -> contextlib.AbstractContextManager[Any]:
     """SQLite's store lock (one connection, shared by threads); PostgreSQL's connections are pooled."""
-    return cast(SqliteDatabase, db).lock if sql.dialect == "sqlite" else contextlib.nullcontext()
+    return db.lock if isinstance(db, SqliteDatabase) else contextlib.nullcontext()
 
 
 def _may_index(db: Searched, sql: SearchSql) -> bool:
     """SQLite builds its index when first needed; PostgreSQL has one where the server has `pg_trgm`."""
-    return sql.dialect == "sqlite" or bool(cast(Any, db).search_index)
+    return isinstance(db, SqliteDatabase) or db.search_index
 
 
 def _indexed(db: Searched, sql: SearchSql, args: tuple[Any, ...], scan_args: tuple[Any, ...],
              kind: str) -> list[Any]:
-    if sql.dialect != "sqlite":
+    if not isinstance(db, SqliteDatabase):
         return db.fetch(sql.indexed(kind), args)
-    sqlite = cast(SqliteDatabase, db)
+    sqlite = db
     if not has_search_index(sqlite.connection):
         _change_index(sqlite, build=True)  # the threshold was lowered after open: build it now
     # One snapshot for the check and the query: another store may drop the index (its triggers

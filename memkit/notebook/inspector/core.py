@@ -24,7 +24,7 @@ from ..proposals_view import decide, refusal
 from ..tables import history_table, records_table
 from . import edits, reading
 from .layout import InspectorLayout
-from .opening import open_target, opened_as, warm_up, where
+from .opening import open_target, warm_up, where
 from .reading import SORTS
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
@@ -131,12 +131,11 @@ class MemoryInspector(View):
     @property
     def editing(self) -> bool:
         """Whether changes can be staged and confirmed (the store is open for writing)."""
-        read_only, _ = opened_as(self.store)
-        return not read_only
+        return not self.store.read_only
 
     @property
     def where(self) -> str:
-        """The database shown, as it may be printed (a file name, or a URL with its password masked)."""
+        """The database shown, as it may be printed (a file name, or PostgreSQL's host, port, database and schema)."""
         return where(self.store)
 
     @property

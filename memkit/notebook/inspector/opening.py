@@ -15,7 +15,7 @@ from ...errors import StoreError
 from ...jsonutil import import_jsonschema
 from ...limits import Limits
 from ...store import MemoryStore, open_store
-from ...store.targets import masked, postgres_conninfo
+from ...store.targets import postgres_conninfo
 
 
 def open_target(target: str | os.PathLike[str], limits: Limits | None, edit: bool) -> MemoryStore:
@@ -33,18 +33,10 @@ def open_target(target: str | os.PathLike[str], limits: Limits | None, edit: boo
     return open_store(conninfo, limits=limits, read_only=not edit, create=False)
 
 
-def opened_as(store: MemoryStore) -> tuple[bool, Path | None]:
-    """(read-only, the file's path or None) of an open store.
-
-    The one place the inspector asks: both are probed, as not every backend declares them yet.
-    """
-    return bool(getattr(store, "read_only", False)), getattr(store, "path", None)
-
-
 def where(store: MemoryStore) -> str:
-    """The database shown, as it may be printed (a file name, or a URL with its password masked)."""
-    _, path = opened_as(store)
-    return path.name if path is not None else masked(str(getattr(store, "url", "")))
+    """The database shown, as it may be printed: a file name, or PostgreSQL's host, port, database and
+    schema (`MemoryStore.location`: no user, no password)."""
+    return store.path.name if store.path is not None else store.location
 
 
 def warm_up() -> threading.Thread:
