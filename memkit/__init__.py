@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an opti
 
 __version__ = "0.1.0"
 
-__all__ = [
+__all__ = [  # noqa: RUF022 -- grouped by concept under comments, not alphabetical
     # long-term memory: SQLite, or PostgreSQL (the `postgres` extra)
     "MemoryStore", "Record", "Proposal", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
     # the agent and what it is made of

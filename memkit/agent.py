@@ -162,7 +162,8 @@ class MemoryAgent:
             results = []
             for tool_call in reply.tool_calls:
                 if len(tool_results) >= self.max_tool_calls:
-                    outcome: dict[str, Any] = {"ok": False, "error": f"tool call limit ({self.max_tool_calls}) reached for this task"}
+                    outcome: dict[str, Any] = {
+                        "ok": False, "error": f"tool call limit ({self.max_tool_calls}) reached for this task"}
                     stop_reason = "max_tool_calls"
                 else:
                     outcome = self.tools.call(tool_call.name, tool_call.arguments)

@@ -56,9 +56,11 @@ def run_demo() -> None:
         second = _memkit("chat", "--db", str(db), "--user", "bob", "--session", "s1",
                          "--dump-requests", str(dumps["bob-1"]), "--confirm-preference", "drink", "espresso",
                          "--message", "Remember my drink is espresso")
-        print(f"[process 2, bob/s1]   {second['turns'][0]['message']!r}\n    -> {second['turns'][0]['reply']}")
+        print(f"[process 2, bob/s1]   {second['turns'][0]['message']!r}\n"
+              f"    -> {second['turns'][0]['reply']}")
         third = _memkit("chat", "--db", str(db), "--user", "alice", "--session", "s2",
-                        "--dump-requests", str(dumps["alice-2"]), "--message", "What drink do I like, and how was Kyoto?")
+                        "--dump-requests", str(dumps["alice-2"]),
+                        "--message", "What drink do I like, and how was Kyoto?")
         recall = third["turns"][0]["reply"]
         print(f"[process 3, alice/s2] {third['turns'][0]['message']!r}\n    -> {recall}\n")
 
@@ -73,7 +75,8 @@ def run_demo() -> None:
 
         alice_seen = "".join(dumps[n].read_text(encoding="utf-8") for n in ("alice-1", "alice-2", "alice-3"))
         bob_seen = dumps["bob-1"].read_text(encoding="utf-8")
-        fifth_request = json.loads(json.loads(dumps["alice-3"].read_text(encoding="utf-8"))[0]["messages"][1]["content"])
+        alice_3_requests = json.loads(dumps["alice-3"].read_text(encoding="utf-8"))
+        fifth_request = json.loads(alice_3_requests[0]["messages"][1]["content"])
         checks = {
             "alice's new process recalled her preference": "green tea" in recall,
             "alice's new process recalled her episode": "Kyoto" in recall,

@@ -55,7 +55,8 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
 
     Returns:
         {"user", "removed": the store's counts plus (when a window was reached) `redis_keys` and
-        `window_turns`, "left": all zero, "windows": [{"window": described place, "window_turns": n, "redis_keys": n}, ...]}
+        `window_turns`, "left": all zero,
+        "windows": [{"window": described place, "window_turns": n, "redis_keys": n}, ...]}
 
     Raises:
         ForgetIncomplete: a recorded window could not be reached (then nothing was removed), or

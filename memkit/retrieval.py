@@ -21,9 +21,15 @@ from .limits import DEFAULT_LIMITS, KINDS, Limits
 from .semantic import DEFAULT_MIN_SIMILARITY
 from .store import MemoryStore, Record
 
-STOPWORDS = frozenset(
-    ["about", "after", "again", "also", "and", "any", "are", "because", "been", "before", "but", "can", "could", "did", "does", "doing", "for", "from", "had", "has", "have", "her", "here", "him", "his", "how", "into", "its", "just", "like", "more", "most", "not", "now", "off", "once", "only", "other", "our", "out", "over", "own", "same", "she", "should", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "too", "under", "until", "very", "was", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "please", "tell", "know", "remember"]
-)
+STOPWORDS = frozenset([
+    "about", "after", "again", "also", "and", "any", "are", "because", "been", "before", "but", "can", "could",
+    "did", "does", "doing", "for", "from", "had", "has", "have", "her", "here", "him", "his", "how", "into", "its",
+    "just", "like", "more", "most", "not", "now", "off", "once", "only", "other", "our", "out", "over", "own",
+    "same", "she", "should", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these",
+    "they", "this", "those", "through", "too", "under", "until", "very", "was", "were", "what", "when", "where",
+    "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "please", "tell",
+    "know", "remember"
+])
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 # A word is a run of CJK characters or a run of other word characters: "kyoto京都trip" is three.
 _WORD_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+")

@@ -38,7 +38,8 @@ MAX_TEXT_CHARS = 999_999
 SAMPLES: dict[str, str] = {
     "English": "I prefer green tea in the morning and a quiet hotel room near the station, "
                "away from the lift. Please remember that I am allergic to peanuts.",
-    "Chinese": "我早上喜欢喝绿茶，也喜欢住在车站附近、远离电梯的安静酒店房间。请记住我对花生过敏。",
+    # Chinese is written with full-width punctuation: the sample counts tokens of real Chinese text.
+    "Chinese": "我早上喜欢喝绿茶，也喜欢住在车站附近、远离电梯的安静酒店房间。请记住我对花生过敏。",  # noqa: RUF001
     "JSON": canonical_json([
         {"kind": "preference", "key": "drink.morning", "value": "green tea"},
         {"kind": "preference", "key": "hotel.room", "value": "quiet, near the station, away from the lift"},

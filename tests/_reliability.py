@@ -68,11 +68,13 @@ _LONG = st.builds(repeated, st.sampled_from(["a", "x", "☕", "e\u0301", "%"]),
 texts = st.one_of(st.text(max_size=40), st.sampled_from(NASTY),
                   st.lists(st.one_of(st.sampled_from(NASTY), st.text(max_size=4)), max_size=4).map("".join), _LONG)
 json_wrong_types = st.one_of(st.none(), st.integers(), st.floats(allow_nan=False), st.booleans(),
-                             st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+                             st.lists(st.integers(), max_size=2),
+                             st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 wrong_types = st.one_of(json_wrong_types, st.floats(), st.binary(max_size=8))
 ids = st.one_of(st.sampled_from(["alice", "bob", "Alice", "acme", "acme-corp", "a_c", "abc"]),
                 st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,8}", fullmatch=True))
-keys = st.one_of(st.sampled_from(["drink", "food", "a_b", "a.b:c-d"]), st.from_regex(r"[a-z][a-z0-9_.:-]{0,8}", fullmatch=True))
+keys = st.one_of(st.sampled_from(["drink", "food", "a_b", "a.b:c-d"]),
+                 st.from_regex(r"[a-z][a-z0-9_.:-]{0,8}", fullmatch=True))
 kinds = st.sampled_from(KINDS)
 values = st.one_of(st.text(min_size=1, max_size=60), st.sampled_from(NASTY),
                    st.builds(repeated, st.sampled_from(["x", "☕"]), st.sampled_from([511, 512]))).filter(

@@ -19,6 +19,7 @@ notebooks run in a temporary copy, so the repository's files are never rewritten
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -171,7 +172,8 @@ def decode_frame(payload: str | bytes) -> dict[str, Any]:
     offsets = [int.from_bytes(payload[8 + 8 * i:16 + 8 * i], "little") for i in range(count)] + [len(payload)]
     parts = [payload[offsets[i]:offsets[i + 1]] for i in range(count)]
     message = {"channel": parts[0].decode()}
-    for name, part in zip(("header", "parent_header", "metadata", "content"), parts[1:5]):
+    # A frame with fewer than the five parts raises (ValueError): the caller counts it as undecoded.
+    for name, part in zip(("header", "parent_header", "metadata", "content"), parts[1:5], strict=True):
         message[name] = json.loads(part)
     return message
 
@@ -208,7 +210,8 @@ class KernelLog:
     def problems(self, since: int = 0) -> list[str]:
         """Errors and stderr text the kernel published since `mark()` was `since`, with their origin."""
         refused_comms = {m["content"].get("comm_id") for m in self.messages
-                         if m["header"]["msg_type"] == "comm_close" and m["parent_header"].get("msg_type") == "comm_open"}
+                         if m["header"]["msg_type"] == "comm_close"
+                         and m["parent_header"].get("msg_type") == "comm_open"}
         found: list[str] = []
         for message in self.messages[since:]:
             kind, content = message["header"]["msg_type"], message["content"]
@@ -395,7 +398,8 @@ def status_text(widget: Locator) -> str:
 
 def labelled(widget: Locator, label: str) -> Locator:
     """The <select> or <input> of the control labelled `label`."""
-    return widget.locator(f".widget-inline-hbox:has(> label.widget-label:text-is('{label}'))").locator("select, input").first
+    hbox = widget.locator(f".widget-inline-hbox:has(> label.widget-label:text-is('{label}'))")
+    return hbox.locator("select, input").first
 
 
 def image_digest(widget: Locator) -> str | None:
@@ -508,8 +512,10 @@ def check_inspector(opened: OpenNotebook) -> None:
 
         def searched() -> bool:
             table = html_after(widget, "search")
+            # column() leaves out the cells a short row lacks, so the two columns may differ in length.
             return bool(table["rows"]) and all(query.casefold() in (k + " " + v).casefold()
-                                               for k, v in zip(column(table, "key"), column(table, "value")))
+                                               for k, v in zip(column(table, "key"), column(table, "value"),
+                                                               strict=False))
 
         steps.check(f"searching {query!r} shows only matching rows", steps.wait(searched),
                     f"rows {html_after(widget, 'search')['rows']}")
@@ -599,7 +605,7 @@ def check_user_switcher(opened: OpenNotebook) -> None:
     first = user.input_value()
     views = {first: html_after(widget, "user")}
     for other in [u for u in users if u != first]:
-        steps.act(f"choose {other!r}", lambda: user.select_option(other))
+        steps.act(f"choose {other!r}", functools.partial(user.select_option, other))
         changed = steps.wait(lambda: html_after(widget, "user")["html"] != views[first]["html"])
         views[other] = html_after(widget, "user")
         steps.check(f"choosing {other!r} shows another view than {first!r}'s", changed,

@@ -28,7 +28,8 @@ def make_request(history=(), memory=(), exchanges=(), task="What do I like?"):
 
 def exchange(n, size=200):
     reply = call("memory_get", kind="preference", key=f"k{n}")
-    tool = {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": canonical_json({"ok": True, "result": "x" * size})}
+    tool = {"role": "tool", "tool_call_id": reply.tool_calls[0].id,
+            "content": canonical_json({"ok": True, "result": "x" * size})}
     return [reply.as_message(), tool]
 
 
@@ -55,7 +56,8 @@ def test_history_keeps_at_most_eight_exchanges_and_four_thousand_characters():
     history = History()
     view = history.view(turns_of(*[(f"question {n}", f"answer {n}") for n in range(20)]))
     assert len(view) == 8 and view[0]["user"] == "question 12"
-    view = history.view(turns_of(*[(f"question {n}", f"answer {n}") for n in range(20)], *[("q" * 900, "a" * 900)] * 20))
+    view = history.view(turns_of(*[(f"question {n}", f"answer {n}") for n in range(20)],
+                                 *[("q" * 900, "a" * 900)] * 20))
     assert json_chars(view) <= 4000 and len(view) >= 1
 
 
@@ -74,7 +76,8 @@ def test_history_leaves_out_a_question_with_no_reply_and_tool_turns():
 
 @settings(max_examples=60, deadline=None)
 @given(
-    history=st.lists(st.fixed_dictionaries({"user": st.text(max_size=50), "assistant": st.text(max_size=50)}), max_size=5),
+    history=st.lists(st.fixed_dictionaries({"user": st.text(max_size=50), "assistant": st.text(max_size=50)}),
+                     max_size=5),
     values=st.lists(st.text(max_size=80), max_size=5),
     n_exchanges=st.integers(0, 3),
     task=st.text(max_size=100),
@@ -170,7 +173,7 @@ def test_every_sent_request_fits_and_is_recorded():
     for _ in range(2):
         asyncio.run(wrapper.complete(make_request(history=[{"user": "q", "assistant": "a"}])))
     assert [m.call for m in wrapper.measurements] == [1, 2]
-    for sent, measurement in zip(model.requests, wrapper.measurements):
+    for sent, measurement in zip(model.requests, wrapper.measurements, strict=True):
         assert json_chars(sent) == measurement.total_chars <= 16000
     assert wrapper.largest_request == max(m.total_chars for m in wrapper.measurements)
 

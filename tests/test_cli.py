@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 
-def memkit(*argv: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def memkit(*argv: str, cwd: Path | None = None, env: dict | None = None,
+           timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout)
 
@@ -107,7 +108,8 @@ def test_reading_a_missing_database_does_not_create_one(tmp_path):
 
 
 def test_workspace_means_state_memory_sqlite3(tmp_path):
-    done = memkit("put", "--workspace", str(tmp_path / "ws"), "--user", "bob", "--key", "k", "--value", "v", "--confirm")
+    done = memkit("put", "--workspace", str(tmp_path / "ws"), "--user", "bob", "--key", "k", "--value", "v",
+                  "--confirm")
     assert done.returncode == 0
     assert (tmp_path / "ws" / "state" / "memory.sqlite3").is_file()
 
@@ -116,7 +118,8 @@ def test_export_forget_import_round_trip(db, tmp_path):
     bundle = tmp_path / "alice.jsonl"
     assert memkit("export", "--db", str(db), "--user", "alice", "--out", str(bundle)).returncode == 0
     forgotten = json.loads(memkit("forget-user", "--db", str(db), "--user", "alice", "--confirm").stdout)
-    assert forgotten["removed"] == {"records": 1, "events": 1, "transcript": 0, "proposals": 0} and set(forgotten["left"].values()) == {0}
+    assert (forgotten["removed"] == {"records": 1, "events": 1, "transcript": 0, "proposals": 0}
+            and set(forgotten["left"].values()) == {0})
     assert json.loads(memkit("get", "--db", str(db), "--user", "alice", "--key", "drink").stdout) is None
     imported = json.loads(memkit("import", "--db", str(db), "--file", str(bundle), "--confirm").stdout)
     assert imported == {"records": 1, "events": 1, "proposals_imported": 0}
@@ -146,7 +149,8 @@ def test_chat_recalls_in_a_new_process_and_never_shows_another_user(tmp_path):
 
 
 def test_chat_keeps_an_unconfirmed_save_as_a_proposal_and_saves_nothing(tmp_path):
-    done = memkit("chat", "--db", str(tmp_path / "m.sqlite3"), "--user", "alice", "--message", "Remember my drink is rum")
+    done = memkit("chat", "--db", str(tmp_path / "m.sqlite3"), "--user", "alice",
+                  "--message", "Remember my drink is rum")
     output = json.loads(done.stdout)
     assert output["turns"][0]["tool_results"][0]["outcome"]["result"]["status"] == "waiting_for_approval"
     assert [p["proposed"] for p in output["proposals_waiting"]] == ["save preference drink = 'rum'"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memkit import FixtureModel, InProcessWindow, MemoryAgent, ScriptedModel, ValidationError
+from memkit import FixtureModel, InProcessWindow, MemoryAgent, ModelError, ScriptedModel, ValidationError
 from memkit.approvals import Approvals
 from memkit.models import call, say
 from memkit.request import History
@@ -90,8 +90,8 @@ def test_a_cancelled_or_failed_ask_changes_nothing_in_the_window(store):
     with pytest.raises(TimeoutError):
         asyncio.run(agent.ask("hello"))
     broken = MemoryAgent(store, "alice", "s1", ScriptedModel([]), window=window)
-    with pytest.raises(Exception):
-        asyncio.run(broken.ask("hello"))  # the script ran out: a ModelError
+    with pytest.raises(ModelError):
+        asyncio.run(broken.ask("hello"))  # the script ran out
     assert window.recent("alice", "s1") == []
 
 
@@ -199,7 +199,8 @@ def test_two_live_instances_answer_alternate_messages_and_see_each_other(workspa
 
 def test_a_confirmed_delete_stays_out_of_every_later_request_after_a_restart(workspace, tmp_path):
     ws = ["--workspace", str(workspace), "--user", "alice", "--session", "s1"]
-    assert memkit("chat", *ws, "--confirm-preference", "pin", "4321", "--message", "Remember my pin is 4321").returncode == 0
+    assert memkit("chat", *ws, "--confirm-preference", "pin", "4321",
+                  "--message", "Remember my pin is 4321").returncode == 0
     assert memkit("chat", *ws, "--message", "My pin is 4321").returncode == 0
     forgot = memkit("chat", *ws, "--confirm-delete", "preference", "pin", "--message", "Forget my pin")
     assert forgot.returncode == 0, forgot.stderr
@@ -231,7 +232,8 @@ def test_the_workspace_server_fsyncs_before_it_replies_unless_told_otherwise(tmp
     folder = tmp_path / "memory.sqlite3-window"
     options = {} if asked is None else {"appendfsync": asked}
     with WorkspaceRedis(folder, **options) as handle:
-        assert handle.client.config_get("appendfsync") in ({"appendfsync": expected}, {b"appendfsync": expected.encode()})
+        assert handle.client.config_get("appendfsync") in ({"appendfsync": expected},
+                                                           {b"appendfsync": expected.encode()})
     WorkspaceRedis.stop(folder)
 
 

@@ -31,7 +31,15 @@ nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
-CAPSTONE_BUILD = 'my_build = {\n    "user": lambda customer: customer,\n    "confirmations": {"ana": [("preference", "language", "Portuguese"),\n                              ("episode", "ticket.t-4471", "router drops every evening")],\n                      "ben": [("preference", "channel", "email"),\n                              ("episode", "ticket.q-9082", "invoice charged twice")]},\n    "budget": BUDGET_,\n    "forget": FORGET_,\n}'
+CAPSTONE_BUILD = ('my_build = {\n'
+                  '    "user": lambda customer: customer,\n'
+                  '    "confirmations": {"ana": [("preference", "language", "Portuguese"),\n'
+                  '                              ("episode", "ticket.t-4471", "router drops every evening")],\n'
+                  '                      "ben": [("preference", "channel", "email"),\n'
+                  '                              ("episode", "ticket.q-9082", "invoice charged twice")]},\n'
+                  '    "budget": BUDGET_,\n'
+                  '    "forget": FORGET_,\n'
+                  '}')
 
 
 def _build(budget: str = "3000", forget: str = "forget_user",
@@ -222,7 +230,8 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "    inspector.store.put(user, 'inspector', 'preference', 'city', 'Bergen', confirmation='inspector#1')",
          "not right yet", "no Confirm of the inspector made"),
         ("def move_to_bergen(inspector, user):\n    inspector.select_user(user)\n"
-         "    inspector.select_key('preference', 'city')\n    inspector.stage_edit('Bergenx')\n    inspector.confirm()\n"
+         "    inspector.select_key('preference', 'city')\n    inspector.stage_edit('Bergenx')\n"
+         "    inspector.confirm()\n"
          "    inspector.store.put(user, 'inspector', 'preference', 'city', 'Bergen',\n"
          "                        confirmation=inspector.done[-1]['confirmation'])",
          "not right yet", "not through the inspector"),
@@ -234,17 +243,23 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ("move_to_bergen = None", "not answered yet", "move_to_bergen"),
     ],
     "09_scaling_out.ipynb": [
-        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", "hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
+        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", '
+         '"hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
          "right", "which B and C never open"),
-        ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "recalled", "hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
+        ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "recalled", '
+         '"hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
          "not right yet", "whose keys carry its store's id"),
-        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", "hop 5: B, drink": "recalled", "hop 6: C, drink": "recalled"}',
+        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", '
+         '"hop 5: B, drink": "recalled", "hop 6: C, drink": "recalled"}',
          "not right yet", "saved with a confirmation, by A: into which store"),
-        ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "forgotten", "hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
+        ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "forgotten", '
+         '"hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
          "not right yet", "hop 2: B, ticket: you predicted 'recalled'"),
-        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", "hop 5: B, drink": True, "hop 6: C, drink": "forgotten"}',
+        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", '
+         '"hop 5: B, drink": True, "hop 6: C, drink": "forgotten"}',
          "not right yet", "not True"),
-        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", "hop 5: B, drink": "forgotten", "hop 6: C, drink": None}',
+        ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", '
+         '"hop 5: B, drink": "forgotten", "hop 6: C, drink": None}',
          "not answered yet", "'hop 6: C, drink'"),
     ],
     "10_what_to_remember.ipynb": [
@@ -394,7 +409,8 @@ def test_exercise_verdicts_and_run_all_twice(name):
 
 def _first_difference(nb: Any, first: list[str], second: list[str]) -> str:
     code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
-    for index, a, b in zip(code, first, second):
+    # The runs may differ in length (the message below says so); compare what both have.
+    for index, a, b in zip(code, first, second, strict=False):
         if a != b:
             return f"cell {index} differs on the second Run All:\n{a[:600]}\n---\n{b[:600]}"
     return "the runs differ in length"

@@ -9,6 +9,7 @@ redis-server, real SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -100,10 +101,8 @@ def test_sqlite_forget_in_a_shell_without_redis_url_clears_the_window_chat_used(
     report = json.loads(done.stdout)
     assert report["removed"]["window_turns"] == 4 and set(report["left"].values()) == {0}
     assert not recalls(db, with_url), "the chat recalled a forgotten user's turn from the REDIS_URL window"
-    try:
+    with contextlib.suppress(Exception):
         WorkspaceRedis.stop(window_folder(db))
-    except Exception:
-        pass
 
 
 def test_forget_refuses_and_removes_nothing_when_a_recorded_window_cannot_be_reached(own_server, tmp_path):
@@ -115,7 +114,8 @@ def test_forget_refuses_and_removes_nothing_when_a_recorded_window_cannot_be_rea
     server.close()  # the Redis that holds alice's window is gone for now
     done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env_with())
     assert done.returncode != 0
-    assert "NOT forgotten" in done.stderr and f"Redis at redis://127.0.0.1:{server.port}/0" in done.stderr and "Nothing was removed" in done.stderr
+    assert ("NOT forgotten" in done.stderr and f"Redis at redis://127.0.0.1:{server.port}/0" in done.stderr
+            and "Nothing was removed" in done.stderr)
     with MemoryStore(db) as store:
         assert store.traces("alice")["records"] == 1  # nothing was removed anywhere
 

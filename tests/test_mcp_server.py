@@ -120,13 +120,13 @@ async def connect(workspace: Path, era: str, person: Person | None, user: str = 
     where = ["--db", db, "--workspace", str(workspace)] if db else ["--workspace", str(workspace)]
     params = StdioServerParameters(command=sys.executable, args=["-m", "memkit", "mcp", *where, "--user", user])
     callback = person.callback if person is not None else None
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, elicitation_callback=callback) as session:
-            if era == "legacy":
-                await session.initialize()
-            else:
-                await session.discover()
-            yield Connection(session, era, person)
+    async with (stdio_client(params) as (read, write),
+                ClientSession(read, write, elicitation_callback=callback) as session):
+        if era == "legacy":
+            await session.initialize()
+        else:
+            await session.discover()
+        yield Connection(session, era, person)
 
 
 def run(fn: Callable[[], Awaitable[None]]) -> None:
@@ -222,7 +222,8 @@ def test_a_declined_or_cancelled_write_stores_nothing_and_says_so(tmp_path, era,
     assert len(person.asked) == 1
     assert stored(tmp_path) is None and history(tmp_path) == []
     waiting = pending(tmp_path)
-    assert [(p["action"], p["key"], p["value"]) for p in waiting] == ([("put", "drink", "tea")] if action == "cancel" else [])
+    assert [(p["action"], p["key"], p["value"]) for p in waiting] == (
+        [("put", "drink", "tea")] if action == "cancel" else [])
 
 
 @pytest.mark.parametrize(("era", "client"), [("legacy", "no elicitation"), ("modern", "no elicitation"),

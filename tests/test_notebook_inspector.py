@@ -94,7 +94,7 @@ def test_inspector_refuses_bad_edits(demo):
 
 def test_inspector_widget_drives_the_same_methods(demo):
     inspector = MemoryInspector(demo)
-    inspector.widget  # build it, as displaying it would
+    _ = inspector.widget  # build it, as displaying it would
     c = inspector.controls
     assert "jasmine tea" in c["records"].value and c["confirm"].disabled
     c["user"].value = "bob"
@@ -136,7 +136,7 @@ def test_inspector_opens_a_path_and_closes_what_it_opened(demo, tmp_path):
     assert inspector.users() == ["alice", "bob"]
     inspector.close()
     with pytest.raises(StoreError, match="closed"):
-        inspector.store.connection
+        _ = inspector.store.connection
     shared = MemoryInspector(demo)
     shared.close()
     assert demo.users() == {"alice": 3, "bob": 2}  # a store passed in stays open
@@ -145,7 +145,7 @@ def test_inspector_opens_a_path_and_closes_what_it_opened(demo, tmp_path):
 def test_inspector_on_an_empty_database_explains_instead_of_failing(tmp_path):
     with MemoryStore(tmp_path / "empty.sqlite3") as store:
         inspector = MemoryInspector(store)
-        inspector.widget  # build it, as displaying it would
+        _ = inspector.widget  # build it, as displaying it would
         assert inspector.user is None and inspector.table().empty and inspector.history().empty
         assert "no records match" in inspector.controls["records"].value
         inspector.controls["stage_delete"].click()
@@ -183,7 +183,7 @@ def test_inspector_write_refused_by_the_store_writes_nothing_and_spends_the_clic
 
 def test_the_status_line_follows_changes_made_from_code(demo):
     inspector = MemoryInspector(demo)
-    inspector.widget  # displayed; the rest happens in cells, not by clicks
+    _ = inspector.widget  # displayed; the rest happens in cells, not by clicks
     def status() -> str:
         return html.unescape(inspector.controls["status"].value)
 
@@ -205,8 +205,9 @@ def test_the_status_line_follows_changes_made_from_code(demo):
 
 def test_widget_tables_have_padding_and_the_kind_labels_fit(demo):
     inspector = MemoryInspector(demo)
-    inspector.widget
-    assert "padding" in inspector.controls["records"].value and 'class="dataframe memkit-table"' in inspector.controls["records"].value
+    _ = inspector.widget  # build it, as displaying it would
+    records = inspector.controls["records"].value
+    assert "padding" in records and 'class="dataframe memkit-table"' in records
     width = int(inspector.controls["kind"].style.button_width.removesuffix("px"))
     assert width >= 10 * len("preference")  # about 10 px a character at the default size
 
@@ -237,7 +238,7 @@ def _closed_store(path: Path) -> Path:
 
 
 def _browse_everything(inspector: MemoryInspector) -> None:
-    inspector.widget
+    _ = inspector.widget  # build it, as displaying it would
     for user in inspector.users():
         inspector.select_user(user)
         inspector.set_sort("newest")
@@ -318,7 +319,7 @@ def test_an_older_schema_is_shown_with_its_version_and_never_migrated(tmp_path):
     assert list(inspector.set_query("TE")["key"]) == ["drink"]
     note = inspector.note()
     assert f"schema is version 1, older than this memkit's {SCHEMA_VERSION}" in note and "never migrated" in note
-    inspector.widget
+    _ = inspector.widget  # build it, as displaying it would
     assert "version 1" in inspector.controls["note"].value
     inspector.close()
     assert _look(path) == before
@@ -347,7 +348,7 @@ def test_memkit_migrate_migrates_only_when_confirmed_and_says_from_which_version
 def test_the_edit_switch_reopens_for_writing_and_back(tmp_path):
     path = _closed_store(tmp_path / "mine.sqlite3")
     inspector = MemoryInspector(path)
-    inspector.widget
+    _ = inspector.widget  # build it, as displaying it would
     inspector.select_key("preference", "drink")
     inspector.controls["edit"].value = True  # the Edit switch
     assert inspector.editing and "editing" in inspector.controls["note"].value
@@ -479,7 +480,7 @@ def test_a_url_string_opens_postgresql_read_only_and_never_shows_the_password(pg
     with_password = url.replace("postgresql://postgres@", f"POSTGRESQL+psycopg://postgres:{SECRET}@", 1)
     inspector = MemoryInspector(with_password)
     assert inspector.users() == ["alice"] and not inspector.editing
-    inspector.widget
+    _ = inspector.widget  # build it, as displaying it would
     inspector.select_key("preference", "drink")
     with pytest.raises(ApprovalError, match="read-only"):
         inspector.stage_edit("coffee")
@@ -522,9 +523,9 @@ def test_another_frameworks_file_is_browsed_read_only_and_left_byte_identical(tm
     assert len(groups) == 2 and viewer.group == first_group
     assert len(viewer.items()) == items
     assert found_in in set(viewer.set_query(text).iloc[:, 0])
-    viewer.widget
+    _ = viewer.widget  # build it, as displaying it would
     assert name in viewer.controls["note"].value and "<table" in viewer.controls["items"].value
-    other = [g for g in groups.iloc[:, 0] if g != first_group][0]
+    other = next(g for g in groups.iloc[:, 0] if g != first_group)
     viewer.controls["query"].value = ""
     viewer.controls["group"].value = other  # typing a whole id selects it
     assert viewer.group == other
@@ -617,7 +618,7 @@ def test_a_user_is_found_by_typing_among_hundreds(crowd):
     assert len(inspector.users()) == 300
     assert inspector.find_users("u004") == [f"u{n:04d}" for n in range(40, 50)]
     assert inspector.find_users("U0042") == ["u0042"] and inspector.find_users("zz") == []
-    inspector.widget
+    _ = inspector.widget  # build it, as displaying it would
     inspector.controls["user"].value = "u004"  # part of an id: a hint, no change of user
     assert inspector.user == "u0000" and "u0040, u0041" in inspector.controls["status"].value
     inspector.controls["user"].value = "u0042"  # a whole id selects
@@ -634,8 +635,8 @@ def test_records_are_paged_and_sorted_with_the_history_beside_them(crowd):
         inspector.set_page(3)
     newest = inspector.set_sort("newest")
     assert inspector.page == 0 and list(newest["key"])[:2] == ["note.46", "note.45"]
-    assert list(inspector.set_sort("key")["key"])[0] == "drink"
-    inspector.widget
+    assert inspector.set_sort("key")["key"].iloc[0] == "drink"
+    _ = inspector.widget  # build it, as displaying it would
     c = inspector.controls
     assert "page 1 of 3 (46 records)" in c["page"].value and c["previous"].disabled
     c["next"].click()
@@ -657,7 +658,7 @@ def test_deleted_keys_are_listed_on_request_with_their_history(crowd):
     assert list(deleted["key"]) == ["note.05", "note.03"] and list(deleted["events"]) == [2, 2]
     assert list(deleted["value"]) == ["note number 5", "note number 3"]
     assert list(inspector.select_key("episode", "note.03")["action"]) == ["create", "delete"]
-    inspector.widget
+    _ = inspector.widget  # build it, as displaying it would
     c = inspector.controls
     assert c["deleted"].value == ""
     c["show_deleted"].value = True
@@ -675,7 +676,7 @@ def test_a_users_sessions_show_what_was_said_archive_and_live_window(crowd):
     assert list(turns["content"]) == ["my drink is tea", "noted"] and set(turns["where"]) == {"archive"}
     live = inspector.turns("evening")  # not archived yet: only the window has it
     assert list(live["content"]) == ["call me Sam"] and list(live["where"]) == ["window"]
-    inspector.widget
+    _ = inspector.widget  # build it, as displaying it would
     c = inspector.controls
     c["session"].value = "morning"
     assert "my drink is tea" in c["turns"].value and "morning" in c["sessions"].value
@@ -684,7 +685,7 @@ def test_a_users_sessions_show_what_was_said_archive_and_live_window(crowd):
 def test_confirm_compiles_the_tool_schemas_once_and_says_it_is_working(crowd):
     inspector = MemoryInspector(crowd)
     inspector.select_user("u0042")
-    inspector.widget
+    _ = inspector.widget  # build it, as displaying it would
     seen = []
     inspector.controls["status"].observe(lambda ch: seen.append(ch["new"]), names="value")
     for value in ("a", "b"):
@@ -756,7 +757,7 @@ def test_the_inspector_lists_a_users_proposals_and_approves_them_only_when_editi
     before = path.read_bytes()
     inspector = MemoryInspector(str(path))
     inspector.select_user("ann")
-    inspector.widget  # build it, as displaying it would
+    _ = inspector.widget  # build it, as displaying it would
     panel = inspector._panel
     assert panel is not None and panel.user == "ann" and set(panel.buttons) == {moved["id"], vegan["id"]}
     assert [p["key"] for p in inspector.pending_proposals()] == ["city", "diet"]

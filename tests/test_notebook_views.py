@@ -85,7 +85,8 @@ def test_confirm_form_for_delete_and_a_refused_click(demo):
 
 
 def test_scan_requests_finds_values_in_json_inside_strings():
-    requests = [{"messages": [{"role": "user", "content": json.dumps({"retrieved_memory": [{"value": "Café \"Oslo\""}]})}],
+    requests = [{"messages": [{"role": "user",
+                               "content": json.dumps({"retrieved_memory": [{"value": "Café \"Oslo\""}]})}],
                  "tools": []},
                 {"messages": [{"role": "tool", "content": "nothing"}], "tools": []}]
     frame = scan_requests(requests, {"escaped": 'café "oslo"', "absent": "espresso"})

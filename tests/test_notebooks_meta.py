@@ -305,7 +305,8 @@ INTRODUCED = {
     "memkit.notebook.mcp_client.McpClient": "11", "memkit.notebook.mcp_client.QuestionView": "11",
     "memkit.notebook.mcp_client.answer": "11", "memkit.integrations.openai_agents.MemkitSession": "11",
     "memkit.notebook.agent_turns.run_turn": "11", "memkit.notebook.agent_turns.run_turn_in_new_process": "11",
-    "memkit.notebook.ProposalsPanel": "10", "memkit.notebook.decide": "10", "memkit.notebook.outcome_line": "10", "memkit.notebook.pending_table": "10",
+    "memkit.notebook.ProposalsPanel": "10", "memkit.notebook.decide": "10", "memkit.notebook.outcome_line": "10",
+    "memkit.notebook.pending_table": "10",
 }
 """The curriculum. A notebook that uses a name before the notebook that introduces it fails; the
 introducing notebook must name it in its prose (in backticks), where it explains it."""
@@ -349,7 +350,8 @@ def order_problems(notebooks: list[tuple[str, dict[str, Any]]]) -> list[str]:
                     problems.append(f"{name} introduces {item!r} without naming it in its prose")
     for term, where in TERMS.items():
         for name, nb in notebooks:
-            prose = "\n".join(_text(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "markdown")
+            prose = "\n".join(_text(c.get("source", "")) for c in nb.get("cells", [])
+                              if c.get("cell_type") == "markdown")
             at = prose.lower().find(term.lower())
             if at < 0:
                 continue

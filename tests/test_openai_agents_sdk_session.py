@@ -531,7 +531,7 @@ async def test_session_callback_repeating_history_does_not_grow_session(runner_m
         def repeat_first(history, new_input):
             if not history:
                 return new_input
-            return history + [history[0]] + new_input
+            return [*history, history[0], *new_input]
 
         try:
             for turn in range(3):
@@ -698,7 +698,7 @@ async def test_session_add_items_exception_propagates_in_streamed():
         async for _event in result.stream_events():
             pass
 
-    with pytest.raises(RuntimeError, match="Simulated session.add_items failure"):
+    with pytest.raises(RuntimeError, match=r"Simulated session\.add_items failure"):
         # Timeout ensures test fails fast instead of hanging forever if bug regresses
         await asyncio.wait_for(consume_stream(), timeout=5.0)
 

@@ -125,7 +125,7 @@ def test_a_database_with_another_programs_tables_in_public_is_refused_unless_giv
     url = pg_url.replace("/postgres?", f"/{database}?")
     run(url, "public", "CREATE TABLE invoices (id int)")
     before = catalog(url, "public")
-    with pytest.raises(StoreError, match="schema 'public' .* holds objects of another program .*invoices"):
+    with pytest.raises(StoreError, match=r"schema 'public' .* holds objects of another program .*invoices"):
         open_store(url)
     assert catalog(url, "public") == before
     with open_store(url, schema="memkit") as store:  # a schema of its own sits beside their tables
@@ -329,7 +329,7 @@ def test_search_uses_the_trigram_index_where_the_server_has_pg_trgm(pg_url, pg_t
 
 # -- the same answers as SQLite ---------------------------------------------------------------------
 
-ALPHABET = st.sampled_from(list('aAbBkK ßSsİiıﬁΣσςÅå茶绿喝"\'%_*\\-:.^()\t'))
+ALPHABET = st.sampled_from(list('aAbBkK ßSsİiıﬁΣσςÅå茶绿喝"\'%_*\\-:.^()\t'))  # noqa: RUF001 -- dotless i, sigma: case folding on purpose
 VALUES = st.text(ALPHABET, min_size=1, max_size=12).filter(lambda v: v.strip())
 USERS = iter(range(10**9))
 
@@ -370,7 +370,8 @@ def test_search_gives_sqlites_answers_for_the_same_data(twin_stores, values, que
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=st.lists(st.text(min_size=1, max_size=40).filter(
-    lambda v: v.strip() and "\x00" not in v and not any(0xD800 <= ord(c) <= 0xDFFF for c in v)), min_size=1, max_size=5))
+    lambda v: v.strip() and "\x00" not in v and not any(0xD800 <= ord(c) <= 0xDFFF for c in v)),
+    min_size=1, max_size=5))
 def test_a_user_moves_between_sqlite_and_postgresql_unchanged(twin_stores, values):
     lite, pg, _ = twin_stores
     user = f"u{next(USERS)}"
@@ -392,7 +393,8 @@ def test_open_store_opens_sqlite_for_a_path_and_postgresql_for_a_url(tmp_path, p
     clock = FakeClock()
     with open_store(tmp_path / "m.sqlite3", clock=clock) as lite, open_store(pg_url, schema=fresh(), clock=clock) as pg:
         assert type(lite) is MemoryStore and type(pg) is PostgresStore
-        assert lite.put("alice", "s1", "preference", "drink", "tea") == pg.put("alice", "s1", "preference", "drink", "tea")
+        assert (lite.put("alice", "s1", "preference", "drink", "tea")
+                == pg.put("alice", "s1", "preference", "drink", "tea"))
         assert lite.path == tmp_path / "m.sqlite3" and pg.schema.startswith("t_")
     with pytest.raises(TypeError, match="check_integrity"):
         open_store(pg_url, check_integrity=True)  # a SQLite option: refused, never silently ignored

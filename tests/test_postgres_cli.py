@@ -45,19 +45,21 @@ def run(*argv: str, env: dict[str, str], ok: bool = True):
 
 def test_the_cli_walk_on_postgresql_with_db_and_with_database_url(database, tmp_path):
     flag, env = ["--db", database], env_with()
-    assert run("put", *flag, "--user", "alice", "--key", "drink", "--value", "tea", "--confirm", env=env)["revision"] == 1
+    assert run("put", *flag, "--user", "alice", "--key", "drink", "--value", "tea", "--confirm",
+               env=env)["revision"] == 1
     # The same database through $DATABASE_URL, no flag at all.
     by_env = env_with(DATABASE_URL=database)
     assert run("get", "--user", "alice", "--key", "drink", env=by_env)["value"] == "tea"
-    assert run("put", "--user", "alice", "--key", "drink", "--value", "green tea", "--confirm", env=by_env)["revision"] == 2
+    assert run("put", "--user", "alice", "--key", "drink", "--value", "green tea", "--confirm",
+               env=by_env)["revision"] == 2
     assert [r["value"] for r in run("search", *flag, "--user", "alice", "--query", "GREEN", env=env)] == ["green tea"]
     history = run("history", *flag, "--user", "alice", "--key", "drink", env=env)
     assert [(e["action"], e["revision"]) for e in history] == [("create", 1), ("update", 2)]
     out = tmp_path / "alice.jsonl"
     assert run("export", *flag, "--user", "alice", "--out", str(out), env=env)["records"] == 1
     assert memkit("export", *flag, "--user", "alice", env=env).stdout == out.read_text(encoding="utf-8")
-    assert run("import", *flag, "--file", str(out), "--as-user", "bob", "--confirm", env=env) == {"records": 1, "events": 2,
-                                                                                              "proposals_imported": 0}
+    assert run("import", *flag, "--file", str(out), "--as-user", "bob", "--confirm", env=env) == {
+        "records": 1, "events": 2, "proposals_imported": 0}
     assert run("delete", *flag, "--user", "alice", "--key", "drink", "--confirm", env=env) == {"deleted": True}
     forgotten = run("forget-user", *flag, "--user", "bob", "--confirm", env=env)
     assert forgotten["removed"] == {"records": 1, "events": 2, "transcript": 0, "proposals": 0}

@@ -8,6 +8,7 @@ are recorded with the `figures` fixture (printed, and in the table at the end of
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import signal
@@ -52,7 +53,8 @@ def consistent(store: PostgresStore) -> bool:
     return bool(store.health()["counters_consistent"] and measured == counted)
 
 
-def race(url: str, schema: str, plans: list[list[tuple[str, str, str, str]]], limits: dict[str, int]) -> list[list[str]]:
+def race(url: str, schema: str, plans: list[list[tuple[str, str, str, str]]],
+         limits: dict[str, int]) -> list[list[str]]:
     return run_together([start("race", {"url": url, "schema": schema, "ops": plan, "limits": limits})
                          for plan in plans], "race writer")
 
@@ -95,7 +97,7 @@ def test_racing_updates_of_one_key_lose_none(pg_url, figures):
         assert [event["revision"] for event in history] == list(range(1, writers * each + 2))
         written = sorted(event["new_value"] for event in history[1:])
         assert written == sorted(value for plan in plans for *_, value in plan)  # every update, once
-        assert all(later["old_value"] == earlier["new_value"] for earlier, later in zip(history, history[1:]))
+        assert all(later["old_value"] == earlier["new_value"] for earlier, later in itertools.pairwise(history))
         assert store.get("alice", "preference", "counter")["revision"] == writers * each + 1
     figures("PostgreSQL: racing updates of one key", writers=writers, updates=writers * each,
             lost=writers * each + 1 - len(history))
@@ -203,10 +205,12 @@ def test_an_agent_survives_its_server_stopping_and_restarting(own_server, figure
         expect(process, "ready")
         outages = []
         for mode, acks_before in (("fast", 3), ("immediate", 7)):  # a clean shutdown, then a crash
-            until(lambda: sum("ack" in line for line in lines) >= acks_before, "acknowledged writes")
+            until(lambda acks_before=acks_before: sum("ack" in line for line in lines) >= acks_before,
+                  "acknowledged writes")
             own_server.stop(mode)
             seen = len(lines)
-            until(lambda: sum("error" in line for line in lines[seen:]) >= 2, "errors while the server is down")
+            until(lambda seen=seen: sum("error" in line for line in lines[seen:]) >= 2,
+                  "errors while the server is down")
             outages.append(lines[seen:])
             own_server.start()
         until(lambda: sum("ack" in line for line in lines) >= 12, "the rest of the writes")

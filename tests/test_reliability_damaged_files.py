@@ -89,7 +89,7 @@ def damaged_cases(folder: Path, rng: random.Random, truncations: int) -> list[tu
     offsets = {1, 99, 100, 101, page - 1, page, page + 1, len(data) - page, len(data) - 1, len(data) // 2}
     offsets |= {rng.randrange(1, len(data)) for _ in range(truncations)}
     cases = [(f"truncated at byte {n} of {len(data)}", write(data[:n]), truncated) for n in sorted(offsets)]
-    for n in range(max(3, truncations // 10)):
+    for _ in range(max(3, truncations // 10)):
         size = rng.randrange(1, 3 * page)
         cases.append((f"random bytes ({size})", write(rng.randbytes(size)), "not a SQLite database"))
         cases.append((f"SQLite header then random bytes ({size})",

@@ -21,7 +21,8 @@ def test_a_deleted_database_never_comes_back_from_its_leftover_wal(tmp_path, fig
                "refused naming the -wal": result["refused"], "opened": result["opened"],
                "records resurrected": result["resurrected"], "files changed by a refusal": result["changed"]})
     assert result["commits"] >= result["trials"]
-    assert (result["refused"], result["opened"], result["resurrected"], result["changed"]) == (result["trials"], 0, 0, 0)
+    assert (result["refused"], result["opened"], result["resurrected"], result["changed"]) == (
+        result["trials"], 0, 0, 0)
 
 
 def test_a_wal_of_another_database_is_refused_with_every_file_unchanged(tmp_path, figures):

@@ -125,7 +125,8 @@ def test_the_real_cli_process_refuses_undecodable_and_crafted_input_with_exit_2(
     db = tmp_path / "memory.sqlite3"
     assert run_cli(["put", "--db", str(db), "--user", "alice", "--key", "drink", "--value", "tea", "--confirm"])[0] == 0
     cases = [
-        [b"put", b"--db", bytes(db), b"--user", b"alice", b"--key", b"drink", b"--value", b"\xff\xfe tea", b"--confirm"],
+        [b"put", b"--db", bytes(db), b"--user", b"alice", b"--key", b"drink", b"--value", b"\xff\xfe tea",
+         b"--confirm"],
         [b"put", b"--db", bytes(db), b"--user", b"al\xffice", b"--key", b"drink", b"--value", b"tea", b"--confirm"],
         [b"search", b"--db", bytes(db), b"--user", b"alice", b"--query", b"\xed\xa0\x80"],
         [b"export", b"--db", bytes(db), b"--user", b"alice", b"--out", bytes(tmp_path / "missing" / "out.jsonl")],

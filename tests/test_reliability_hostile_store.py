@@ -24,7 +24,7 @@ from memkit.store.archive import ArchiveConflictError
 def round_trips(store: MemoryStore, name: str, args: tuple, result: Any) -> None:
     """What a call that was not refused must have done, checked by reading back."""
     if name == "put":
-        user, session, kind, key, value = args[:5]
+        user, _session, kind, key, value = args[:5]
         assert result["value"] == value and store.get(user, kind, key)["value"] == value
     elif name == "get":
         assert result is None or result["key"] == args[2]
@@ -40,7 +40,8 @@ def round_trips(store: MemoryStore, name: str, args: tuple, result: Any) -> None
         assert all(t["turn"] in kept for t in args[2])
 
 
-TURNS = st.lists(st.fixed_dictionaries({"turn": st.integers(1, 5), "role": st.sampled_from(["user", "assistant", "tool"]),
+TURNS = st.lists(st.fixed_dictionaries({"turn": st.integers(1, 5),
+                                        "role": st.sampled_from(["user", "assistant", "tool"]),
                                         "content": values, "at": st.just("2026-01-01T00:00:00Z")}), max_size=2)
 STORE_CALLS = {
     "put": arguments(ids, ids, kinds, keys, values),
@@ -73,11 +74,13 @@ def bundle_variants(bundle: str):
                   st.one_of(json_wrong_types, texts, st.sampled_from([2**63, 2**64, -1, 0]))),
         st.builds(bend, st.sampled_from(["revision", "new_value", "action", "session", "confirmation", "at"]),
                   st.one_of(json_wrong_types, texts, st.sampled_from([2**63, 2**64, -1, 0])), st.just("event")),
-        st.builds(lambda extra: rebuild([lines[0], *lines[1:], extra]), st.dictionaries(st.text(max_size=5), texts, max_size=3)),
+        st.builds(lambda extra: rebuild([lines[0], *lines[1:], extra]),
+                  st.dictionaries(st.text(max_size=5), texts, max_size=3)),
         st.builds(lambda depth: rebuild([lines[0]]).replace("\n", "\n" + repeated("[", depth) + "\n", 1),
               st.sampled_from([10, 5000, 100_000])),
         st.builds(lambda field, digits: bundle.replace(f'"{field}": ', f'"{field}": {digits}', 1),
-                  st.sampled_from(["records", "revision"]), st.builds(repeated, st.sampled_from(["9", "0"]), st.just(5000))),
+                  st.sampled_from(["records", "revision"]),
+                  st.builds(repeated, st.sampled_from(["9", "0"]), st.just(5000))),
         st.builds(lambda cut: bundle[:cut], st.integers(0, len(bundle))),
         texts,
     )
@@ -129,7 +132,7 @@ def test_hostile_input_to_every_store_method_round_trips_or_is_refused(tmp_path,
     for text in crafted:
         before = snapshot(store)
         tally["calls"] += 1
-        with pytest.raises(ValidationError, match="revision|decoded|checksum"):
+        with pytest.raises(ValidationError, match=r"revision|decoded|checksum"):
             store.import_records(text, user="carol")
         tally["refused as documented"] += 1
         assert snapshot(store) == before

@@ -41,9 +41,11 @@ tool_arguments = st.one_of(
     st.dictionaries(st.one_of(tool_fields, texts), st.one_of(texts, wrong_types, keys), max_size=5),
     st.builds(json.dumps, st.dictionaries(tool_fields, st.one_of(texts, json_wrong_types, keys), max_size=4)),
     st.sampled_from(["", " ", "{", "null", "[]", "1", '"x"', '{"kind": "preference", "key": "drink"}}',
-                     '{"limit": 1e999}', '{"limit": NaN}', '{"kind": "preference", "key": "drink", "value": "\\ud800"}']),
+                     '{"limit": 1e999}', '{"limit": NaN}',
+                     '{"kind": "preference", "key": "drink", "value": "\\ud800"}']),
     st.builds(repeated, st.sampled_from(["[", "{\"a\":"]), st.sampled_from([10, 100_000])),
-    st.builds(lambda digits: '{"query": "x", "limit": ' + digits + "}", st.builds(repeated, st.just("9"), st.just(5000))),
+    st.builds(lambda digits: '{"query": "x", "limit": ' + digits + "}",
+              st.builds(repeated, st.just("9"), st.just(5000))),
     texts,
 )
 

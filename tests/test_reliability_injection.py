@@ -30,7 +30,8 @@ INJECTIONS = [
 
 
 def check_envelope(requests: list[dict[str, Any]], value: str) -> int:
-    """The stored value may travel only as data: inside the user envelope or a tool result, never as a system message."""
+    """The stored value may travel only as data: inside the user envelope or a tool result, never as a system
+    message."""
     seen = 0
     for request in requests:
         system = [m for m in request["messages"] if m["role"] == "system"]

@@ -88,7 +88,8 @@ def test_isolation_no_read_search_retrieval_history_export_window_or_request_hol
                 asyncio.run(agent.ask(task))
             outputs = [
                 [store.get(user, kind, key) for kind in KINDS for key in shared_keys],
-                [store.search(user, q, limit=50) for q in ["", *shared_keys, next(iter(theirs)), other, "of", "%", "_"]],
+                [store.search(user, q, limit=50)
+                 for q in ["", *shared_keys, next(iter(theirs)), other, "of", "%", "_"]],
                 store.records(user), [store.history(user, kind, key) for kind in KINDS for key in shared_keys],
                 store.export_user(user), retrieve(store, user, f"{' '.join(shared_keys)} {other}").memory,
                 window.recent(user, "s1"), window.load_session(user, "s1"), store.archived_turns(user, "s1"),
@@ -178,7 +179,8 @@ def test_isolation_probes_hold_after_a_restart_and_after_forget_user(tmp_path, f
         window.flush()
         for user in users:
             recent = window.recent(user, "s1")
-            assert (recent == []) == (user in forgotten) and (store.archived_turns(user, "s1") == []) == (user in forgotten)
+            assert ((recent == []) == (user in forgotten)
+                    and (store.archived_turns(user, "s1") == []) == (user in forgotten))
     for user, answer in dump_all(users).items():
         others = {token[u] for u in users if u != user}
         if user in forgotten:

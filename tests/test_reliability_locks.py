@@ -52,7 +52,7 @@ def test_a_held_exclusive_lock_refuses_writers_clearly_while_readers_go_on(tmp_p
                                                                              "content": "x", "at": "t"}]),
             }
             refused, tried = 0, 0
-            for name, attempt in writes.items():
+            for attempt in writes.values():
                 tried += 1
                 with pytest.raises(StoreError, match=r"locked by another writer.*\(300 ms\); nothing was written"):
                     attempt()
@@ -83,7 +83,7 @@ def test_a_held_exclusive_lock_refuses_writers_clearly_while_readers_go_on(tmp_p
                                     cwd=Path(__file__).resolve().parent.parent)
             reads.append(reader.returncode == 0 and json.loads(reader.stdout)["value"] == "tea")
             assert all(reads), reads
-            out, err = cli_writer.communicate(timeout=60)
+            _out, err = cli_writer.communicate(timeout=60)
             tried += 1
             assert cli_writer.returncode == 2 and err.startswith("error: ") and "locked by another writer" in err, err
             refused += 1

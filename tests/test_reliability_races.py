@@ -28,7 +28,8 @@ def race(path: Path, *, writers: int, creates: int, updates: int, per_user: int,
                 store.put(user, "prefill", "preference", f"base-{n}", f"prefilled {n}")
     plans = []
     for w in range(writers):
-        ops = [[rng.choice(create_for), "preference", f"w{w}-new-{n}", f"created by writer {w}"] for n in range(creates)]
+        ops = [[rng.choice(create_for), "preference", f"w{w}-new-{n}", f"created by writer {w}"]
+               for n in range(creates)]
         for n in range(updates):
             user = rng.choice(sorted(prefill))
             ops.append([user, "preference", f"base-{rng.randrange(prefill[user])}", f"update {n} by writer {w}"])
@@ -39,7 +40,8 @@ def race(path: Path, *, writers: int, creates: int, updates: int, per_user: int,
     limits = {"max_records_per_user": per_user, "max_records_total": total, "busy_timeout_ms": 30_000,
               "max_events_per_user": ROOMY["max_events_per_user"]}
     results = lab.run_racers(path, plans, limits=limits, session="w")
-    outcomes = [(op, outcome) for ops, result in zip(plans, results) for op, outcome in zip(ops, result)]
+    outcomes = [(op, outcome) for ops, result in zip(plans, results, strict=True)
+                for op, outcome in zip(ops, result, strict=True)]
     creates_ok = sum(1 for op, o in outcomes if op[2].startswith("w") and o["outcome"] == "ok")
     updates = [(op, o) for op, o in outcomes if op[2].startswith("base-")]
     with MemoryStore(path, limits=Limits().replace(**ROOMY)) as store:

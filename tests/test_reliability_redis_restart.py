@@ -17,8 +17,9 @@ def test_a_redis_restarted_from_an_older_snapshot_reuses_no_archived_number_and_
                                                                                               monkeypatch):
     monkeypatch.delenv("REDIS_URL", raising=False)  # the experiment kills and restarts its own server
     rng = random.Random(12)
-    totals = {"restarts": 0, "of them with the caller's own clients": 0, "turns acknowledged after a restart": 0, "kept": 0, "dropped": 0, "doubled": 0,
-              "numbers reused": 0, "renumbered and reported": 0, "lost with the older state (never archived)": 0}
+    totals = {"restarts": 0, "of them with the caller's own clients": 0, "turns acknowledged after a restart": 0,
+              "kept": 0, "dropped": 0, "doubled": 0, "numbers reused": 0, "renumbered and reported": 0,
+              "lost with the older state (never archived)": 0}
     for number in range(scale(3, 30)):
         size = rng.randint(1, 4)
         before = rng.randint(size + 6, 25)

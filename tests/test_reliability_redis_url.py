@@ -31,7 +31,8 @@ def test_a_redis_url_that_is_not_one_is_refused_by_name_in_one_timeout(figures, 
         "other exceptions": sum(row["outcome"] not in ("refused", "connected") for row in rows),
         "passwords shown": sum(row["password shown"] for row in rows),
         "seconds for a server that never answers (timeout 0.5 s)": round(seconds[0.5], 2),
-        f"seconds for a server that never answers (default {DEFAULT_TIMEOUT_S:g} s)": round(seconds[DEFAULT_TIMEOUT_S], 2),
+        f"seconds for a server that never answers (default {DEFAULT_TIMEOUT_S:g} s)":
+            round(seconds[DEFAULT_TIMEOUT_S], 2),
     })
     assert refused == len(rows), [row for row in rows if row["outcome"] != "refused"]
     assert not any(row["password shown"] for row in rows)

@@ -85,11 +85,11 @@ class Endpoint:
 SAVED = [(200, JSON, save_drink(), 0.0)]
 SCENARIOS: dict[str, tuple[list[tuple[int, str, bytes, float]], list[str], bool]] = {
     # name: (the endpoint's script, extra arguments, whether the save commits first)
-    "429 after a save": (SAVED + [(429, JSON, b'{"error": {"message": "rate limited"}}', 0)], [], True),
-    "500 after a save": (SAVED + [(500, JSON, b'{"error": {"message": "server exploded"}}', 0)], [], True),
-    "oversized reply after a save": (SAVED + [(200, JSON, completion({"role": "assistant",
+    "429 after a save": ([*SAVED, (429, JSON, b'{"error": {"message": "rate limited"}}', 0)], [], True),
+    "500 after a save": ([*SAVED, (500, JSON, b'{"error": {"message": "server exploded"}}', 0)], [], True),
+    "oversized reply after a save": ([*SAVED, (200, JSON, completion({"role": "assistant",
                                                                       "content": "x" * 2_000_000}), 0)], [], True),
-    "no answer after a save": (SAVED + [(200, JSON, completion({"role": "assistant", "content": "late"}), 6)],
+    "no answer after a save": ([*SAVED, (200, JSON, completion({"role": "assistant", "content": "late"}), 6)],
                                [], True),
     "budget refuses after a save": ([(200, JSON, tool_calls(
         ("memory_put", json.dumps({"kind": "preference", "key": "drink", "value": "tea"})),
@@ -98,7 +98,7 @@ SCENARIOS: dict[str, tuple[list[tuple[int, str, bytes, float]], list[str], bool]
     "an empty body": ([(200, JSON, b"", 0)], [], False),
     "arguments as an object": ([(200, JSON, tool_calls(("memory_get", {"kind": "preference", "key": "drink"})), 0)],
                                [], False),
-    "arguments as an object after a save": (SAVED + [(200, JSON, tool_calls(
+    "arguments as an object after a save": ([*SAVED, (200, JSON, tool_calls(
         ("memory_delete", {"kind": "preference", "key": "drink"})), 0)], [], True),
 }
 

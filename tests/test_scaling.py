@@ -91,7 +91,7 @@ def test_instances_with_their_own_sqlite_file_and_in_process_window_forget_the_u
 
 
 def test_an_instance_reports_a_failure_of_its_agent_as_an_error(shared_instances):
-    with pytest.raises(RuntimeError, match="instance A failed: ValidationError: .*empty"):
+    with pytest.raises(RuntimeError, match=r"instance A failed: ValidationError: .*empty"):
         shared_instances[0].ask("alice", fresh(), "   ")
     assert shared_instances[0].ask("alice", fresh(), "hello")["reply"]  # and it goes on serving
 
@@ -165,7 +165,8 @@ def test_writer_curve_reuses_its_writers_and_never_overwrites_a_record(tmp_path,
     schema = fresh()
     rows = writer_curve({"file": tmp_path / "c.sqlite3", "server": pg_url}, writer_counts=(1, 2), puts=3, schema=schema)
     assert [(r["label"], r["backend"], r["writers"], r["puts"]) for r in rows] == [
-        ("file", "SQLite", 1, 3), ("file", "SQLite", 2, 6), ("server", "PostgreSQL", 1, 3), ("server", "PostgreSQL", 2, 6)]
+        ("file", "SQLite", 1, 3), ("file", "SQLite", 2, 6),
+        ("server", "PostgreSQL", 1, 3), ("server", "PostgreSQL", 2, 6)]
     for target, name in ((str(tmp_path / "c.sqlite3"), None), (pg_url, schema)):
         with opened(target, name) as store:
             assert store.users() == {"writer-1": 6, "writer-2": 3}  # writer-1 wrote in both rounds, new keys

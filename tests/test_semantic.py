@@ -65,7 +65,8 @@ def test_similarity_is_the_models_cosine_and_hits_are_ranked(store, embedder):
         store.put("alice", "s1", "preference", key, value)
     hits = store.search_by_meaning("alice", "coffee", limit=3, min_similarity=-1.0)
     query = embedder.embed(["coffee"])[0]
-    expected = dict(zip(texts, similarities(query, embedder.embed([embedding_text(k, v) for k, v in texts.items()]))))
+    expected = dict(zip(texts, similarities(query, embedder.embed([embedding_text(k, v) for k, v in texts.items()])),
+                        strict=True))
     assert [h["key"] for h in hits] == sorted(expected, key=expected.get, reverse=True)
     for hit in hits:
         assert hit["similarity"] == pytest.approx(expected[hit["key"]], abs=2e-4)
@@ -161,17 +162,18 @@ def test_by_meaning_never_returns_another_users_record(store, embedder, owned, q
     """Users hold overlapping texts; each user's answer is exactly the ranking of their own records."""
     run = uuid.uuid4().hex[:8]
     users = [f"u{n}-{run}" for n in range(len(owned))]
-    for user, texts in zip(users, owned):
+    for user, texts in zip(users, owned, strict=True):
         for n, text in enumerate(texts):
             store.put(user, "s1", "preference", f"k{n}", f"{text} ({user})")
     q = embedder.embed([query])[0]
-    for user, texts in zip(users, owned):
+    for user, texts in zip(users, owned, strict=True):
         hits = store.search_by_meaning(user, query, limit=50, min_similarity=threshold)
         assert all(h["value"].endswith(f"({user})") for h in hits)
         own = {f"k{n}": f"{t} ({user})" for n, t in enumerate(texts)}
         sims = similarities(q, embedder.embed([embedding_text(k, v) for k, v in own.items()])) if own else []
-        expected = {k for k, s in zip(own, sims) if s >= threshold + 2e-4}
-        assert expected <= {h["key"] for h in hits} <= {k for k, s in zip(own, sims) if s >= threshold - 2e-4}
+        expected = {k for k, s in zip(own, sims, strict=True) if s >= threshold + 2e-4}
+        assert expected <= {h["key"] for h in hits} <= {k for k, s in zip(own, sims, strict=True)
+                                                         if s >= threshold - 2e-4}
 
 
 # -- retrieval: literal and by meaning, in one budget ----------------------------------------------

@@ -70,7 +70,8 @@ def test_export_forget_import_export_is_identical(clocked, tmp_path):
 
 @settings(max_examples=25, deadline=None)
 @given(values=st.lists(st.text(min_size=1, max_size=40).filter(
-    lambda v: v.strip() and "\x00" not in v and not any(0xD800 <= ord(c) <= 0xDFFF for c in v)), min_size=1, max_size=5))
+    lambda v: v.strip() and "\x00" not in v and not any(0xD800 <= ord(c) <= 0xDFFF for c in v)),
+    min_size=1, max_size=5))
 def test_any_valid_value_survives_export_and_import(tmp_path_factory, values):
     folder = tmp_path_factory.mktemp("bundle")
     with open_store(folder / "a.sqlite3", synchronous="NORMAL") as source, \
@@ -103,7 +104,7 @@ BAD_BUNDLES = {
     "last byte cut": (lambda b: b[:-1], ValidationError, "truncated"),
     "checksum cut": (lambda b: b[:-20], ValidationError, "truncated"),
     "empty": (lambda b: "", ValidationError, "truncated"),
-    "a line dropped": (lambda b: "".join(l for i, l in enumerate(_lines(b)) if i != 2),
+    "a line dropped": (lambda b: "".join(line for i, line in enumerate(_lines(b)) if i != 2),
                        ValidationError, "checksum does not match"),
     "wrong format": (lambda b: _resigned(b, lambda ls: ls[0].update(format="other-export")), ValidationError,
                      "memkit export header"),

@@ -119,7 +119,7 @@ def test_opening_refuses_a_directory_a_symlink_and_a_missing_folder(tmp_path):
     before = folder_state(tmp_path)
     with pytest.raises(StoreError, match="is a directory"):
         MemoryStore(tmp_path / "dir.sqlite3")
-    with pytest.raises(StoreError, match="symbolic link.*real.sqlite3"):
+    with pytest.raises(StoreError, match=r"symbolic link.*real\.sqlite3"):
         MemoryStore(tmp_path / "link.sqlite3")
     with pytest.raises(StoreError, match="symbolic link"):
         MemoryStore(tmp_path / "dangling.sqlite3")
@@ -206,7 +206,8 @@ def test_a_value_written_in_one_process_is_read_by_a_fresh_one(tmp_path):
 
 def test_a_committed_value_survives_the_writer_being_killed(tmp_path):
     path = tmp_path / "memory.sqlite3"
-    hanging = lab.start_worker("put", {"path": str(path), "user": "alice", "key": "drink", "value": "tea", "hang": True})
+    hanging = lab.start_worker("put", {"path": str(path), "user": "alice", "key": "drink", "value": "tea",
+                                       "hang": True})
     try:
         written = lab.read_answer(hanging)
         assert written is not None
@@ -360,9 +361,9 @@ def test_locked_is_decided_by_sqlite_error_code_not_by_the_message(tmp_path):
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        with MemoryStore(path, limits=Limits().replace(busy_timeout_ms=50)) as store:
-            with pytest.raises(LockedError, match="locked by another writer"):
-                store.put("alice", "s1", "preference", "drink", "tea")
+        with (MemoryStore(path, limits=Limits().replace(busy_timeout_ms=50)) as store,
+              pytest.raises(LockedError, match="locked by another writer")):
+            store.put("alice", "s1", "preference", "drink", "tea")
         other = sqlite3.connect(path, timeout=0, isolation_level=None)
         with pytest.raises(sqlite3.OperationalError) as busy:
             other.execute("BEGIN IMMEDIATE")

@@ -42,8 +42,9 @@ def fill(store: MemoryStore, user: str) -> None:
     store.delete(user, "episode", "ticket", session="s1")
     store.put(user, "s1", "preference", "city", "Lisbon")
     store.propose_put(user, "s2", "preference", "city", "Porto")
-    store.archive_turns(user, "s1", [{"turn": 1, "role": "user", "content": "hello", "at": "2026-12-01T10:00:00+00:00"},
-                                     {"turn": 2, "role": "assistant", "content": "hi", "at": "2026-12-01T10:00:01+00:00"}])
+    store.archive_turns(user, "s1", [
+        {"turn": 1, "role": "user", "content": "hello", "at": "2026-12-01T10:00:00+00:00"},
+        {"turn": 2, "role": "assistant", "content": "hi", "at": "2026-12-01T10:00:01+00:00"}])
 
 
 def test_forget_leaves_no_row_of_the_user_in_any_table_and_keeps_the_others(tmp_path):

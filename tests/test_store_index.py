@@ -175,12 +175,12 @@ def test_opening_and_searching_while_another_process_holds_the_write_lock_never_
     with open_store(path, limits=INDEXED) as store:
         _fill(store)
         before = _answers(store)
-    with lab.holding_write_lock(path, seconds=30):
-        # Default limits would stop keeping the index, but that needs the write lock: the open
-        # neither waits nor fails, and leaves the index as it is.
-        with open_store(path, limits=Limits().replace(busy_timeout_ms=5000)) as store:
-            assert has_search_index(store.connection)
-            assert _answers(store) == before
+    # Default limits would stop keeping the index, but that needs the write lock: the open
+    # neither waits nor fails, and leaves the index as it is.
+    with (lab.holding_write_lock(path, seconds=30),
+          open_store(path, limits=Limits().replace(busy_timeout_ms=5000)) as store):
+        assert has_search_index(store.connection)
+        assert _answers(store) == before
     with open_store(path, limits=Limits()) as store:  # the lock is free again: now the index goes
         assert not has_search_index(store.connection)
         holder = sqlite3.connect(path, isolation_level=None)

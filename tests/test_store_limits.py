@@ -177,7 +177,8 @@ def test_the_cli_checks_sizes_against_the_stores_own_limits(tmp_path):
     too_long = memkit("put", "--db", str(path), "--user", "ann", "--key", "essay2", "--value", "y" * 1200, "--confirm")
     assert too_long.returncode == 2 and "at most 1000" in too_long.stderr
     with MemoryStore(path) as store:
-        assert store.get("ann", "preference", "essay2") is None and len(store.get("ann", "preference", "essay")["value"]) == 800
+        assert (store.get("ann", "preference", "essay2") is None
+                and len(store.get("ann", "preference", "essay")["value"]) == 800)
     missing = tmp_path / "new.sqlite3"  # a store still to be made gets the defaults, checked before it is made
     refused = memkit("put", "--db", str(missing), "--user", "ann", "--key", "essay", "--value", "x" * 800, "--confirm")
     assert refused.returncode == 2 and "at most 512" in refused.stderr and not missing.exists()

@@ -148,7 +148,7 @@ def test_an_expired_proposal_is_refused_and_stops_counting(store, clock):
     clock.advance(3600)
     assert store.proposals("alice")[0]["expired"] is True
     before = everything(store)
-    with pytest.raises(ProposalError, match="expired at .*nothing was changed") as refused:
+    with pytest.raises(ProposalError, match=r"expired at .*nothing was changed") as refused:
         store.approve("alice", proposal["id"], origin="cli")
     assert refused.value.reason == "expired"
     assert everything(store) == before

@@ -298,7 +298,8 @@ def test_the_published_statements_write_what_the_store_reads(clocked):
     sql = type(clocked).statements()  # each backend publishes the SQL it runs
     with clocked.transaction() as conn:
         seq = conn.execute(sql.take_sequence, (1,)).fetchone()[0]
-        conn.execute(sql.insert_memory, ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea", seq))
+        conn.execute(sql.insert_memory,
+                     ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea", seq))
         conn.execute(sql.insert_event, ("alice", "preference", "drink", "create", 1, "s1", None, "Tea", None, "t1"))
         row = conn.execute(sql.select_current, ("alice", "preference", "drink")).fetchone()
         seq = conn.execute(sql.take_sequence, (1,)).fetchone()[0]

@@ -17,7 +17,7 @@ from memkit.tokens import (ENCODINGS, MAX_TEXT_CHARS, SAMPLES, Tokenizer, chars_
                            get_tokenizer, request_json, request_tokens)
 
 TOOLS = [{"type": "function", "function": {"name": "memory_get", "parameters": {"type": "object"}}}]
-CHINESE = "我早上喜欢喝绿茶，住在车站附近安静的酒店。"
+CHINESE = "我早上喜欢喝绿茶，住在车站附近安静的酒店。"  # noqa: RUF001 -- Chinese text uses the full-width comma
 ENGLISH = "In the morning I like green tea, and a quiet hotel near the station."
 
 
@@ -54,7 +54,8 @@ def test_special_tokens_in_data_are_counted_as_plain_text():
 
 def test_json_counts_are_the_tokens_of_canonical_json():
     value = {"b": [1, 2], "a": "茶 tea"}
-    assert get_tokenizer().count_json(value) == count_tokens(canonical_json(value)) == count_tokens('{"a":"茶 tea","b":[1,2]}')
+    assert (get_tokenizer().count_json(value) == count_tokens(canonical_json(value))
+            == count_tokens('{"a":"茶 tea","b":[1,2]}'))
 
 
 def test_chinese_takes_fewer_characters_per_token_than_english_and_json():
@@ -74,7 +75,8 @@ def test_the_request_counted_is_the_json_the_wrapper_sends():
     wrapper = BudgetedModel(ScriptedModel([]), tokenizer="cl100k_base")
     prepared = wrapper.prepare(request)
     assert request_json(request) == prepared.body
-    assert prepared.measurement.tokens == request_tokens(request, "cl100k_base") == count_tokens(prepared.body, "cl100k_base")
+    assert (prepared.measurement.tokens == request_tokens(request, "cl100k_base")
+            == count_tokens(prepared.body, "cl100k_base"))
     # A tokenizer alone counts; it sets no token budget.
     assert prepared.measurement.budget_tokens is None and prepared.measurement.sent
     assert prepared.measurement.row()["tokens"] == prepared.measurement.tokens
@@ -139,9 +141,9 @@ def test_a_token_budget_must_be_a_positive_integer(bad):
 
 
 def test_bad_input_is_refused_with_the_value_and_the_remedy():
-    with pytest.raises(ValidationError, match="'p50k_base'.*o200k_base, cl100k_base"):
+    with pytest.raises(ValidationError, match=r"'p50k_base'.*o200k_base, cl100k_base"):
         Tokenizer("p50k_base")
-    with pytest.raises(ValidationError, match="a bytes.*count_json"):
+    with pytest.raises(ValidationError, match=r"a bytes.*count_json"):
         get_tokenizer().count(b"hello")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match=f"{MAX_TEXT_CHARS + 1} characters.*in parts"):
         get_tokenizer().count("a" * (MAX_TEXT_CHARS + 1))

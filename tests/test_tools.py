@@ -12,7 +12,8 @@ from memkit import Approvals, MemoryTools
 @pytest.fixture
 def tools(store):
     deleted: list[tuple[str, str]] = []
-    tools = MemoryTools(store, "alice", "s1", Approvals("test"), on_delete=lambda kind, key: deleted.append((kind, key)))
+    tools = MemoryTools(store, "alice", "s1", Approvals("test"),
+                        on_delete=lambda kind, key: deleted.append((kind, key)))
     tools.deleted = deleted  # what the agent would be told, to retire the short-term window
     return tools
 
@@ -34,7 +35,8 @@ def test_outcomes_are_json_ready_dicts(tools):
         ("memory_get", '["preference", "drink"]', "must be a JSON object"),
         ("memory_search", '{"query": "x", "limit": 500}', "maximum"),
         ("memory_search", '{"query": 5}', "is not of type 'string'"),
-        ("memory_put", '{"kind": "preference", "key": "k", "value": "' + "x" * 513 + '"}', "513 characters; it must be at most 512"),
+        ("memory_put", '{"kind": "preference", "key": "k", "value": "' + "x" * 513 + '"}',
+         "513 characters; it must be at most 512"),
         ("memory_drop_table", "{}", "unknown tool"),
     ],
 )
@@ -69,7 +71,8 @@ def test_a_confirmed_delete_tells_the_agent_to_retire_short_term_history(tools, 
     refused = tools.call("memory_delete", {"kind": "preference", "key": "drink"})
     assert refused["ok"] is False and tools.deleted == []
     tools.approvals.confirm_delete("preference", "drink")
-    assert tools.call("memory_delete", {"kind": "preference", "key": "drink"}) == {"ok": True, "result": {"deleted": True}}
+    assert tools.call("memory_delete", {"kind": "preference", "key": "drink"}) == {
+        "ok": True, "result": {"deleted": True}}
     assert tools.deleted == [("preference", "drink")] and store.get("alice", "preference", "drink") is None
 
 

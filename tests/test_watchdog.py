@@ -10,6 +10,7 @@ that records the signal it receives.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -69,10 +70,8 @@ def running(pid: int, created: float) -> bool:
 def identities(pids: list[int]) -> dict[int, float]:
     found = {}
     for pid in pids:
-        try:
+        with contextlib.suppress(psutil.Error):
             found[pid] = psutil.Process(pid).create_time()
-        except psutil.Error:
-            pass
     return found
 
 
@@ -241,8 +240,9 @@ GUARD = """
 
 def guarded(tmp_path: Path, *, mode: str = "record", disarm: bool = False, grace: float = 5.0) -> Starter:
     (tmp_path / "server-folder").mkdir()
-    return Starter(GUARD, {"grace": grace, "remove": [str(tmp_path / "server-folder")], "stand_in": textwrap.dedent(STAND_IN),
-                           "record": str(tmp_path / "signal"), "mode": mode, "disarm": disarm})
+    return Starter(GUARD, {"grace": grace, "remove": [str(tmp_path / "server-folder")],
+                           "stand_in": textwrap.dedent(STAND_IN), "record": str(tmp_path / "signal"), "mode": mode,
+                           "disarm": disarm})
 
 
 def test_the_watchdog_sends_the_stop_signal_and_removes_the_folders_when_its_starter_dies(starters, tmp_path):
@@ -312,8 +312,10 @@ def test_a_kernel_stopped_the_way_nbval_stops_it_leaves_no_server():
         client = manager.client()
         client.start_channels()
         client.wait_for_ready(timeout=60)
-        client.execute_interactive(textwrap.dedent(KERNEL_CELL), timeout=120, output_hook=lambda message: printed.append(
-            message["content"].get("text", "")) if message["msg_type"] == "stream" else None)
+        client.execute_interactive(
+            textwrap.dedent(KERNEL_CELL), timeout=120,
+            output_hook=lambda message: printed.append(message["content"].get("text", ""))
+            if message["msg_type"] == "stream" else None)
         client.stop_channels()
         report = json.loads("".join(printed))
         every = identities([report["server"], *report["started"]])

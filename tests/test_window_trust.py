@@ -154,7 +154,7 @@ def test_a_stalled_server_is_waited_for_and_never_replaced(db):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(2)
         os.kill(holder.pid, signal.SIGCONT)
-        out, err = late.communicate(timeout=120)
+        _out, err = late.communicate(timeout=120)
         assert late.returncode == 0, err
         assert _servers_on(folder) == [holder.pid]
     finally:
@@ -172,7 +172,8 @@ def test_the_window_folder_and_its_files_are_private_under_umask_022(tmp_path):
     assert done.returncode == 0, done.stderr
     folder = window_folder(workspace / "state" / "memory.sqlite3")
     try:
-        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [workspace, workspace / "state", folder, *folder.iterdir()]}
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode)
+                 for p in [workspace, workspace / "state", folder, *folder.iterdir()]}
         assert modes.pop("appendonly.aof") == 0o600 and modes.pop("lock") == 0o600
         assert {name: mode for name, mode in modes.items() if mode & 0o077} == {}, modes
         old = os.umask(0o022)

@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--by-meaning", action="store_true",
                      help="rank by similarity of meaning instead (the semantic extra): 'coffee' finds 'espresso'")
     sub.add_argument("--min-similarity", type=float, default=DEFAULT_MIN_SIMILARITY,
-                     help=f"with --by-meaning: the least similarity of a hit, -1 to 1 (default {DEFAULT_MIN_SIMILARITY})")
+                     help="with --by-meaning: the least similarity of a hit, -1 to 1 "
+                          f"(default {DEFAULT_MIN_SIMILARITY})")
     sub.add_argument("--model", help=f"with --by-meaning: the embedding model (default {DEFAULT_MODEL})")
     sub = command("delete", cmd_delete, "delete one memory (needs --confirm)")
     identity(sub)

@@ -34,7 +34,8 @@ def _messages(args: argparse.Namespace) -> Iterator[str]:
         yield from args.message
         return
     if sys.stdin is None or sys.stdin.closed:
-        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input, and standard input is closed")
+        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input, "
+                       "and standard input is closed")
     try:
         for line in sys.stdin:
             if line.strip():
@@ -47,7 +48,8 @@ def _messages(args: argparse.Namespace) -> Iterator[str]:
 def cmd_chat(args: argparse.Namespace) -> None:
     streaming = not args.message
     if streaming and (sys.stdin is None or sys.stdin.closed):
-        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input, and standard input is closed")
+        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input, "
+                       "and standard input is closed")
     # The model first: live mode without credentials fails before a database is created, and it
     # never falls back to the fixture.
     model = OpenAIModel() if args.live else FixtureModel()

@@ -107,7 +107,8 @@ def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
     path, is_workspace = db_path(args)
     if not path.exists() and not path.is_symlink():
         if args.command not in WRITE_COMMANDS:
-            raise CliError(f"there is no database at {path}; create one with `memkit put ... --confirm` or `memkit chat`")
+            raise CliError(f"there is no database at {path}; "
+                           "create one with `memkit put ... --confirm` or `memkit chat`")
         if is_workspace:
             private_folders(path.parent)
     store = MemoryStore(path, read_only=args.command in READ_COMMANDS, **options)

@@ -30,7 +30,7 @@ from .views import (BudgetExplorer, ConfirmForm, UserSwitcher, confirm_from_form
                     what_user_sees)
 from .workspace import Workspace
 
-__all__ = [
+__all__ = [  # noqa: RUF022 -- grouped by concept under comments, not alphabetical
     # tables
     "records_table", "history_table", "tool_results_table", "messages_table", "approvals_table", "text_table",
     # charts and the runs behind them

@@ -129,7 +129,7 @@ def budget_chart(rows: Any, budget: int | None = None, *, title: str | None = No
     for part in PARTS:
         heights = [int(v) for v in frame[part]] if part in frame else [0] * len(frame)
         ax.bar(x, heights, bottom=bottom, color=_PART_COLOURS[part], label=PART_LABELS[part], width=0.8)
-        bottom = [b + h for b, h in zip(bottom, heights)]
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     refused = [i for i, sent in enumerate(frame.get("sent", [])) if not sent]
     if refused:
         # Refused requests were measured but never sent: outline them in red with a cross.
@@ -137,7 +137,7 @@ def budget_chart(rows: Any, budget: int | None = None, *, title: str | None = No
                linewidth=1.2, width=0.8, label="refused (not sent)")
     ax.axhline(budget, color="#b71c1c", linestyle="--", linewidth=1.5, label=f"budget {budget}")
     if "turn" in frame and not frame.empty:
-        labels = [f"{t}.{n}" for t, n in zip(frame["turn"], frame.groupby("turn").cumcount() + 1)]
+        labels = [f"{t}.{n}" for t, n in zip(frame["turn"], frame.groupby("turn").cumcount() + 1, strict=True)]
         ax.set_xlabel("request (turn.call)")
     else:
         labels = [str(c) for c in frame.get("call", x)]

@@ -13,10 +13,10 @@ before the student has predicted it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, Union
+from typing import Any, Literal
 from collections.abc import Callable, Mapping
 
-Hint = Union[str, Callable[[Any], str]]
+Hint = str | Callable[[Any], str]
 """A hint: a text, or a function of the wrong answer that returns one (a hint for that mistake)."""
 
 

@@ -179,8 +179,9 @@ def mem0_history(path: str | os.PathLike[str]) -> Path:
     return _make(Path(path), statements, rows)
 
 
-PEERS: dict[str, Callable[[str | os.PathLike[str]], Path]] = {"openai-agents SQLiteSession": openai_agents_session, "LangGraph SqliteStore": langgraph_store,
-         "LangGraph SqliteSaver": langgraph_saver, "mem0 history": mem0_history}
+PEERS: dict[str, Callable[[str | os.PathLike[str]], Path]] = {
+    "openai-agents SQLiteSession": openai_agents_session, "LangGraph SqliteStore": langgraph_store,
+    "LangGraph SqliteSaver": langgraph_saver, "mem0 history": mem0_history}
 """The format's name (as `memkit.store.peers` calls it) -> the function that makes such a file."""
 
 

@@ -65,7 +65,7 @@ def tool_results_table(tool_results: Iterable[Mapping[str, Any]], max_chars: int
         else:
             detail = str(outcome.get("error"))
         values = (item["name"], shorten(item["arguments"], max_chars), bool(outcome.get("ok")), detail)
-        rows.append(dict(zip(TOOL_RESULT_COLUMNS, values)))
+        rows.append(dict(zip(TOOL_RESULT_COLUMNS, values, strict=True)))
     return text_table(pd.DataFrame(rows, columns=list(TOOL_RESULT_COLUMNS)))
 
 
