@@ -81,7 +81,8 @@ PEER_FORMATS: tuple[PeerFormat, ...] = (
                "writes": _cols("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel")},
         group="thread",
         columns=("checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "metadata", "writes"),
-        groups_sql="SELECT thread_id, count(*), max(checkpoint_id) FROM checkpoints GROUP BY thread_id ORDER BY 3 DESC, 1",
+        groups_sql="SELECT thread_id, count(*), max(checkpoint_id) FROM checkpoints"
+                   " GROUP BY thread_id ORDER BY 3 DESC, 1",
         items_sql="SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,"
                   " CAST(c.metadata AS TEXT), (SELECT count(*) FROM writes w WHERE w.thread_id = c.thread_id"
                   " AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)"
@@ -102,7 +103,8 @@ PEER_FORMATS: tuple[PeerFormat, ...] = (
         items_sql="SELECT event, old_memory, new_memory, created_at, updated_at, is_deleted FROM history"
                   " WHERE memory_id = ? ORDER BY created_at, updated_at",
         search_sql="SELECT memory_id, event, old_memory, new_memory, created_at, updated_at, is_deleted FROM history"
-                   " WHERE instr(lower(coalesce(new_memory, '')), ?) > 0 OR instr(lower(coalesce(old_memory, '')), ?) > 0"
+                   " WHERE instr(lower(coalesce(new_memory, '')), ?) > 0"
+                   " OR instr(lower(coalesce(old_memory, '')), ?) > 0"
                    " ORDER BY created_at DESC LIMIT 200",
         source="mem0/memory/storage.py (SQLiteManager._create_history_table)",
     ),
@@ -173,14 +175,15 @@ class PeerFile:
     def items(self, group: str, name: str | None = None) -> list[dict[str, Any]]:
         """The items of one group, in the order the framework reads them."""
         fmt = self.format(name)
-        return [dict(zip(fmt.columns, _text(row))) for row in self._rows(self._sql(fmt, fmt.items_sql), (group,))]
+        rows = self._rows(self._sql(fmt, fmt.items_sql), (group,))
+        return [dict(zip(fmt.columns, _text(row), strict=True)) for row in rows]
 
     def search(self, text: str, name: str | None = None) -> list[dict[str, Any]]:
         """Items whose text contains `text` (case-insensitive, ASCII case), newest first, at most 200."""
         fmt = self.format(name)
         folded = text.lower()
         args = (folded,) * fmt.search_sql.count("?")
-        return [dict(zip((fmt.group, *fmt.columns), _text(row)))
+        return [dict(zip((fmt.group, *fmt.columns), _text(row), strict=True))
                 for row in self._rows(self._sql(fmt, fmt.search_sql), args)]
 
     def describe(self) -> str:

@@ -27,8 +27,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 _NUMBERED = re.compile(r"\?\d")
-_INSERT_VALUES = re.compile(r"(?P<head>\s*INSERT\s+INTO\s.+?\sVALUES\s*)(?P<row>\(\s*\?(?:\s*,\s*\?)*\s*\))(?P<tail>[^?]*)",
-                            re.IGNORECASE | re.DOTALL)
+_INSERT_VALUES = re.compile(r"(?P<head>\s*INSERT\s+INTO\s.+?\sVALUES\s*)"
+                            r"(?P<row>\(\s*\?(?:\s*,\s*\?)*\s*\))(?P<tail>[^?]*)", re.IGNORECASE | re.DOTALL)
 BATCH_ROWS = 500
 """Rows per multi-row INSERT that `PgConnection.executemany` sends."""
 
