@@ -31,10 +31,10 @@ LAB_SETTINGS := --LabApp.app_settings_dir="$(CURDIR)/.jupyter/lab/settings"
 lab: $(STUDENT_STAMP)
 	$(BIN)/jupyter lab $(ROOT_FLAG) $(LAB_SETTINGS) notebooks/
 
-# The browser test (tests/test_browser.py) drives Debian's chromium; without one pytest skips it, and
+# The browser test (tests/notebooks/test_browser.py) drives Debian's chromium; without one pytest skips it, and
 # make says so before and after the run (-rfEs lists every failure, error and skip with its reason).
 CHROMIUM := $(firstword $(wildcard /usr/bin/chromium) $(shell command -v chromium chromium-browser 2>/dev/null))
-NO_BROWSER := *** make test: NO CHROMIUM FOUND, the browser test tests/test_browser.py IS SKIPPED (apt-get install chromium) ***
+NO_BROWSER := *** make test: NO CHROMIUM FOUND, the browser test tests/notebooks/test_browser.py IS SKIPPED (apt-get install chromium) ***
 
 test: $(STAMP)
 	$(BIN)/python -m mypy memkit
@@ -54,7 +54,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 reliability: $(STAMP)
-	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/test_reliability_*.py -s
+	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/reliability/test_reliability_*.py -s
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -805,7 +805,7 @@ def semantic_markdown(results: dict[str, Any], threshold: float) -> str:
         "", "### Another user's records", "",
         f"By-meaning searches returned **{sum(s['leaked'] for s in results['sweep'])}** records of another "
         f"user, over {n_questions} questions at {len(results['sweep'])} thresholds (the store reads the asking "
-        "user's vectors alone; `tests/test_semantic.py` checks it on every backend with hypothesis). For "
+        "user's vectors alone; `tests/store/test_semantic.py` checks it on every backend with hypothesis). For "
         f"contrast, the three nearest vectors of the whole store held another user's record for "
         f"{glob['with_foreign_records']} of {glob['questions']} questions: a search that forgot the user "
         f"filter would hand those out, and filtering afterwards left fewer than three of the user's own "

@@ -1,4 +1,4 @@
-"""What the reliability lab's experiments (tests/test_reliability_*.py) share: their sizes, and the
+"""What the reliability lab's experiments (tests/reliability/test_reliability_*.py) share: their sizes, and the
 generators of hostile input.
 
 Each experiment is a test that also records its figures (the `figures` fixture in conftest.py):

@@ -78,7 +78,7 @@ def store(tmp_path):
         yield opened
 
 
-# -- the reliability lab's figures (tests/test_reliability_*.py) ------------------------------------
+# -- the reliability lab's figures (tests/reliability/test_reliability_*.py) ------------------------------------
 
 import datetime as _dt  # noqa: E402
 import os as _os  # noqa: E402
@@ -135,7 +135,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         header = [
             "# Reliability lab: figures of the last full run",
             "",
-            "Reproduce with `make reliability` (`MEMKIT_FULL=1 pytest tests/test_reliability_*.py -s`).",
+            "Reproduce with `make reliability` (`MEMKIT_FULL=1 pytest tests/reliability/test_reliability_*.py -s`).",
             f"Run on {_dt.date.today().isoformat()}, Python {_platform.python_version()}, "
             f"SQLite {_sqlite3.sqlite_version}, {_os.cpu_count()} CPUs.",
             "",

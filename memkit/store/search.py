@@ -43,7 +43,7 @@ def fit_index(db: SqliteDatabase, limits: Limits, fts_min_user_rows: int) -> Non
 
     The index is kept by triggers on every write, at about half the pages a put writes, so a store
     whose users can never reach `fts_min_user_rows` records does not keep it. Search answers do not
-    depend on it: every path gives the rule's answer (tests/test_store_search.py checks them all).
+    depend on it: every path gives the rule's answer (tests/store/test_store_search.py checks them all).
     """
     present = has_search_index(db.connection)
     if present != index_needed(db, limits, fts_min_user_rows):

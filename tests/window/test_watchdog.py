@@ -30,7 +30,7 @@ from lab.workers import wait_for
 GONE_WITHIN_S = 10.0
 """The bound on every wait for a process to end (it normally takes well under a second)."""
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # The starters print one JSON line, then wait on stdin until they are killed.
 REDIS_STARTER = """

@@ -5,7 +5,6 @@ read-only command that finds no store: refused, nothing created, no password sho
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 
@@ -13,7 +12,7 @@ import psycopg
 import pytest
 
 from memkit.servers.workspace import WorkspaceRedis
-from test_cli import memkit
+from _cli_helpers import env_with, memkit
 
 pytestmark = pytest.mark.postgres
 
@@ -28,12 +27,6 @@ def database(pg_url):
         conn.execute(f"CREATE DATABASE {name}")
     return pg_url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@", 1).replace(
         "/postgres?", f"/{name}?", 1)
-
-
-def env_with(**changes: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MEMKIT_DB", "DATABASE_URL", "REDIS_URL")}
-    env.update({k: v for k, v in changes.items() if v is not None})
-    return env
 
 
 def run(*argv: str, env: dict[str, str], ok: bool = True):
@@ -101,7 +94,7 @@ def test_chat_on_postgresql_keeps_its_window_in_the_workspace_one_folder_per_dat
     assert "T-4471" in reply["turns"][0]["reply"]  # the second process read the first one's window
     folders = sorted(p.name for p in (workspace / "state").iterdir())
     assert len(folders) == 1 and re.fullmatch(r"postgresql-[0-9a-f]{12}-window", folders[0])
-    # Kept warm for the next message; its keeper stops it once idle (tests/test_window_warm.py).
+    # Kept warm for the next message; its keeper stops it once idle (tests/window/test_window_warm.py).
     assert json.loads((workspace / "state" / folders[0] / "server.json").read_text())["keeper"]
     WorkspaceRedis.stop(workspace / "state" / folders[0])
     # The same database spelt another way (no password, the user as a parameter) is the same window.

@@ -137,7 +137,7 @@ def test_a_failed_put_inside_a_transaction_undoes_only_itself(tmp_path):
         assert store.health()["counters_consistent"]
 
 
-@pytest.mark.sqlite_only  # opens a MemoryStore (tests/test_postgres.py: PostgresStore)
+@pytest.mark.sqlite_only  # opens a MemoryStore (tests/postgres/test_postgres.py: PostgresStore)
 def test_closed_store_refuses_calls_and_closes_twice(tmp_path):
     store = MemoryStore(tmp_path / "m.sqlite3")
     with store:
@@ -235,7 +235,7 @@ def test_a_tiny_size_cap_refuses_every_write(tmp_path):
         assert store.health()["max_db_bytes"] == 4096
 
 
-@pytest.mark.sqlite_only  # workers on a file (tests/test_postgres_races.py: on PostgreSQL)
+@pytest.mark.sqlite_only  # workers on a file (tests/postgres/test_postgres_processes.py: on PostgreSQL)
 def test_racing_processes_never_pass_the_quotas(tmp_path):
     path = tmp_path / "m.sqlite3"
     MemoryStore(path).close()
@@ -285,7 +285,7 @@ def test_threads_sharing_one_store_all_succeed_with_consecutive_revisions(clocke
     assert clocked.health()["counters_consistent"]
 
 
-@pytest.mark.sqlite_only  # sqlite3's error (tests/test_postgres.py: the PostgreSQL trigger)
+@pytest.mark.sqlite_only  # sqlite3's error (tests/postgres/test_postgres.py: the PostgreSQL trigger)
 def test_the_event_history_is_append_only_in_the_database_itself(store):
     store.put("alice", "s1", "preference", "drink", "tea")
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):

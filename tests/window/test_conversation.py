@@ -132,7 +132,7 @@ def test_two_chat_invocations_continue_one_conversation(workspace, tmp_path):
     history = requests_of(dump)[0]["recent_history"]
     assert history == [{"user": "My ticket number is T-4471", "assistant": "Noted: your ticket number is T-4471."}]
     # The server is kept warm for the next message, with a keeper that stops it once idle
-    # (tests/test_window_warm.py); the fixture stops it now.
+    # (tests/window/test_window_warm.py); the fixture stops it now.
     record = json.loads((window_folder(workspace / "state" / "memory.sqlite3") / "server.json").read_text())
     assert record["keeper"] and record["pid"]
 

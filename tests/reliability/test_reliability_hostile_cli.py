@@ -140,7 +140,7 @@ def test_the_real_cli_process_refuses_undecodable_and_crafted_input_with_exit_2(
     before = folder_state(tmp_path)
     for argv in cases:
         done = subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, timeout=120,
-                              cwd=Path(__file__).resolve().parent.parent)
+                              cwd=Path(__file__).resolve().parents[2])
         stderr = done.stderr.decode("utf-8", "replace")
         assert done.returncode == 2 and stderr.startswith("error: ") and "Traceback" not in stderr, (argv, stderr)
     after = folder_state(tmp_path)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 
 NAME_RE = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
@@ -28,9 +28,9 @@ SOLUTION_RE = re.compile(r"(?im)^(?:#+\s*|\*\*)solution")
 NUMBERED_HEADING_RE = re.compile(r"(?m)^##+ \d+\. (\w+)")
 ARTICLES = {"the", "a", "an"}
 # nbval's own tag (out of the student's view, unlike a marker comment) and the exercise tags that
-# tests/test_exercises.py looks for.
+# tests/notebooks/test_exercises.py looks for.
 KNOWN_TAGS = {"nbval-ignore-output", "exercise-answer", "exercise-experiment", "exercise-check",
-              "live-model"}  # live-model: the optional cell that talks to a real model (tests/test_course.py)
+              "live-model"}  # live-model: the optional cell that talks to a real model (tests/notebooks/test_course.py)
 # A path of this machine (or a typical laptop) at the start of a path, not inside a URL.
 MACHINE_PATH_RE = re.compile(
     r"(?<![\w.:/-])(?:/tmp/|/var/folders/|/private/var/|/root/|/work/|/home/|/Users/|[A-Za-z]:\\\\?Users\\)"

@@ -21,7 +21,7 @@ from memkit.store import SCHEMA_VERSION, MemoryStore, seal_bundle
 pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
 
 
-@pytest.mark.sqlite_only  # reads the FTS5 index (tests/test_postgres.py: on PostgreSQL)
+@pytest.mark.sqlite_only  # reads the FTS5 index (tests/postgres/test_postgres.py: on PostgreSQL)
 def test_forget_user_removes_records_events_and_transcript(tmp_path):
     # A quota that lets a user reach fts_min_user_rows: this store keeps the trigram index.
     limits = Limits().replace(max_records_per_user=MemoryStore.fts_min_user_rows)

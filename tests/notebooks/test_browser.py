@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SCREENSHOTS = ROOT / "tests" / "screenshots"
 
@@ -52,7 +52,7 @@ def find_chromium() -> str | None:
 CHROMIUM = find_chromium()
 if CHROMIUM is None:
     pytest.skip("BROWSER TEST SKIPPED: no Chromium at /usr/bin/chromium or on PATH; install Debian's "
-                "(apt-get install chromium) to run tests/test_browser.py", allow_module_level=True)
+                "(apt-get install chromium) to run tests/notebooks/test_browser.py", allow_module_level=True)
 try:
     from playwright.sync_api import Browser, Locator, Page, sync_playwright
     from playwright.sync_api import Error as PlaywrightError

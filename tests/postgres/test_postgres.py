@@ -2,7 +2,7 @@
 clear errors without the password), the database's own rules (append-only history, counters, the
 trigram index), and the same answers as SQLite for the same data (search, export bundles).
 
-The behaviour both backends share is the conformance suite (tests/test_store_*.py, run on every
+The behaviour both backends share is the conformance suite (tests/store/test_store_*.py, run on every
 backend through the `backend` fixture). Everything here runs on a real PostgreSQL: the embedded one
 (pgserver, PostgreSQL 16, no pg_trgm) and Debian's PostgreSQL 15 with pg_trgm (conftest.py).
 """

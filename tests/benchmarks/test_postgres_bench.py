@@ -1,7 +1,7 @@
 """bench/pg_*.py and bench/report.py keep their promises (timings are never asserted, only what they are made of): the
 raw psycopg limit runs what PostgresStore runs and gives its answers, and the PostgreSQL section of
 bench/RESULTS.md replaces its older self and leaves every other section as it was. `python -m bench
---quick` (tests/test_bench.py) runs the whole of it, with the writer curve."""
+--quick` (tests/benchmarks/test_bench.py) runs the whole of it, with the writer curve."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # bench/ is a folder of the checkout, not of the package
 
 from bench import report  # noqa: E402

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # `bench/` is a top-level folder beside the package, not part of it: import it from the checkout.
 sys.path.insert(0, str(ROOT))
 

@@ -734,7 +734,7 @@ def test_every_confirm_of_a_process_shares_one_compiled_set_of_tool_validators(t
 
 def test_the_inspector_benchmark_runs_at_a_small_size():
     # Timings are never asserted: this only keeps bench/inspector_bench.py working.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from bench.inspector_bench import run
     from bench.report import inspector_markdown as markdown
 

@@ -1,7 +1,7 @@
 """Separate processes for the PostgreSQL tests: racing writers, a writer killed mid-stream or
 mid-transaction, an agent whose server is stopped and restarted under it.
 
-Run as `python tests/_pg_worker.py MODE` with one JSON payload line on stdin (the lab's protocol,
+Run as `python tests/postgres/_pg_worker.py MODE` with one JSON payload line on stdin (the lab's protocol,
 memkit.lab.workers: JSON answers on stdout, "go" on stdin to start racers together). Every payload
 names `url` and `schema`; each worker opens its own `PostgresStore`, with its own connections.
 
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this memkit, run from any folder
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this memkit, run from any folder
 
 from memkit.errors import LockedError, MemkitError, QuotaError, StoreError
 from memkit.lab.workers import answer, limits_from, wait_for_go

@@ -1,6 +1,6 @@
 """`MemkitSession` by memkit's own standards: exact items, all or nothing, restarts, users, sizes.
 
-openai-agents' own session tests run against it in tests/test_openai_agents_sdk_session.py.
+openai-agents' own session tests run against it in tests/integrations/test_openai_agents_sdk_session.py.
 """
 
 from __future__ import annotations

@@ -6,17 +6,11 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-
-def memkit(*argv: str, cwd: Path | None = None, env: dict | None = None,
-           timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout)
+from _cli_helpers import memkit
 
 
 def digest(path: Path) -> str:

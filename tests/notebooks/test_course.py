@@ -9,13 +9,13 @@ Per notebook (parametrized, so a failure names the notebook):
   notebook matches the answer patterns the notebook declares.
 - **declaring answers**: the answer cell's metadata holds `"memkit": {"answer_patterns": [...]}`,
   regular expressions that would match an output giving the answer away (the experiment's result,
-  the right verdict's explanation). tests/test_exercises.py runs the right answer and checks that
+  the right verdict's explanation). tests/notebooks/test_exercises.py runs the right answer and checks that
   its output matches at least one of them, so a pattern that could never match is caught.
 - **projector**: code lines of at most 88 characters; no table taller than 15 rows in an output
   that is compared; no prose about the test set-up (nbval, "not compared").
 - **live cells**: 00, 03 and 04 each have one cell tagged `live-model`; without credentials it
   prints one line saying how to set them; with them it runs against the kit's local HTTP model
-  server (tests/test_models.py) for real.
+  server (tests/_model_server.py) for real.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pytest
 
 from memkit.notebook.exercises import PREDICT_FIRST
 
-NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 
 MAX_LINE = 88
@@ -264,10 +264,10 @@ def _envelope(request: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("name", LIVE_NOTEBOOKS)
 def test_the_live_cell_runs_against_a_real_http_endpoint(name, monkeypatch):
     """Run the notebook up to its live cell in a kernel whose environment names the kit's local
-    chat-completions server (tests/test_models.py), as a student's would name OpenAI or Ollama."""
+    chat-completions server (tests/_model_server.py), as a student's would name OpenAI or Ollama."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    from test_models import ChatServer
+    from _model_server import ChatServer
 
     server = ChatServer(LIVE_REPLIES[name])
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")

@@ -6,8 +6,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -15,45 +13,7 @@ from memkit import Approvals, BudgetedModel, MemoryAgent, ModelError, OpenAIMode
 from memkit.jsonutil import canonical_json
 from memkit.request import Request
 
-
-class ChatServer:
-    """A local chat-completions endpoint that answers from a script and records what it received."""
-
-    def __init__(self, replies: list[dict], status: int = 200) -> None:
-        self.replies, self.status, self.received = list(replies), status, []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints do: connections get reused
-
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers["Content-Length"]))
-                body = json.loads(raw)
-                server.received.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,
-                                        "raw": raw, "content_type": self.headers.get("Content-Type")})
-                message = server.replies.pop(0) if server.replies else {"role": "assistant", "content": "(no more)"}
-                payload = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "message": message,
-                                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]}
-                if server.status != 200:
-                    payload = {"error": {"message": "server exploded", "type": "server_error"}}
-                data = json.dumps(payload).encode()
-                self.send_response(server.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from _model_server import ChatServer
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def test_a_held_exclusive_lock_refuses_writers_clearly_while_readers_go_on(tmp_p
             cli_writer = subprocess.Popen(
                 [sys.executable, "-m", "memkit", "put", "--db", str(path), "--user", "alice", "--key", "drink",
                  "--value", "coffee", "--confirm"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                cwd=Path(__file__).resolve().parent.parent)
+                cwd=Path(__file__).resolve().parents[2])
             before = snapshot(store)
             writes = {
                 "put (update)": lambda: store.put("alice", "s2", "preference", "drink", "coffee"),
@@ -80,7 +80,7 @@ def test_a_held_exclusive_lock_refuses_writers_clearly_while_readers_go_on(tmp_p
                 reads.append(second.get("alice", "episode", "trip")["value"] == "Kyoto in May")
             reader = subprocess.run([sys.executable, "-m", "memkit", "get", "--db", str(path), "--user", "alice",
                                      "--key", "drink"], capture_output=True, text=True, timeout=60,
-                                    cwd=Path(__file__).resolve().parent.parent)
+                                    cwd=Path(__file__).resolve().parents[2])
             reads.append(reader.returncode == 0 and json.loads(reader.stdout)["value"] == "tea")
             assert all(reads), reads
             _out, err = cli_writer.communicate(timeout=60)

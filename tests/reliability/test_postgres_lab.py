@@ -1,8 +1,8 @@
 """The reliability lab's experiments, their store on PostgreSQL: hostile input to every store
 method, and user isolation through every read, search, retrieval, window and request.
 
-The experiments are the lab's own (tests/test_reliability_hostile_store.py and
-tests/test_reliability_isolation.py, with their generators in tests/_reliability.py), run as they
+The experiments are the lab's own (tests/reliability/test_reliability_hostile_store.py and
+tests/reliability/test_reliability_isolation.py, with their generators in tests/_reliability.py), run as they
 are with `MemoryStore` replaced, in their module only and for this test only, by a factory of
 PostgresStores; their figures are recorded with "(PostgreSQL)" added to the experiment's name.
 """

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from memkit import FakeClock, MemoryStore
-from test_cli import memkit
+from _cli_helpers import env_with, memkit
 
 TABLES = ("memories", "memory_events", "user_counts", "total_count", "transcript", "proposals")
 
@@ -164,7 +164,6 @@ def test_the_proposal_walk_on_postgresql(pg_url):
     import uuid
 
     import psycopg
-    from test_postgres_cli import env_with
 
     name = f"cli_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_url, autocommit=True) as conn:

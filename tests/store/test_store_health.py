@@ -49,7 +49,7 @@ def test_health_reports_the_settings_and_the_quotas(tmp_path, synchronous):
         "INSERT INTO user_counts VALUES ('ghost', 0)",
     ],
 )
-@pytest.mark.sqlite_only  # edits the file with sqlite3 (tests/test_postgres.py: on PostgreSQL)
+@pytest.mark.sqlite_only  # edits the file with sqlite3 (tests/postgres/test_postgres.py: on PostgreSQL)
 def test_health_notices_counters_that_disagree_with_the_rows(tmp_path, drift):
     path = tmp_path / "m.sqlite3"
     with open_store(path) as store:

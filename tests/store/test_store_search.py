@@ -91,7 +91,7 @@ def test_empty_query_returns_the_most_recent_first_within_the_limit(clocked):
     assert clocked.search("nobody") == []
 
 
-@pytest.mark.sqlite_only  # FTS5 trace (tests/test_postgres.py: the pg_trgm plan)
+@pytest.mark.sqlite_only  # FTS5 trace (tests/postgres/test_postgres.py: the pg_trgm plan)
 def test_large_users_are_searched_through_the_trigram_index(clocked):
     statements: list[str] = []
     clocked.connection.set_trace_callback(statements.append)

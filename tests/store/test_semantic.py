@@ -268,7 +268,7 @@ def test_postgresql_ranks_in_sql_exactly_where_the_server_has_pgvector(store, ba
 @pytest.mark.sqlite_only
 def test_on_the_labelled_set_meaning_finds_what_literal_misses_and_never_another_users(tmp_path, embedder):
     """bench/semantic_bench.py's labelled set (its figures are in bench/RESULTS.md)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     try:
         from bench import semantic_bench
     finally:

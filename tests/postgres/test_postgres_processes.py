@@ -1,7 +1,7 @@
 """PostgresStore under real processes: racing writers at the quota and size edges, writers killed
 with SIGKILL mid-stream and mid-transaction, the server stopped and restarted under a running agent.
 
-Every writer is a fresh interpreter (tests/_pg_worker.py) with its own connections to a real
+Every writer is a fresh interpreter (tests/postgres/_pg_worker.py) with its own connections to a real
 PostgreSQL server; the checks read the database afterwards from a store of their own. The figures
 are recorded with the `figures` fixture (printed, and in the table at the end of the run).
 """
@@ -33,7 +33,7 @@ SECRET = "hunter2-Pw"
 
 
 def start(mode: str, payload: dict[str, Any]) -> subprocess.Popen[str]:
-    """Start tests/_pg_worker.py MODE in a fresh interpreter and send it its payload line."""
+    """Start tests/postgres/_pg_worker.py MODE in a fresh interpreter and send it its payload line."""
     process = subprocess.Popen([sys.executable, str(WORKER), mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, encoding="utf-8")
     send(process, json.dumps(payload))

@@ -10,7 +10,7 @@ For each notebook one kernel (started the way nbval starts one, in the notebooks
    exercise's cells (answer, experiment, check) are run: the check gives the expected verdict, and
    the same verdict when it runs again; for the first answer, the answer, the experiment and the
    check all run again and give the same verdict, and what they showed matches one of the answer
-   patterns the notebook declares (so tests/test_course.py would catch that answer in a committed
+   patterns the notebook declares (so tests/notebooks/test_course.py would catch that answer in a committed
    output).
 
 The cells are found by their tags: `exercise-answer` and `exercise-check`, with the cells between
@@ -29,7 +29,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
 CAPSTONE_BUILD = ('my_build = {\n'
                   '    "user": lambda customer: customer,\n'
@@ -363,7 +363,7 @@ def test_exercise_verdicts_and_run_all_twice(name):
     nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
     answer_at, check_at = _tagged(nb, "exercise-answer"), _tagged(nb, "exercise-check")
     assert answer_at < check_at
-    # The answer patterns the notebook declares (tests/test_course.py): they must see the right answer.
+    # The answer patterns the notebook declares (tests/notebooks/test_course.py): they must see the right answer.
     declared = nb.cells[answer_at].get("metadata", {}).get("memkit", {}).get("answer_patterns", [])
     patterns = [re.compile(pattern) for pattern in declared]
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,

@@ -17,7 +17,7 @@ Left out as specific to SQLiteSession's implementation: the corrupt-row tests (r
 the session's back into its own table), the process-local file-lock and worker-connection tests, the
 `_await_mutation` and compaction-snapshot internals, and the tests of `SessionSettings.resolve` and
 `SQLiteSession`'s table errors that involve no session backend. memkit's own checks of MemkitSession
-(restart, users, sizes, all-or-nothing) are in tests/test_openai_agents_session.py.
+(restart, users, sizes, all-or-nothing) are in tests/integrations/test_openai_agents_session.py.
 """
 
 from __future__ import annotations

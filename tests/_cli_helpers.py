@@ -1,0 +1,22 @@
+"""What the command-line tests share (tests/cli/, tests/postgres/test_postgres_cli.py): running `memkit`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def memkit(*argv: str, cwd: Path | None = None, env: dict | None = None,
+           timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m memkit ARGV...` in a fresh process of this interpreter, its output captured as text."""
+    return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)
+
+
+def env_with(**changes: str | None) -> dict[str, str]:
+    """This process's environment without a store or Redis named by it, plus `changes` (None: left out)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMKIT_DB", "DATABASE_URL", "REDIS_URL")}
+    env.update({k: v for k, v in changes.items() if v is not None})
+    return env
