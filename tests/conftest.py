@@ -112,9 +112,9 @@ def _reliability_table(terminalreporter) -> list[str]:
     outcome: dict[str, str] = {}
     for key in ("passed", "failed", "error"):
         for report in terminalreporter.stats.get(key, []):
-            if getattr(report, "nodeid", None) and (report.when == "call" or report.outcome != "passed"):
-                if outcome.get(report.nodeid) in (None, "passed"):
-                    outcome[report.nodeid] = report.outcome
+            if (getattr(report, "nodeid", None) and (report.when == "call" or report.outcome != "passed")
+                    and outcome.get(report.nodeid) in (None, "passed")):
+                outcome[report.nodeid] = report.outcome
     lines = ["| experiment | figures | result |", "|---|---|---|"]
     for name, entry in RELIABILITY_FIGURES.items():
         shown = ", ".join(f"{figure} {value}" for figure, value in entry["values"].items())
@@ -142,3 +142,57 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         ]
         RELIABILITY_RESULTS.write_text("\n".join(header + lines) + "\n", encoding="utf-8")
         terminalreporter.write_line(f"written to {RELIABILITY_RESULTS.name}")
+
+
+# -- two workers (pytest-xdist, `make test`: -n 2 --dist loadgroup) ---------------------------------
+
+SERIAL_FILES = ("test_reliability_*.py", "test_scaling.py", "test_postgres_processes.py", "test_watchdog.py",
+                "test_window_faults.py", "test_window_warm.py", "test_window.py", "test_window_trust.py")
+"""Test files that kill, race or time real processes (SIGKILL at random points, TTLs, idle timeouts,
+lock waits): with `--dist loadgroup` they run one after another on one worker, in the "serial" group,
+so at most one other test runs beside them, as on a 2-core machine that runs nothing else."""
+
+POSTGRES_FIXTURES = ("pg_url", "pg_trgm_url")
+
+
+def _uses_session_postgres(item: pytest.Item) -> bool:
+    """The test needs one of the session's PostgreSQL servers (directly, or as the conformance
+    suite's backend)."""
+    if any(name in POSTGRES_FIXTURES for name in getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("backend") in ("pg", "pg-trgm")
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """The group a test runs in under `--dist loadgroup` (a group runs in order on one worker).
+
+    "serial": the files of SERIAL_FILES, and every test of a session PostgreSQL server, so each
+    server starts once per run (a session fixture starts once per worker). Else its file: a module's
+    fixtures are set up once, and a notebook's cells run in order in one kernel, as nbval needs.
+    """
+    path = item.path
+    if any(path.match(pattern) for pattern in SERIAL_FILES) or _uses_session_postgres(item):
+        return "serial"
+    return path.name
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its xdist group (before xdist reads the marks; harmless without xdist)."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker, hand the reliability figures it recorded to the controller, which prints
+    the table (a worker's own terminal summary is never shown)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["reliability_figures"] = dict(RELIABILITY_FIGURES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """On the xdist controller: collect the figures a finished worker recorded."""
+    RELIABILITY_FIGURES.update(getattr(node, "workeroutput", {}).get("reliability_figures", {}))
