@@ -7,7 +7,11 @@ import os
 
 import pytest
 
-from _store_helpers import ACTIVE, DEBIAN_POSTGRES, SQLITE, TEST_SERVER_SETTINGS, Backend
+# The helper modules are pytest plugins (below): their asserts are rewritten when this import loads
+# them, as a plugin's would be (else pytest warns that it came too late to rewrite them).
+pytest.register_assert_rewrite("_store_helpers", "_window_helpers")
+
+from _store_helpers import ACTIVE, DEBIAN_POSTGRES, SQLITE, TEST_SERVER_SETTINGS, Backend  # noqa: E402
 
 # The helper modules' fixtures (clocked, demo, own_server) reach every test through pytest, so a test
 # names them as arguments without importing them.
