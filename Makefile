@@ -40,13 +40,13 @@ lab: $(STUDENT_STAMP)
 CHROMIUM := $(firstword $(wildcard /usr/bin/chromium) $(shell command -v chromium chromium-browser 2>/dev/null))
 NO_BROWSER := *** make test: NO CHROMIUM FOUND, the browser test tests/test_browser.py IS SKIPPED (apt-get install chromium) ***
 
-# pytest runs on two workers (pytest-xdist, --dist loadgroup; `make test WORKERS=1` runs one): each
-# test file and each notebook is a group that one worker runs in order, and the tests that kill, race
-# or time processes, with every test of the session's PostgreSQL servers, one "serial" group
-# (tests/conftest.py). mypy checks the package meanwhile; its report follows pytest's, and either
-# failing fails `make test`.
+# pytest runs on two workers (pytest-xdist, --dist loadgroup; `make test WORKERS=1` runs one), in
+# units that one worker runs in order (tests/conftest.py, work_unit): each test file and each
+# notebook, and one "serial" unit with the tests that kill, race or time processes and every test of
+# the session's PostgreSQL servers; units start in collection order. mypy checks the package
+# meanwhile; its report follows pytest's, and either failing fails `make test`.
 WORKERS ?= 2
-XDIST := $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadgroup)
+XDIST := $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 test: $(STAMP)
 	@echo "$(if $(CHROMIUM),make test: the browser test runs with $(CHROMIUM),$(NO_BROWSER))"

@@ -85,6 +85,8 @@ def store(tmp_path):
 # -- the reliability lab's figures (tests/test_reliability_*.py) ------------------------------------
 
 import datetime as _dt  # noqa: E402
+import fnmatch  # noqa: E402
+import functools  # noqa: E402
 import os as _os  # noqa: E402
 import platform as _platform  # noqa: E402
 import sqlite3 as _sqlite3  # noqa: E402
@@ -153,39 +155,58 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 SERIAL_FILES = ("test_reliability_*.py", "test_scaling.py", "test_postgres_processes.py", "test_watchdog.py",
                 "test_window_faults.py", "test_window_warm.py", "test_window.py", "test_window_trust.py")
 """Test files that kill, race or time real processes (SIGKILL at random points, TTLs, idle timeouts,
-lock waits): with `--dist loadgroup` they run one after another on one worker, in the "serial" group,
-so at most one other test runs beside them, as on a 2-core machine that runs nothing else."""
+lock waits): on two workers they run one after another on one worker, in the "serial" unit, so at
+most one other test runs beside them, as on a 2-core machine that runs nothing else."""
+
+SPLIT_FILES = ("test_exercises.py", "test_course.py")
+"""Files of long, self-contained tests (each starts its own kernel, no module fixture): each test is
+a unit of its own, so the two workers share them."""
 
 POSTGRES_FIXTURES = ("pg_url", "pg_trgm_url")
 
 
-def _uses_session_postgres(item: pytest.Item) -> bool:
-    """The test needs one of the session's PostgreSQL servers (directly, or as the conformance
-    suite's backend)."""
-    if any(name in POSTGRES_FIXTURES for name in getattr(item, "fixturenames", ())):
-        return True
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and callspec.params.get("backend") in ("pg", "pg-trgm")
+@functools.cache
+def _postgres_files() -> frozenset[str]:
+    """Test files that use the session's PostgreSQL servers by name (pg_url, pg_trgm_url)."""
+    return frozenset(path.name for path in _Path(__file__).parent.glob("test_*.py")
+                     if any(name in path.read_text(encoding="utf-8") for name in POSTGRES_FIXTURES))
 
 
-def xdist_group_of(item: pytest.Item) -> str:
-    """The group a test runs in under `--dist loadgroup` (a group runs in order on one worker).
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to on two workers: a unit runs in order on one worker.
 
-    "serial": the files of SERIAL_FILES, and every test of a session PostgreSQL server, so each
-    server starts once per run (a session fixture starts once per worker). Else its file: a module's
-    fixtures are set up once, and a notebook's cells run in order in one kernel, as nbval needs.
+    "serial": the files of SERIAL_FILES, and every test of a session PostgreSQL server (the files
+    that name one, and the conformance suite's `pg` and `pg-trgm` runs), so each server starts once
+    per run (a session fixture starts once per worker that needs it). A test of SPLIT_FILES: itself.
+    Else its file: a module's fixtures are set up once, and a notebook's cells run in order in one
+    kernel, as nbval needs.
     """
-    path = item.path
-    if any(path.match(pattern) for pattern in SERIAL_FILES) or _uses_session_postgres(item):
+    path = nodeid.split("::", 1)[0]
+    name = path.rsplit("/", 1)[-1]
+    params = nodeid.rsplit("[", 1)[1].rstrip("]").split("-") if nodeid.endswith("]") else []
+    if any(fnmatch.fnmatch(name, pattern) for pattern in SERIAL_FILES) or name in _postgres_files() \
+            or "pg" in params:
         return "serial"
-    return path.name
+    return nodeid if name in SPLIT_FILES else path
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test with its xdist group (before xdist reads the marks; harmless without xdist)."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup`: whole units (see `work_unit`) go to a worker, in collection order.
+
+    xdist's own loadgroup reads `xdist_group` marks through a node id that pytest 9 no longer lets
+    it change, so it would split a notebook's cells between workers; this scheduler groups by the
+    node id alone.
+    """
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return UnitScheduling(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
