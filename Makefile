@@ -44,15 +44,18 @@ NO_BROWSER := *** make test: NO CHROMIUM FOUND, the browser test tests/test_brow
 # units that one worker runs in order (tests/conftest.py, work_unit): each test file and each
 # notebook, and one "serial" unit with the tests that kill, race or time processes and every test of
 # the session's PostgreSQL servers; units start in collection order. mypy checks the package
-# meanwhile; its report follows pytest's, and either failing fails `make test`.
+# meanwhile; its report follows pytest's, and either failing fails `make test`. The tests' temporary
+# folders live in a short `mktemp -d` (removed afterwards): under pytest's usual base a worker's
+# extra `popen-gwN/` made the demo's redis.sock path 110 bytes, over the 107 a Unix socket allows.
 WORKERS ?= 2
 XDIST := $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 test: $(STAMP)
 	@echo "$(if $(CHROMIUM),make test: the browser test runs with $(CHROMIUM),$(NO_BROWSER))"
-	@mypy_out=$$(mktemp); trap 'rm -f "$$mypy_out"' EXIT; \
+	@mypy_out=$$(mktemp); base=$$(mktemp -d); trap 'rm -rf "$$mypy_out" "$$base"' EXIT; \
 	$(BIN)/python -m mypy memkit >"$$mypy_out" 2>&1 & mypy_pid=$$!; \
-	$(BIN)/python -m pytest -rfEs $(XDIST) tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg; \
+	$(BIN)/python -m pytest -rfEs $(XDIST) --basetemp="$$base" tests notebooks --nbval \
+	    --nbval-sanitize-with notebooks/sanitize.cfg; \
 	status=$$?; wait $$mypy_pid; mypy_status=$$?; \
 	echo "$(BIN)/python -m mypy memkit"; cat "$$mypy_out"; \
 	$(if $(CHROMIUM),,echo "$(NO_BROWSER)";) \
