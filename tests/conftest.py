@@ -168,7 +168,7 @@ POSTGRES_FIXTURES = ("pg_url", "pg_trgm_url")
 @functools.cache
 def _postgres_files() -> frozenset[str]:
     """Test files that use the session's PostgreSQL servers by name (pg_url, pg_trgm_url)."""
-    return frozenset(path.name for path in _Path(__file__).parent.glob("test_*.py")
+    return frozenset(path.name for path in _Path(__file__).parent.rglob("test_*.py")
                      if any(name in path.read_text(encoding="utf-8") for name in POSTGRES_FIXTURES))
 
 
