@@ -17,9 +17,13 @@ $(STUDENT_STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[student]'
 	touch $(STUDENT_STAMP)
 
-$(STAMP): $(STUDENT_STAMP)
+# One resolver pass for everything `make test` needs (`all` holds `student`, so the student stamp is
+# true too); a second pass after the student set would resolve and build memkit twice.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all]'
-	touch $(STAMP)
+	touch $(STUDENT_STAMP) $(STAMP)
 
 # Jupyter refuses to run as root without --allow-root (containers, CI machines); pass it only there.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -36,11 +40,26 @@ lab: $(STUDENT_STAMP)
 CHROMIUM := $(firstword $(wildcard /usr/bin/chromium) $(shell command -v chromium chromium-browser 2>/dev/null))
 NO_BROWSER := *** make test: NO CHROMIUM FOUND, the browser test tests/notebooks/test_browser.py IS SKIPPED (apt-get install chromium) ***
 
+# pytest runs on two workers (pytest-xdist, --dist loadgroup; `make test WORKERS=1` runs one), in
+# units that one worker runs in order (tests/conftest.py, work_unit): each test file and each
+# notebook, and one "serial" unit with the tests that kill, race or time processes and every test of
+# the session's PostgreSQL servers; units start in collection order. mypy checks the package
+# meanwhile; its report follows pytest's, and either failing fails `make test`. The tests' temporary
+# folders live in a short `mktemp -d` (removed afterwards): under pytest's usual base a worker's
+# extra `popen-gwN/` made the demo's redis.sock path 110 bytes, over the 107 a Unix socket allows.
+WORKERS ?= 2
+XDIST := $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadgroup --no-loadscope-reorder)
+
 test: $(STAMP)
-	$(BIN)/python -m mypy memkit
 	@echo "$(if $(CHROMIUM),make test: the browser test runs with $(CHROMIUM),$(NO_BROWSER))"
-	$(BIN)/python -m pytest -rfEs tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg; \
-	status=$$?; $(if $(CHROMIUM),,echo "$(NO_BROWSER)";) exit $$status
+	@mypy_out=$$(mktemp); base=$$(mktemp -d); trap 'rm -rf "$$mypy_out" "$$base"' EXIT; \
+	$(BIN)/python -m mypy memkit >"$$mypy_out" 2>&1 & mypy_pid=$$!; \
+	$(BIN)/python -m pytest -rfEs $(XDIST) --basetemp="$$base" tests notebooks --nbval \
+	    --nbval-sanitize-with notebooks/sanitize.cfg; \
+	status=$$?; wait $$mypy_pid; mypy_status=$$?; \
+	echo "$(BIN)/python -m mypy memkit"; cat "$$mypy_out"; \
+	$(if $(CHROMIUM),,echo "$(NO_BROWSER)";) \
+	if [ $$status -eq 0 ]; then status=$$mypy_status; fi; exit $$status
 
 demo: $(STUDENT_STAMP)
 	$(BIN)/memkit demo

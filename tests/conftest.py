@@ -7,7 +7,11 @@ import os
 
 import pytest
 
-from _store_helpers import ACTIVE, DEBIAN_POSTGRES, SQLITE, TEST_SERVER_SETTINGS, Backend
+# The helper modules are pytest plugins (below): their asserts are rewritten when this import loads
+# them, as a plugin's would be (else pytest warns that it came too late to rewrite them).
+pytest.register_assert_rewrite("_store_helpers", "_window_helpers")
+
+from _store_helpers import ACTIVE, DEBIAN_POSTGRES, SQLITE, TEST_SERVER_SETTINGS, Backend  # noqa: E402
 
 # The helper modules' fixtures (clocked, demo, own_server) reach every test through pytest, so a test
 # names them as arguments without importing them.
@@ -81,6 +85,8 @@ def store(tmp_path):
 # -- the reliability lab's figures (tests/reliability/test_reliability_*.py) ------------------------------------
 
 import datetime as _dt  # noqa: E402
+import fnmatch  # noqa: E402
+import functools  # noqa: E402
 import os as _os  # noqa: E402
 import platform as _platform  # noqa: E402
 import sqlite3 as _sqlite3  # noqa: E402
@@ -112,9 +118,9 @@ def _reliability_table(terminalreporter) -> list[str]:
     outcome: dict[str, str] = {}
     for key in ("passed", "failed", "error"):
         for report in terminalreporter.stats.get(key, []):
-            if getattr(report, "nodeid", None) and (report.when == "call" or report.outcome != "passed"):
-                if outcome.get(report.nodeid) in (None, "passed"):
-                    outcome[report.nodeid] = report.outcome
+            if (getattr(report, "nodeid", None) and (report.when == "call" or report.outcome != "passed")
+                    and outcome.get(report.nodeid) in (None, "passed")):
+                outcome[report.nodeid] = report.outcome
     lines = ["| experiment | figures | result |", "|---|---|---|"]
     for name, entry in RELIABILITY_FIGURES.items():
         shown = ", ".join(f"{figure} {value}" for figure, value in entry["values"].items())
@@ -142,3 +148,76 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         ]
         RELIABILITY_RESULTS.write_text("\n".join(header + lines) + "\n", encoding="utf-8")
         terminalreporter.write_line(f"written to {RELIABILITY_RESULTS.name}")
+
+
+# -- two workers (pytest-xdist, `make test`: -n 2 --dist loadgroup) ---------------------------------
+
+SERIAL_FILES = ("test_reliability_*.py", "test_scaling.py", "test_postgres_processes.py", "test_watchdog.py",
+                "test_window_faults.py", "test_window_warm.py", "test_window.py", "test_window_trust.py")
+"""Test files that kill, race or time real processes (SIGKILL at random points, TTLs, idle timeouts,
+lock waits): on two workers they run one after another on one worker, in the "serial" unit, so at
+most one other test runs beside them, as on a 2-core machine that runs nothing else."""
+
+SPLIT_FILES = ("test_exercises.py", "test_course.py")
+"""Files of long, self-contained tests (each starts its own kernel, no module fixture): each test is
+a unit of its own, so the two workers share them."""
+
+POSTGRES_FIXTURES = ("pg_url", "pg_trgm_url")
+
+
+@functools.cache
+def _postgres_files() -> frozenset[str]:
+    """Test files that use the session's PostgreSQL servers by name (pg_url, pg_trgm_url)."""
+    return frozenset(path.name for path in _Path(__file__).parent.rglob("test_*.py")
+                     if any(name in path.read_text(encoding="utf-8") for name in POSTGRES_FIXTURES))
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to on two workers: a unit runs in order on one worker.
+
+    "serial": the files of SERIAL_FILES, and every test of a session PostgreSQL server (the files
+    that name one, and the conformance suite's `pg` and `pg-trgm` runs), so each server starts once
+    per run (a session fixture starts once per worker that needs it). A test of SPLIT_FILES: itself.
+    Else its file: a module's fixtures are set up once, and a notebook's cells run in order in one
+    kernel, as nbval needs.
+    """
+    path = nodeid.split("::", 1)[0]
+    name = path.rsplit("/", 1)[-1]
+    params = nodeid.rsplit("[", 1)[1].rstrip("]").split("-") if nodeid.endswith("]") else []
+    if any(fnmatch.fnmatch(name, pattern) for pattern in SERIAL_FILES) or name in _postgres_files() \
+            or "pg" in params:
+        return "serial"
+    return nodeid if name in SPLIT_FILES else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup`: whole units (see `work_unit`) go to a worker, in collection order.
+
+    xdist's own loadgroup reads `xdist_group` marks through a node id that pytest 9 no longer lets
+    it change, so it would split a notebook's cells between workers; this scheduler groups by the
+    node id alone.
+    """
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return UnitScheduling(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker, hand the reliability figures it recorded to the controller, which prints
+    the table (a worker's own terminal summary is never shown)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["reliability_figures"] = dict(RELIABILITY_FIGURES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """On the xdist controller: collect the figures a finished worker recorded."""
+    RELIABILITY_FIGURES.update(getattr(node, "workeroutput", {}).get("reliability_figures", {}))
