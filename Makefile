@@ -53,13 +53,15 @@ XDIST := $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadgroup --no-loa
 test: $(STAMP)
 	@echo "$(if $(CHROMIUM),make test: the browser test runs with $(CHROMIUM),$(NO_BROWSER))"
 	@mypy_out=$$(mktemp); base=$$(mktemp -d); trap 'rm -rf "$$mypy_out" "$$base"' EXIT; \
+	echo "$(BIN)/ruff check memkit bench tests"; $(BIN)/ruff check memkit bench tests; ruff_status=$$?; \
 	$(BIN)/python -m mypy memkit >"$$mypy_out" 2>&1 & mypy_pid=$$!; \
 	$(BIN)/python -m pytest -rfEs $(XDIST) --basetemp="$$base" tests notebooks --nbval \
 	    --nbval-sanitize-with notebooks/sanitize.cfg; \
 	status=$$?; wait $$mypy_pid; mypy_status=$$?; \
 	echo "$(BIN)/python -m mypy memkit"; cat "$$mypy_out"; \
 	$(if $(CHROMIUM),,echo "$(NO_BROWSER)";) \
-	if [ $$status -eq 0 ]; then status=$$mypy_status; fi; exit $$status
+	if [ $$status -eq 0 ]; then status=$$mypy_status; fi; \
+	if [ $$status -eq 0 ]; then status=$$ruff_status; fi; exit $$status
 
 demo: $(STUDENT_STAMP)
 	$(BIN)/memkit demo
