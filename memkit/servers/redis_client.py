@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
+import sys
+import tempfile
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterator
@@ -62,6 +65,28 @@ def display_url(url: str) -> str:
     userinfo, host = netloc.rsplit("@", 1)
     user = userinfo.split(":", 1)[0] + (":***" if ":" in userinfo else "")
     return f"{scheme}{sep}{user}@{host}{tail}"
+
+
+SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+"""The longest unix socket path the kernel takes (`sun_path` is 108 bytes on Linux, 104 on macOS,
+the last a NUL): a longer one makes the server fail or listen somewhere nobody connects to."""
+
+
+def socket_folder(prefix: str, name: str) -> tuple[str, str]:
+    """A new private (0700) temporary folder for a server's unix socket, and the socket's path in it.
+
+    Raises:
+        WindowError: the path would be longer than a unix socket allows (a long TMPDIR), said before
+            anything is made or started, with the remedy.
+    """
+    base = tempfile.gettempdir()
+    longest = len(os.fsencode(os.path.join(base, prefix + "x" * 8, name)))  # mkdtemp adds 8 characters
+    if longest > SOCKET_PATH_MAX:
+        raise WindowError(f"a Redis socket in the temporary folder {base} would have a {longest}-byte path, over "
+                          f"the {SOCKET_PATH_MAX} bytes a unix socket path may have; set TMPDIR to a shorter "
+                          "folder (for example /tmp) and try again")
+    folder = tempfile.mkdtemp(prefix=prefix)
+    return folder, os.path.join(folder, name)
 
 
 def check_redis_url(url: str) -> str:

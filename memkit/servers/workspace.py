@@ -39,14 +39,13 @@ import os
 import secrets
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import WindowError
 from .redis import _is_alive
-from .redis_client import DEFAULT_TIMEOUT_S, client_for, redis_errors, redis_module
+from .redis_client import DEFAULT_TIMEOUT_S, client_for, redis_errors, redis_module, socket_folder
 from .watchdog import start_token
 from .workspace_folder import (
     KEEPER_NAME, MARKER, SOCKET_FOLDER_PREFIX, answers, client_count, keeper_runs, locked, private_folder,
@@ -256,8 +255,7 @@ def _config(folder: Path, socket: str, appendfsync: str, token: str) -> str:
 def _start_server(folder: Path, appendfsync: str) -> dict[str, Any]:
     # Unix socket paths are limited to ~100 bytes, so the socket gets a short folder of its own
     # (mkdtemp: 0700, this user's), with a marker naming the workspace it serves.
-    socket_dir = tempfile.mkdtemp(prefix=SOCKET_FOLDER_PREFIX)
-    socket = os.path.join(socket_dir, "redis.sock")
+    socket_dir, socket = socket_folder(SOCKET_FOLDER_PREFIX, "redis.sock")
     write_private(Path(socket_dir) / MARKER, json.dumps({"folder": str(folder.resolve())}))
     token = secrets.token_hex(24)
     # Its own session: a Ctrl-C or a kill of this memkit process does not stop a server that other

@@ -107,3 +107,27 @@ def test_idle_zero_stops_the_server_at_the_last_close_and_a_bad_value_is_refused
     done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", "alice", "--message",
                            "hi"], capture_output=True, text=True, timeout=120, env=env(MEMKIT_WINDOW_IDLE="soon"))
     assert done.returncode == 2 and "MEMKIT_WINDOW_IDLE is 'soon'" in done.stderr
+
+
+def test_a_temporary_folder_too_long_for_a_socket_is_refused_at_once_and_nothing_is_started(tmp_path, monkeypatch):
+    """A long TMPDIR used to cost a 10 s wait and "did not start" (the server listened on a path nobody
+    reached); now both servers refuse it before making anything, with the remedy."""
+    import tempfile
+
+    from memkit.errors import WindowError
+    from memkit.window import start_embedded_redis
+
+    long = tmp_path / ("d" * 60) / ("e" * 60)
+    long.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    started = time.monotonic()
+    with pytest.raises(WindowError, match="set TMPDIR to a shorter folder") as embedded:
+        start_embedded_redis()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with pytest.raises(WindowError, match="set TMPDIR to a shorter folder") as kept:
+        WorkspaceRedis(workspace)
+    assert str(long) in str(embedded.value) and str(long) in str(kept.value)
+    assert time.monotonic() - started < 5  # refused, not waited out
+    assert list(long.iterdir()) == []  # no socket folder, no data folder made
+    assert not (workspace / "server.json").exists()  # no server recorded, none started
