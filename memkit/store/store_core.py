@@ -125,7 +125,7 @@ class StoreCore:
     def store_id(self) -> str:
         """The store's own random id, made once with its schema (SQLite: `store_meta`; PostgreSQL:
         `memkit_meta`). A short-term window's Redis keys carry it, so two stores on one Redis server
-        never read, archive or forget each other's turns (`memkit.window.keys`)."""
+        never read, archive or forget each other's turns (`memkit.window.protocol`)."""
         if self._store_id is None:
             self._store_id = str(self._db.fetch(self._db.statements.store_id)[0][0])
         return self._store_id
