@@ -16,6 +16,8 @@ NAME = re.compile(r"\bmemkit(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 def _resolves(name: str) -> bool:
     parts = name.split(".")
+    if "__main__" in parts:  # importing it would run the program; its package must exist
+        parts = parts[:parts.index("__main__")]
     for i in range(len(parts), 0, -1):
         try:
             obj = importlib.import_module(".".join(parts[:i]))
