@@ -180,7 +180,7 @@ class BudgetedModel:
                 sent = sent and tokens <= budget_tokens
         # The rows are shared with the request and later measurements, not copied: none is changed in place.
         measurement = Measurement(len(self.measurements) + 1, len(encoded.body), self.budget_chars, trimmed,
-                                  list(request.packing), sent=sent, _count_parts=encoded.parts,
+                                  list(request.packing), sent=sent, _count_parts=encoded.sizes().parts,
                                   tokens=tokens, budget_tokens=self.budget_tokens)
         self.measurements.append(measurement)
         return PreparedRequest(measurement, encoded.messages, encoded.body)

@@ -98,6 +98,37 @@ _USER_FIXED_CHARS = len('{"content":"","role":"user"}') + escaped_chars(
 
 
 @dataclasses.dataclass(frozen=True)
+class PartSizes:
+    """What `EncodedRequest.parts` counts from, without the encoded request itself: a measurement
+    keeps one for every request it measured (the body, messages and tools' encoding are not kept)."""
+
+    system: str
+    memory_json: str
+    history_json: str
+    task_json: str
+    messages_chars: int
+    tools_chars: int
+    total_chars: int
+
+    def parts(self) -> dict[str, int]:
+        """The request's size by part (system, tools, memory, history, tool_rounds, task); they add up to
+        `total_chars`.
+
+        Memory and history count as they read inside the user message's string (escaped); the
+        tool rounds are what the messages list holds besides the system and user messages; the task
+        part is the rest: the task itself, the envelope and the request's own punctuation.
+        """
+        memory, history = escaped_chars(self.memory_json), escaped_chars(self.history_json)
+        user = _USER_FIXED_CHARS + history + memory + escaped_chars(self.task_json)
+        system_chars = len('{"content":,"role":"system"}') + json_chars(self.system)
+        parts = {"system": system_chars, "tools": self.tools_chars, "memory": memory, "history": history,
+                 # '[' + system + ',' + user + (',' + message for each exchange message) + ']'
+                 "tool_rounds": self.messages_chars - len("[,]") - system_chars - user}
+        parts["task"] = self.total_chars - sum(parts.values())
+        return parts
+
+
+@dataclasses.dataclass(frozen=True)
 class EncodedRequest:
     """A request encoded once, as any client encodes it to send it: `body` is the canonical JSON of
     `{"messages": messages, "tools": tools}`, and its length is the request's size.
@@ -115,22 +146,15 @@ class EncodedRequest:
     task_json: str
     messages_chars: int
 
-    def parts(self) -> dict[str, int]:
-        """The request's size by part (system, tools, memory, history, tool_rounds, task); they add up to
-        `len(body)`.
+    def sizes(self) -> PartSizes:
+        """What `parts()` counts from, without this encoding's body, messages and tools (what a
+        measurement keeps)."""
+        return PartSizes(self.system, self.memory_json, self.history_json, self.task_json, self.messages_chars,
+                         len(self.tools_json), len(self.body))
 
-        Memory and history count as they read inside the user message's string (escaped); the
-        tool rounds are what the messages list holds besides the system and user messages; the task
-        part is the rest: the task itself, the envelope and the request's own punctuation.
-        """
-        memory, history = escaped_chars(self.memory_json), escaped_chars(self.history_json)
-        user = _USER_FIXED_CHARS + history + memory + escaped_chars(self.task_json)
-        system_chars = len('{"content":,"role":"system"}') + json_chars(self.system)
-        parts = {"system": system_chars, "tools": len(self.tools_json), "memory": memory, "history": history,
-                 # '[' + system + ',' + user + (',' + message for each exchange message) + ']'
-                 "tool_rounds": self.messages_chars - len("[,]") - system_chars - user}
-        parts["task"] = len(self.body) - sum(parts.values())
-        return parts
+    def parts(self) -> dict[str, int]:
+        """The request's size by part (`PartSizes.parts`); they add up to `len(body)`."""
+        return self.sizes().parts()
 
 
 @dataclasses.dataclass

@@ -198,3 +198,31 @@ def test_user_content_assembled_from_parts_is_the_canonical_json_of_the_envelope
     request = Request(system="s", task=task, tools=[], memory=memory, history=history)
     envelope = {"task": task, "retrieved_memory": memory, "recent_history": history, "note": USER_ENVELOPE_NOTE}
     assert request.user_content() == canonical_json(envelope)
+
+
+def _reachable(root: object, depth: int = 6) -> list[object]:
+    """Everything `root` keeps alive, `depth` references deep (gc's view of the object graph)."""
+    import gc
+
+    seen, frontier = {id(root): root}, [root]
+    for _ in range(depth):
+        found = []
+        for obj in frontier:
+            for ref in gc.get_referents(obj):
+                if id(ref) not in seen and not isinstance(ref, type):  # classes reach everything
+                    seen[id(ref)] = ref
+                    found.append(ref)
+        frontier = found
+    return list(seen.values())
+
+
+def test_a_measurement_keeps_its_part_sizes_not_the_sent_request():
+    # Every measurement is kept for the model's life (`measurements`): one that held the request's
+    # body, its messages and the tools' encoding would keep three copies of each request alive.
+    wrapper = BudgetedModel(ScriptedModel([say("ok")]), budget_chars=100_000)
+    memory = [{"kind": "preference", "key": f"k{n}", "value": "v" * 200} for n in range(20)]
+    prepared = wrapper.prepare(make_request(memory=memory, exchanges=[exchange(1)]))
+    kept = _reachable(prepared.measurement)
+    assert not any(obj is prepared.body for obj in kept), "the measurement keeps the request body alive"
+    assert not any(obj is prepared.messages for obj in kept), "the measurement keeps the messages alive"
+    assert sum(prepared.measurement.parts.values()) == prepared.measurement.total_chars
