@@ -1,4 +1,4 @@
-"""What the command-line tests share (tests/cli/, tests/postgres/test_postgres_cli.py): running `memkit`."""
+"""What the tests that run the `memkit` command share: running it, and an environment that names no store."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 
-def memkit(*argv: str, cwd: Path | None = None, env: dict | None = None,
+def memkit(*argv: str, cwd: Path | None = None, env: dict | None = None, stdin: str | None = None,
            timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python -m memkit ARGV...` in a fresh process of this interpreter, its output captured as text."""
-    return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True,
+    """`python -m memkit ARGV...` in a fresh process of this interpreter (`stdin` its input), its output
+    captured as text."""
+    return subprocess.run([sys.executable, "-m", "memkit", *argv], input=stdin, capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout)
 
 

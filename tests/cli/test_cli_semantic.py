@@ -6,16 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-
-def memkit(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True, env=env,
-                          timeout=120)
+from _cli_helpers import memkit
 
 
 def digest(path: Path) -> str:

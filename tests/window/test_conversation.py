@@ -15,16 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from _cli_helpers import memkit
+
 from memkit import FixtureModel, InProcessWindow, MemoryAgent, ModelError, ScriptedModel, ValidationError
 from memkit.approvals import Approvals
 from memkit.models import call, say
 from memkit.request import History
 from memkit.servers.workspace import WorkspaceRedis, window_folder
-
-
-def memkit(*argv: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memkit", *argv], input=stdin, capture_output=True, text=True,
-                          timeout=120, env=env)
 
 
 def requests_of(dump: Path) -> list[dict]:

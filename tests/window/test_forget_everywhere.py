@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+from _cli_helpers import env_with, memkit
 
 from memkit import InProcessWindow, MemoryStore, RedisWindow
 from memkit.servers.workspace import WorkspaceRedis, _redis_server_binary, window_folder
@@ -69,16 +69,6 @@ def own_server(tmp_path):
     yield start
     for server in servers:
         server.close()
-
-
-def memkit(*argv: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=cwd)
-
-
-def env_with(**changes: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MEMKIT_DB", "DATABASE_URL")}
-    return {**env, **changes}
 
 
 def recalls(db: str, env: dict[str, str], cwd: Path | None = None, *extra: str) -> bool:

@@ -8,20 +8,15 @@ forgetting a user in B leaves A's window as it was. Real processes, one real red
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from _cli_helpers import memkit
+
 from memkit import MemoryStore, RedisWindow
 from memkit.window import KeyLayout
 
-
-
-def memkit(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True,
-                          timeout=120, env=env)
 
 
 def requests_of(dump: Path) -> list[dict]:
