@@ -2,8 +2,10 @@
 
 The store's tables live in one PostgreSQL schema (a namespace; `public` unless chosen), its version
 in the one-row table `memkit_meta`. Each step runs in one transaction under an advisory lock, so
-concurrent openers run it once (PostgreSQL's DDL is transactional). The trigram indexes (`pg_trgm`)
-are no step: made at open where the server has the extension; searches answer the same without.
+concurrent openers run it once (PostgreSQL's DDL is transactional); the check at open reads the
+version and the objects under the same lock, so it never pairs one step's version with the next
+step's objects. The trigram indexes (`pg_trgm`) are no step: made at open where the server has the
+extension; searches answer the same without.
 """
 
 from __future__ import annotations

@@ -145,7 +145,8 @@ class SchemaPart:
         return frozenset()
 
     def locked(self) -> AbstractContextManager[None]:
-        """Keep other migrators out while `migrate` runs steps (beyond each step's own transaction)."""
+        """Keep other migrators out while `check_schema` reads and `migrate` runs steps (beyond each
+        step's own transaction)."""
         return contextlib.nullcontext()
 
     def prepare(self, version: int) -> None:
@@ -160,11 +161,16 @@ def check_schema(part: SchemaPart) -> int:
             Nothing is changed.
         sqlite3.Error, psycopg.Error: reading the store failed (the caller names it and the cause).
     """
-    version = part.read_version()
-    # Any table, view, index, trigger or function, not only tables: a store holding only another
-    # program's views is still theirs, and the migrations must not be run into it.
-    present = part.objects()
-    part.check_sound()
+    # The version and the objects are read with migrators kept out: read apart, a step committed
+    # between the two reads (another process opening the same fresh store) pairs one version with
+    # another version's objects, and a sound store is refused as malformed or as another program's.
+    with part.locked():
+        version = part.read_version()
+        # Any table, view, index, trigger or function, not only tables: a store holding only another
+        # program's views is still theirs, and the migrations must not be run into it.
+        present = part.objects()
+        part.check_sound()
+        columns = part.columns(expected_columns(version, part.dialect)) if 0 < version <= SCHEMA_VERSION else {}
     if version > SCHEMA_VERSION:
         raise StoreError(part.newer.format(where=part.where, version=version, known=SCHEMA_VERSION))
     if version < 0:
@@ -178,7 +184,6 @@ def check_schema(part: SchemaPart) -> int:
         names = ", ".join(f"{kind} {name!r}" for kind, name in missing_objects[:5])
         raise StoreError(f"{says} but lacks {names}; it is malformed and memkit left it as it was")
     expected = expected_columns(version, part.dialect)
-    columns = part.columns(expected)
     for table, wanted in expected.items():
         if not wanted <= columns.get(table, set()):
             missing = ", ".join(sorted(wanted - columns.get(table, set())))
