@@ -13,6 +13,13 @@ counted again, and what is left is an error, never a report of success.
 If a recorded window cannot be reached (its server is down, or needs a password this shell lacks),
 nothing is forgotten anywhere: the error names each unreachable window and what to do, and running
 it again once they are reachable finishes the job.
+
+A window gone for good would block that forever, so there are two ways past it, both reported in
+the result and never silent. A workspace window whose folder no longer exists held its turns in
+that folder's append-only file: nothing of it is left, and its place is dropped from the store's
+record with a note. A Redis server that was retired cannot be told from one that is only down, so
+it is dropped only when a person names it (`gone=`, `memkit forget-user --window-gone PLACE`, or
+`drop_window`, `memkit windows --drop PLACE`), and only if it does not answer.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from .window import RedisWindow, ShortTermWindow, connect_redis
 from .window.places import REDIS, WORKSPACE, describe, server_url
 from .servers.workspace import DEFAULT_WAIT_S, WorkspaceRedis
 
-__all__ = ["ForgetIncomplete", "forget_user"]
+__all__ = ["ForgetIncomplete", "drop_window", "find_place", "forget_user", "window_status"]
 
 
 class ForgetIncomplete(WindowError):
@@ -37,7 +44,7 @@ class ForgetIncomplete(WindowError):
 
 
 def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWindow] = (),
-                places: Iterable[str] = (), redis_url: str | None = None,
+                places: Iterable[str] = (), gone: Iterable[str] = (), redis_url: str | None = None,
                 wait: float = DEFAULT_WAIT_S) -> dict[str, Any]:
     """Remove `user` from every window of `store` and from the store; check that nothing is left.
 
@@ -48,6 +55,8 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
         windows: open windows to clear too (an in-process window, a window on a client of yours).
         places: more places to visit (`memkit.window.places`), e.g. a window opened before its
             store recorded places.
+        gone: places a person says are gone for good (each named as `find_place` accepts): each is
+            skipped if it does not answer, and dropped from the store's record with the rest.
         redis_url: the `REDIS_URL` of this shell, used (with its password) for a recorded Redis
             place that names the same server; other Redis places are reached at their recorded
             URL. Default: the `REDIS_URL` environment variable.
@@ -56,26 +65,42 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
     Returns:
         {"user", "removed": the store's counts plus (when a window was reached) `redis_keys` and
         `window_turns`, "left": all zero,
-        "windows": [{"window": described place, "window_turns": n, "redis_keys": n}, ...]}
+        "windows": [{"window": described place, "window_turns": n, "redis_keys": n}, ...],
+        "dropped_windows": [{"window": described place, "why": ...}, ...]: the places gone for good,
+        no longer recorded (in the same transaction as the store's part of the forgetting)}
 
     Raises:
         ForgetIncomplete: a recorded window could not be reached (then nothing was removed), or
             traces were left afterwards (the message names them).
+        WindowError: a place named in `gone` is not recorded, or still answers (or is a workspace
+            whose folder still exists); nothing was removed.
         ValidationError: a malformed user id.
     """
     store.limits.check_id("user", user)
     redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
     wanted = list(dict.fromkeys([*store.window_places(), *places]))
+    named_gone = {find_place(store, name, wanted) for name in gone}
+    for place in named_gone:
+        _refuse_existing_folder(place)
     with contextlib.ExitStack() as opened:
         reached: list[tuple[str, ShortTermWindow]] = []
         unreachable: list[str] = []
+        dropped: dict[str, str] = {}
         for place in wanted:
             try:
                 window = opened.enter_context(_open_place(store, place, redis_url, wait))
             except (MemkitError, OSError) as exc:
-                unreachable.append(f"{describe(place)}: {exc}")
+                if place in named_gone:
+                    dropped[place] = f"named gone for good by a person; it did not answer ({exc})"
+                else:
+                    unreachable.append(f"{describe(place)}: {exc}")
                 continue
-            if window is not None:
+            if window is None:
+                dropped[place] = FOLDER_GONE
+            elif place in named_gone:
+                raise WindowError(f"{describe(place)} was named gone for good, but it answers: it may still hold "
+                                  f"{user!r}'s turns. Nothing was removed anywhere. Forget without naming it")
+            else:
                 reached.append((describe(place), window))
         reached += [(repr(window), window) for window in windows]
         if unreachable:
@@ -83,7 +108,8 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
                 f"user {user!r} was NOT forgotten: {len(unreachable)} of the store's windows could not be reached, "
                 "and a window that still holds their turns would give them back. " + "; ".join(unreachable)
                 + ". Nothing was removed anywhere. Make each reachable (start its server; set REDIS_URL with its "
-                "password in this shell) and run forget-user again")
+                "password in this shell) and run forget-user again; a Redis server retired for good: name it with "
+                "--window-gone PLACE (`memkit windows` lists the places)")
         removed: dict[str, int] = {"redis_keys": 0, "window_turns": 0} if reached else {}
         report_windows = []
         for name, window in reached:
@@ -91,13 +117,139 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
             report_windows.append({"window": name, **cleared})
             for key, count in cleared.items():
                 removed[key] = removed.get(key, 0) + count
-        removed = {**store.forget_user(user), **removed}
+        with store.transaction():  # the store's part and the dropped places: both or neither
+            removed = {**store.forget_user(user), **removed}
+            for place in dropped:
+                store.drop_window_place(place)
         left: dict[str, int] = dict(store.traces(user))
         if reached:
             left["window_turns"] = sum(window.user_turns(user) for _, window in reached)
     if any(left.values()):
         raise ForgetIncomplete(f"user {user!r} is not fully forgotten: {json.dumps(left)} remain")
-    return {"user": user, "removed": removed, "left": left, "windows": report_windows}
+    return {"user": user, "removed": removed, "left": left, "windows": report_windows,
+            "dropped_windows": [{"window": describe(place), "why": why} for place, why in dropped.items()]}
+
+
+FOLDER_GONE = ("its folder no longer exists, so neither does the append-only file that held its turns; "
+               "no longer recorded")
+"""Why a workspace window's place was dropped by itself: nothing of it is left anywhere."""
+
+
+def find_place(store: MemoryStore, name: str, extra: Iterable[str] = ()) -> str:
+    """The recorded window place a person named: its JSON text, a Redis URL (any password is ignored),
+    or a workspace window's folder.
+
+    Raises:
+        WindowError: `name` matches no recorded place, or several (the same server under several
+            key prefixes: then give the place's JSON text, as `memkit windows` prints it).
+    """
+    known = list(dict.fromkeys([*store.window_places(), *extra]))
+    if name in known:
+        return name
+    matches = [place for place in known if name and _names(place, name)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise WindowError(f"{name!r} is not a window place this store recorded; `memkit windows` lists them "
+                          "(name one by its Redis URL, its workspace folder, or its place text). Nothing was changed")
+    raise WindowError(f"{name!r} names {len(matches)} recorded places ({', '.join(matches)}); give one of "
+                      "these texts instead. Nothing was changed")
+
+
+def _names(place: str, name: str) -> bool:
+    """Whether `name` (a Redis URL or a folder) names `place`."""
+    try:
+        data = json.loads(place)
+    except ValueError:
+        return False
+    if data.get("kind") == REDIS and "://" in name:
+        try:
+            return bool(server_url(name) == data.get("url"))
+        except WindowError:
+            return False
+    if data.get("kind") == WORKSPACE and "://" not in name:
+        return os.path.abspath(os.path.expanduser(name)) == data.get("folder")
+    return False
+
+
+def window_status(store: MemoryStore, *, redis_url: str | None = None,
+                  wait: float = DEFAULT_WAIT_S) -> list[dict[str, Any]]:
+    """Every window place the store recorded, and whether each answers now.
+
+    Each entry: {"place": the JSON text (what `find_place` takes), "window": described, "kind",
+    "state": "answers", "gone" (a workspace window whose folder no longer exists) or "no answer",
+    and "error" for one that does not answer}. Opening a workspace window starts its server for the
+    look (and stops it after), as forgetting would.
+    """
+    redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
+    report = []
+    for place in store.window_places():
+        entry: dict[str, Any] = {"place": place, "window": describe(place), "kind": _kind(place)}
+        try:
+            with _open_place(store, place, redis_url, wait) as window:
+                entry["state"] = "gone" if window is None else "answers"
+        except (MemkitError, OSError) as exc:
+            entry.update(state="no answer", error=str(exc))
+        report.append(entry)
+    return report
+
+
+def drop_window(store: MemoryStore, name: str, *, redis_url: str | None = None,
+                wait: float = DEFAULT_WAIT_S) -> dict[str, Any]:
+    """Stop recording a window place gone for good, so forgetting a user no longer waits for it.
+
+    Refused for a place that still answers (it may hold turns), and for a workspace window whose
+    folder still exists (its append-only file may hold turns even with no server running: remove
+    the folder, or make it answer and forget through it).
+
+    Returns:
+        {"dropped": described place, "place": its JSON text, "why": what showed it is gone}
+
+    Raises:
+        WindowError: the name matches no recorded place or several, or the place is not gone;
+            nothing was changed.
+    """
+    redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
+    place = find_place(store, name)
+    _refuse_existing_folder(place)
+    try:
+        with _open_place(store, place, redis_url, wait) as window:
+            answers = window is not None
+    except (MemkitError, OSError) as exc:
+        why = f"named gone for good by a person; it did not answer ({exc})"
+    else:
+        if answers:
+            raise WindowError(f"{describe(place)} answers, so it is not gone: it may hold turns that forgetting "
+                              "must clear. Nothing was changed")
+        why = FOLDER_GONE
+    if not store.drop_window_place(place):
+        raise WindowError(f"{describe(place)} is not recorded any more (dropped meanwhile?); nothing was changed")
+    return {"dropped": describe(place), "place": place, "why": why}
+
+
+def _refuse_existing_folder(place: str) -> None:
+    """Refuse to call a workspace window gone while its folder (and so perhaps its turns) exists."""
+    data = json.loads(place)
+    if data.get("kind") == WORKSPACE and not _folder_gone(data["folder"]):
+        raise WindowError(f"{describe(place)} is not gone: its folder still exists, and its append-only file may "
+                          "hold turns even with no server running. Remove the folder if it is meant to go, or let "
+                          "forgetting clear it. Nothing was changed")
+
+
+def _folder_gone(folder: str) -> bool:
+    """True only when the folder provably does not exist (a folder that cannot be looked at is not gone)."""
+    try:
+        os.stat(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    return False
+
+
+def _kind(place: str) -> str:
+    try:
+        return str(json.loads(place).get("kind", "unknown"))
+    except (ValueError, AttributeError):
+        return "unknown"
 
 
 @contextlib.contextmanager
@@ -109,9 +261,11 @@ def _open_place(store: MemoryStore, place: str, redis_url: str | None,
     handle: Any
     if data.get("kind") == WORKSPACE:
         folder = data["folder"]
-        if not os.path.isdir(folder):  # the folder and its append-only file are gone: no turn is left there
+        if _folder_gone(folder):  # the folder and its append-only file are gone: no turn is left there
             yield None
             return
+        if not os.path.isdir(folder):
+            raise WindowError(f"{folder} is not a folder")
         handle = WorkspaceRedis(folder, wait=wait)
     elif data.get("kind") == REDIS:
         url = redis_url if redis_url and server_url(redis_url) == data["url"] else data["url"]

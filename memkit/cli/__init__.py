@@ -1,7 +1,7 @@
 """The `memkit` command: the store and the agent from a shell, JSON on stdout.
 
-Every command that changes memory (put, delete, import, forget-user, approve) does nothing without
-`--confirm`: the flag is the person's confirmation, made outside any model.
+Every command that changes memory (put, delete, import, forget-user, approve, windows --drop) does
+nothing without `--confirm`: the flag is the person's confirmation, made outside any model.
 
 Exit codes (scripts can tell them apart):
   0  done, and the report was written;
@@ -32,7 +32,7 @@ from .proposal_commands import add_commands as add_proposal_commands
 from ..semantic import DEFAULT_MIN_SIMILARITY, DEFAULT_MODEL
 from .semantic_commands import cmd_reindex
 from .store_commands import (cmd_delete, cmd_export, cmd_forget_user, cmd_get, cmd_health, cmd_history,
-                             cmd_import, cmd_put, cmd_search)
+                             cmd_import, cmd_put, cmd_search, cmd_windows)
 
 __all__ = ["build_parser", "main"]
 
@@ -101,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
                   "remove a user from the store, the transcript archive and every window (needs --confirm)")
     identity(sub, key=False)
     sub.add_argument("--confirm", action="store_true")
+    sub.add_argument("--window-gone", action="append", metavar="PLACE",
+                     help="a recorded window gone for good (a retired Redis: its URL); skipped if it does not "
+                          "answer, then no longer recorded (repeatable; `memkit windows` lists them)")
+    sub = command("windows", cmd_windows, "the window places the store recorded, and whether each answers; "
+                  "--drop one gone for good (needs --confirm)")
+    sub.add_argument("--drop", metavar="PLACE", help="stop recording this place (its Redis URL, workspace folder "
+                     "or place text); refused while it answers")
+    sub.add_argument("--confirm", action="store_true", help="I confirm this place is gone for good")
     command("health", cmd_health, "schema, journal mode, sizes and quotas of a database")
     sub = command("migrate", cmd_migrate, "bring a store to this memkit's schema version (needs --confirm)")
     sub.add_argument("--confirm", action="store_true", help="I confirm the migration (older programs then refuse it)")

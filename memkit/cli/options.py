@@ -181,7 +181,7 @@ def check_args(args: argparse.Namespace) -> None:
                 raise CliError(f"--min-similarity is {args.min_similarity}; use a number from -1 to 1")
         elif args.model is not None or args.min_similarity != DEFAULT_MIN_SIMILARITY:
             raise CliError("--model and --min-similarity go with --by-meaning; add it, or drop them")
-    if args.command in ("chat", "forget-user"):  # the window's settings, checked before anything is opened
+    if args.command in ("chat", "forget-user", "windows"):  # the window's settings, checked before anything is opened
         window_wait()
         window_idle()
     if args.command == "chat":

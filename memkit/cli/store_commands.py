@@ -1,4 +1,4 @@
-"""The commands on the store: put, get, search, delete, history, export, import, forget-user, health.
+"""The commands on the store: put, get, search, delete, history, export, import, forget-user, windows, health.
 
 A command that changes memory passes `committed=` (what it changed) to `emit`, so a report that
 cannot be written is told apart from a refusal (exit code 3, not 2).
@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..forgetting import forget_user
+from ..forgetting import drop_window, forget_user, window_status
 from ..store import MemoryStore
 from ..store.files import write_private
 from ..window.places import url_place, workspace_place
@@ -108,8 +108,24 @@ def cmd_forget_user(args: argparse.Namespace) -> None:
             here.append(workspace_place(workspace_window(args, store)))
         if url:
             here.append(url_place(url))
-        report = forget_user(store, args.user, places=here, redis_url=url, wait=window_wait())
-        emit(report, committed=f"user {args.user!r} forgotten: {json.dumps(report['removed'])}")
+        report = forget_user(store, args.user, places=here, gone=args.window_gone or (), redis_url=url,
+                             wait=window_wait())
+        dropped = "".join(f"; {entry['window']} no longer recorded" for entry in report["dropped_windows"])
+        emit(report, committed=f"user {args.user!r} forgotten: {json.dumps(report['removed'])}{dropped}")
+
+
+def cmd_windows(args: argparse.Namespace) -> None:
+    """List the window places the store recorded and whether each answers; with `--drop PLACE
+    --confirm`, stop recording one that is gone for good (refused while it answers)."""
+    url = os.environ.get("REDIS_URL") or None
+    if args.drop is None:
+        with store_for(args) as store:
+            emit({"windows": window_status(store, redis_url=url, wait=window_wait())})
+        return
+    require_confirm(args, f"dropping the window place {args.drop!r}")
+    with store_for(args) as store:
+        report = drop_window(store, args.drop, redis_url=url, wait=window_wait())
+        emit(report, committed=f"{report['dropped']} no longer recorded")
 
 
 def cmd_health(args: argparse.Namespace) -> None:

@@ -42,6 +42,18 @@ class StoreSessions(StoreCore):
         """Every place a short-term window of this store was opened at (see `note_window`), oldest first."""
         return [str(row[0]) for row in self._db.fetch("SELECT place FROM window_places ORDER BY noted_at, place")]
 
+    def drop_window_place(self, place: str) -> bool:
+        """Stop recording `place` as a window of this store, so forgetting a user no longer visits it.
+
+        Only for a place gone for good (see `memkit.forgetting.drop_window`, which checks that it no
+        longer answers): a window still there would keep its turns of a user forgotten afterwards.
+
+        Returns:
+            True if the place was recorded (and now is not).
+        """
+        with self.transaction() as conn:
+            return conn.execute("DELETE FROM window_places WHERE place = ?", (place,)).rowcount == 1
+
 
     # -- export and import ---------------------------------------------------------------------------
 

@@ -149,3 +149,124 @@ def test_postgresql_forget_run_from_another_directory_clears_the_workspace_windo
     assert not recalls(database, env, chat_dir), "the chat recalled a forgotten user from its workspace window"
     for folder in (chat_dir / "memkit-workspace" / "state").iterdir():
         WorkspaceRedis.stop(folder)
+
+
+# -- a window gone for good (issue: a retired Redis or a removed workspace blocked forget forever) --------
+
+
+def told_on(db: str, env: dict[str, str]) -> None:
+    told = memkit("chat", "--db", db, "--user", "alice", "--session", "s1", "--confirm-preference", "drink", "tea",
+                  "--message", "Remember my drink is tea", env=env)
+    assert told.returncode == 0, told.stderr
+
+
+def test_a_retired_redis_is_passed_only_when_a_person_names_it_and_it_does_not_answer(own_server, tmp_path):
+    server = own_server()
+    db = str(tmp_path / "memory.sqlite3")
+    told_on(db, env_with(REDIS_URL=server.url))
+    place = f"Redis at redis://127.0.0.1:{server.port}/0"
+    env = env_with()
+    # While it answers, naming it gone is refused and changes nothing, in forget-user and in windows --drop.
+    answering = memkit("forget-user", "--db", db, "--user", "alice", "--window-gone", server.url, "--confirm", env=env)
+    assert answering.returncode == 2 and "answers" in answering.stderr and "Nothing was removed" in answering.stderr
+    dropping = memkit("windows", "--db", db, "--drop", server.url, "--confirm", env=env)
+    assert dropping.returncode == 2 and "answers, so it is not gone" in dropping.stderr
+    listed = memkit("windows", "--db", db, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert [(w["window"], w["state"]) for w in json.loads(listed.stdout)["windows"]] == [(place, "answers")]
+    with MemoryStore(db) as store:
+        assert store.traces("alice")["records"] == 1 and len(store.window_places()) == 1
+
+    server.close()  # retired for good: forget is blocked, as it must be for a server only down
+    blocked = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env)
+    assert blocked.returncode == 2 and "--window-gone" in blocked.stderr
+    listed = json.loads(memkit("windows", "--db", db, env=env).stdout)["windows"]
+    assert [(w["window"], w["state"]) for w in listed] == [(place, "no answer")] and listed[0]["error"]
+    unconfirmed = memkit("forget-user", "--db", db, "--user", "alice", "--window-gone", server.url, env=env)
+    assert unconfirmed.returncode == 2 and "needs --confirm" in unconfirmed.stderr
+    unknown = memkit("forget-user", "--db", db, "--user", "alice", "--window-gone", "redis://127.0.0.1:1/0",
+                     "--confirm", env=env)
+    assert unknown.returncode == 2 and "not a window place this store recorded" in unknown.stderr
+    with MemoryStore(db) as store:
+        assert store.traces("alice")["records"] == 1 and len(store.window_places()) == 1
+
+    # Named by a person (with a password in the URL, which is not part of the place): forgotten, and said.
+    secret_url = server.url.replace("redis://", "redis://:Sekr1t-9@")
+    done = memkit("forget-user", "--db", db, "--user", "alice", "--window-gone", secret_url, "--confirm", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report["left"].values()) == {0} and report["removed"]["records"] == 1
+    assert [entry["window"] for entry in report["dropped_windows"]] == [place]
+    assert "named gone for good by a person; it did not answer" in report["dropped_windows"][0]["why"]
+    assert "Sekr1t-9" not in done.stdout + done.stderr
+    with MemoryStore(db) as store:
+        assert store.window_places() == []
+    assert json.loads(memkit("windows", "--db", db, env=env).stdout) == {"windows": []}
+
+
+def test_windows_drop_passes_a_retired_redis_and_forget_then_runs(own_server, tmp_path):
+    server = own_server()
+    db = str(tmp_path / "memory.sqlite3")
+    told_on(db, env_with(REDIS_URL=server.url))
+    server.close()
+    env = env_with()
+    unconfirmed = memkit("windows", "--db", db, "--drop", server.url, env=env)
+    assert unconfirmed.returncode == 2 and "needs --confirm" in unconfirmed.stderr
+    dropped = memkit("windows", "--db", db, "--drop", server.url, "--confirm", env=env)
+    assert dropped.returncode == 0, dropped.stderr
+    assert json.loads(dropped.stdout)["dropped"] == f"Redis at redis://127.0.0.1:{server.port}/0"
+    again = memkit("windows", "--db", db, "--drop", server.url, "--confirm", env=env)
+    assert again.returncode == 2 and "not a window place this store recorded" in again.stderr
+    done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["dropped_windows"] == []
+
+
+def test_a_workspace_window_whose_folder_was_removed_is_dropped_with_a_note(tmp_path):
+    import shutil
+
+    db = str(tmp_path / "memory.sqlite3")
+    env = env_with()
+    told_on(db, env)
+    folder = window_folder(db)
+    WorkspaceRedis.stop(folder)
+    # The folder is still there (its append-only file may hold turns): not gone, whatever a person says.
+    refused = memkit("windows", "--db", db, "--drop", str(folder), "--confirm", env=env)
+    assert refused.returncode == 2 and "its folder still exists" in refused.stderr
+    refused = memkit("forget-user", "--db", db, "--user", "alice", "--window-gone", str(folder), "--confirm", env=env)
+    assert refused.returncode == 2 and "its folder still exists" in refused.stderr
+    with MemoryStore(db) as store:
+        assert store.traces("alice")["records"] == 1 and len(store.window_places()) == 1
+
+    shutil.rmtree(folder)  # the workspace's window removed for good, with its append-only file
+    listed = json.loads(memkit("windows", "--db", db, env=env).stdout)["windows"]
+    assert [(w["kind"], w["state"]) for w in listed] == [("workspace", "gone")]
+    done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report["left"].values()) == {0} and report["removed"]["records"] == 1
+    assert [entry["window"] for entry in report["dropped_windows"]] == [f"the workspace window in {folder.resolve()}"]
+    assert "its folder no longer exists" in report["dropped_windows"][0]["why"]
+    assert not folder.exists()  # and forgetting did not make it again
+    with MemoryStore(db) as store:
+        assert store.window_places() == []
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_named_gone_redis_is_dropped_with_the_forgetting_in_one_transaction(own_server, pg_url):
+    from memkit import forget_user
+    from memkit.forgetting import window_status
+    from memkit.store import PostgresStore
+
+    server = own_server()
+    schema = f"fg_{uuid.uuid4().hex[:12]}"
+    with PostgresStore(pg_url, schema=schema) as store:
+        with RedisWindow(store, url=server.url, background=False) as window:
+            window.append("alice", "s1", "user", "hello from Redis")
+        store.put("alice", "s1", "preference", "drink", "tea")
+        server.close()
+        assert [entry["state"] for entry in window_status(store, redis_url="")] == ["no answer"]
+        report = forget_user(store, "alice", gone=[server.url], redis_url="")
+        assert report["removed"]["records"] == 1 and set(report["left"].values()) == {0}
+        assert [entry["window"] for entry in report["dropped_windows"]] == [f"Redis at {server.url}"]
+        assert store.window_places() == []
