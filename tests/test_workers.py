@@ -1,12 +1,13 @@
-"""How `make test` shares the suite between two workers (tests/conftest.py, `work_unit`): what must
-run whole on one worker does, and the timing-sensitive experiments stay in one serial unit."""
+"""How `make test` shares the suite between two workers (tests/_workers.py, `work_unit`, used by
+tests/conftest.py's scheduler): what must run whole on one worker does, and the timing-sensitive
+experiments stay in one serial unit."""
 
 from __future__ import annotations
 
 import fnmatch
 from pathlib import Path
 
-from conftest import SERIAL_FILES, SPLIT_FILES, work_unit
+from _workers import SERIAL_FILES, SPLIT_FILES, work_unit
 
 TESTS = Path(__file__).resolve().parent
 
@@ -44,3 +45,23 @@ def test_every_named_file_exists():
     names = [path.name for path in TESTS.rglob("test_*.py")]
     for pattern in (*SERIAL_FILES, *SPLIT_FILES):
         assert fnmatch.filter(names, pattern), f"{pattern} matches no test file"
+
+
+def test_a_real_two_worker_run_keeps_each_file_whole_on_one_worker():
+    """The hook in tests/conftest.py is what `make test` runs: without it xdist would deal these
+    files' tests out to both workers one by one."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}  # a run of its own
+    files = ["tests/agent/test_approvals.py", "tests/window/test_codec.py"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+                           "--no-loadscope-reorder", "-v", *files], cwd=TESTS.parent, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    workers: dict[str, set[str]] = {}
+    for worker, path in re.findall(r"^\[(gw\d)\] \[ *\d+%\] PASSED (\S+?)::", done.stdout, re.M):
+        workers.setdefault(path, set()).add(worker)
+    assert set(workers) == set(files) and all(len(found) == 1 for found in workers.values()), workers

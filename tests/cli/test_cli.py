@@ -17,14 +17,6 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "memory.sqlite3"
-    done = memkit("put", "--db", str(path), "--user", "alice", "--key", "drink", "--value", "tea", "--confirm")
-    assert done.returncode == 0, done.stderr
-    return path
-
-
 def test_put_get_search_history_round_trip(db):
     got = json.loads(memkit("get", "--db", str(db), "--user", "alice", "--key", "drink").stdout)
     assert got["value"] == "tea" and got["revision"] == 1

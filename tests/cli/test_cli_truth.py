@@ -21,14 +21,6 @@ def files_digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-@pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "memory.sqlite3"
-    done = memkit("put", "--db", str(path), "--user", "alice", "--key", "drink", "--value", "tea", "--confirm")
-    assert done.returncode == 0, done.stderr
-    return path
-
-
 def get(db: Path, key: str = "drink") -> dict | None:
     return json.loads(memkit("get", "--db", str(db), "--user", "alice", "--key", key).stdout)
 
