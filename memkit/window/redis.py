@@ -132,9 +132,9 @@ class RedisWindow(ShortTermWindow):
         if not ttl > 0.01:
             raise ValidationError(f"ttl is {ttl!r} seconds; it must be more than 0.01")
         self.store: MemoryStore = store
-        self.ttl = float(ttl)
+        self._ttl = float(ttl)
         sweep_margin = float(sweep_margin if sweep_margin is not None else min(60.0, ttl / 4))
-        if not 0 < sweep_margin < self.ttl:
+        if not 0 < sweep_margin < self._ttl:
             raise ValidationError(f"sweep_margin is {sweep_margin} s; it must be between 0 and ttl ({ttl} s)")
         if isinstance(max_backlog, bool) or not isinstance(max_backlog, int) or max_backlog < 1:
             raise ValidationError(f"max_backlog is {max_backlog!r}; it must be a positive integer")
@@ -157,7 +157,7 @@ class RedisWindow(ShortTermWindow):
             on_archived=on_archived,
         )
         """Moves what left the window into the store, exactly once (`memkit.window.archiver`)."""
-        self.reads = WindowReads(client, store, self.layout, self._scripts, where=self._where, ttl=self.ttl)
+        self.reads = WindowReads(client, store, self.layout, self._scripts, where=self._where, ttl=self._ttl)
         """Every read of the window (`memkit.window.reads`)."""
         # The archive says what was archived: numbering starts past it (`memkit.window.numbering`).
         self._numbers = TakenNumbers(self.archiver.last_archived)
@@ -195,6 +195,25 @@ class RedisWindow(ShortTermWindow):
 
     def __repr__(self) -> str:
         return f"RedisWindow({self._where!r}, size={self.size}, ttl={self.ttl:g}s, prefix={self.prefix!r})"
+
+    @property
+    def ttl(self) -> float:
+        """Seconds of inactivity after which Redis drops a session's window (archived `sweep_margin`
+        seconds before). Settable: each session's next append or read takes the new value (one nobody
+        touches keeps its expiry). Setting 0.01 s or less, or not above `sweep_margin`: ValidationError.
+        """
+        return self._ttl
+
+    @ttl.setter
+    def ttl(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0.01:
+            raise ValidationError(f"ttl is {seconds!r} seconds; it must be a number more than 0.01")
+        if not seconds > self.archiver.sweep_margin:
+            raise ValidationError(
+                f"ttl is {seconds!r} seconds, not above this window's sweep_margin ({self.archiver.sweep_margin:g} s):"
+                " a session would be retired as soon as it was touched. Open a new window with a smaller sweep_margin")
+        self._ttl = float(seconds)
+        self.reads.ttl_ms = max(1, round(self._ttl * 1000))  # what every append and read sends Redis
 
     @property
     def handle(self) -> RedisHandle | None:

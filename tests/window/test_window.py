@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import random
+import re
 import signal
 import socket
 import threading
@@ -187,6 +188,25 @@ def test_every_read_and_write_restarts_the_ttl(make_window):
     assert len(window.recent("alice", "s1")) == 2
     time.sleep(1.1)  # untouched for longer than the TTL: Redis drops it
     assert window.ttl_left("alice", "s1") is None
+
+
+def test_setting_ttl_on_an_open_window_applies_from_each_sessions_next_touch(make_window):
+    window = make_window(size=5, ttl=30.0, sweep_margin=0.5)
+    window.append("alice", "s1", "user", "hello")
+    window.append("bob", "s1", "user", "hello")
+    assert window.ttl_left("alice", "s1") > 29
+    window.ttl = 2.0  # a student shortening it to watch expiry: it must take effect
+    assert window.ttl == 2.0 and "ttl=2s" in repr(window)
+    assert window.ttl_left("alice", "s1") > 29  # untouched: keeps the expiry it had
+    window.append("alice", "s1", "assistant", "hi")
+    assert 1.5 < window.ttl_left("alice", "s1") <= 2.0  # the next append sets it from the new ttl
+    window.recent("bob", "s1")
+    assert 1.5 < window.ttl_left("bob", "s1") <= 2.0  # and so does a read
+    for bad, says in ((0, "more than 0.01"), ("5", "more than 0.01"), (True, "more than 0.01"),
+                      (0.5, "sweep_margin (0.5 s)")):
+        with pytest.raises(ValidationError, match=re.escape(says)):
+            window.ttl = bad
+        assert window.ttl == 2.0  # a refused value changes nothing
 
 
 def test_archiving_runs_in_the_background_and_flushes_on_demand(make_window, store):
