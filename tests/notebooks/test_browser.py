@@ -512,10 +512,13 @@ def check_inspector(opened: OpenNotebook) -> None:
 
         def searched() -> bool:
             table = html_after(widget, "search")
-            # column() leaves out the cells a short row lacks, so the two columns may differ in length.
-            return bool(table["rows"]) and all(query.casefold() in (k + " " + v).casefold()
-                                               for k, v in zip(column(table, "key"), column(table, "value"),
-                                                               strict=False))
+            # Only whole rows are results: column() leaves out the cells a short row lacks, so over
+            # every row a key could be paired with another row's value. Over whole rows the two
+            # columns are the same length, and strict says so.
+            whole = {**table, "rows": [row for row in table["rows"] if len(row) >= len(table["headers"])]}
+            return bool(whole["rows"]) and all(query.casefold() in (k + " " + v).casefold()
+                                               for k, v in zip(column(whole, "key"), column(whole, "value"),
+                                                               strict=True))
 
         steps.check(f"searching {query!r} shows only matching rows", steps.wait(searched),
                     f"rows {html_after(widget, 'search')['rows']}")
