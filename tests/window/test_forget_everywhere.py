@@ -270,3 +270,22 @@ def test_on_postgresql_a_named_gone_redis_is_dropped_with_the_forgetting_in_one_
         assert report["removed"]["records"] == 1 and set(report["left"].values()) == {0}
         assert [entry["window"] for entry in report["dropped_windows"]] == [f"Redis at {server.url}"]
         assert store.window_places() == []
+
+
+def test_a_place_is_named_by_its_url_folder_or_text_and_an_ambiguous_name_is_refused(tmp_path):
+    from memkit.errors import WindowError
+    from memkit.forgetting import find_place
+    from memkit.window.places import url_place, workspace_place
+
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        plain, other = url_place("redis://Host:6379/0"), url_place("redis://host:6379/0", prefix="other")
+        folder = workspace_place(tmp_path / "w")
+        for place in (plain, other, folder):
+            store.note_window(place)
+        assert find_place(store, other) == other  # the text `memkit windows` prints
+        assert find_place(store, str(tmp_path / "w")) == folder
+        with pytest.raises(WindowError, match=r"names 2 recorded places .*give one of these texts"):
+            find_place(store, "redis://:secret@host:6379/0")
+        with pytest.raises(WindowError, match="not a window place this store recorded"):
+            find_place(store, "redis://host:6380/0")
+        assert len(store.window_places()) == 3
