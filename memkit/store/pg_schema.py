@@ -65,8 +65,18 @@ def schema_lock(conn: PgConnection, schema: str) -> Iterator[None]:
 
     Taken before `BEGIN`, not inside: a transaction begun after the wait sees the catalog as the
     previous holder committed it, where one already open could still hold it in its caches.
+
+    Raises:
+        StoreError: another process held the lock (creating, migrating or indexing the schema) past
+            the session's `lock_timeout` (the store's busy timeout).
     """
-    conn.execute("SELECT pg_advisory_lock(?, hashtext(?))", (LOCK_CLASS, schema))
+    try:
+        conn.execute("SELECT pg_advisory_lock(?, hashtext(?))", (LOCK_CLASS, schema))
+    except psycopg.errors.LockNotAvailable:
+        raise StoreError(
+            f"schema {schema!r} is being created, migrated or indexed by another process, which held it past "
+            "the busy timeout; nothing was changed. Open it again once that process is done (or raise "
+            "busy_timeout_ms)") from None
     try:
         yield
     finally:

@@ -81,3 +81,21 @@ def test_processes_opening_one_fresh_schema_at_once_all_open_it(server, request,
             assert store.health()["schema_version"] == PG_SCHEMA_VERSION
             store.put("alice", "s1", "preference", "drink", "tea")
             assert store.get("alice", "preference", "drink")["value"] == "tea"
+
+
+def test_an_opener_waiting_past_the_busy_timeout_for_a_migrator_is_told_why(pg_url):
+    import psycopg
+
+    from memkit.errors import StoreError
+    from memkit.limits import Limits
+    from memkit.store.pg_schema import LOCK_CLASS
+
+    schema = f"race_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as migrator:  # holds the schema's lock, as a long step would
+        migrator.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (LOCK_CLASS, schema))
+        with pytest.raises(StoreError, match=f"schema '{schema}' is being created, migrated or indexed by another "
+                                             "process, which held it past the busy timeout; nothing was changed"):
+            PostgresStore(pg_url, schema=schema, limits=Limits(busy_timeout_ms=300))
+        assert migrator.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()[0] == 0
+    with PostgresStore(pg_url, schema=schema) as store:  # once it lets go, the schema opens
+        assert store.health()["schema_version"] == PG_SCHEMA_VERSION
