@@ -157,6 +157,10 @@ def ensure_search_index(conn: PgConnection, schema: str) -> bool:
             return True  # made by another opener while this one waited
         conn.execute("BEGIN")
         try:
+            # Openers of other schemas may install it at the same moment, and IF NOT EXISTS does not
+            # guard that (both see none; one fails on the catalog's unique name and would go without
+            # the index): installers of the database take turns, the next one seeing it installed.
+            conn.execute("SELECT pg_advisory_xact_lock(?, hashtext('pg_trgm'))", (LOCK_CLASS,))
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")  # trusted: a database owner may install it
             where = conn.value(
                 "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
