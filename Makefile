@@ -41,7 +41,7 @@ CHROMIUM := $(firstword $(wildcard /usr/bin/chromium) $(shell command -v chromiu
 NO_BROWSER := *** make test: NO CHROMIUM FOUND, the browser test tests/notebooks/test_browser.py IS SKIPPED (apt-get install chromium) ***
 
 # pytest runs on two workers (pytest-xdist, --dist loadgroup; `make test WORKERS=1` runs one), in
-# units that one worker runs in order (tests/conftest.py, work_unit): each test file and each
+# units that one worker runs in order (tests/_workers.py, work_unit): each test file and each
 # notebook, and one "serial" unit with the tests that kill, race or time processes and every test of
 # the session's PostgreSQL servers; units start in collection order. mypy checks the package
 # meanwhile; its report follows pytest's, and either failing fails `make test`. The tests' temporary
