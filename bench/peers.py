@@ -171,6 +171,8 @@ class FsyncProbe:
         self._block = b"\x5a" * PAGE
         self._header = b"\xa5" * FRAME_HEADER
         self._n = 0
+        self.frames_written = 0
+        """WAL frames written so far (the frame probes)."""
         size = PAGES * PAGE if frames is None else WAL_FRAMES * (FRAME_HEADER + PAGE)
         os.pwrite(self.fd, b"\x5a" * size, 0)  # allocated once, as a WAL that is reused
         os.fsync(self.fd)
@@ -184,6 +186,7 @@ class FsyncProbe:
         self._sync(self.fd)
 
     def _write_frames(self, frames: int) -> None:
+        self.frames_written += frames
         if self._n + frames > WAL_FRAMES:
             self._n = 0  # the WAL starts over after a checkpoint
         for _frame in range(frames):
@@ -214,17 +217,18 @@ class PagesProbe(FsyncProbe):
         self.name = name
         self.pages = pages
         self._per_call = 0.0
-        self._owed = 0.0
+        self._calls = self._done = 0
 
     def start_operation(self, operation: str) -> None:
         """Write `pages[operation]` frames per call from now on (none for an operation it has no count for)."""
-        self._per_call, self._owed = self.pages.get(operation, 0.0), 0.0
+        self._per_call, self._calls, self._done = self.pages.get(operation, 0.0), 0, 0
 
     def _commit(self, *_: Any) -> None:
-        self._owed += self._per_call
-        frames = int(self._owed)
-        self._owed -= frames  # the fraction is carried over: the frames written average `pages` exactly
-        self._write_frames(frames)
+        # After n calls, round(n * pages) frames in all: whole frames a call, averaging `pages` exactly.
+        self._calls += 1
+        due = round(self._calls * self._per_call)
+        self._write_frames(due - self._done)
+        self._done = due
         self._sync(self.fd)
 
     put = delete = _commit
