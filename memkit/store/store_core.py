@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
-from collections.abc import Iterator
 
 from ..clock import Clock
 from ..errors import ValidationError
