@@ -273,6 +273,8 @@ PARTS = [  # (how the statement starts, its part), in the order a put runs them
     (_SQL.take_sequence.split("?")[0], "take the next number of the sequence (store_meta)"),
     (_SQL.insert_memory.split("?")[0], "insert the memory (its 2 indexes, the counter triggers)"),
     (_SQL.insert_event.split("?")[0], "insert the event (history, 1 index)"),
+    (_SQL.count_events.split("?")[0], "the history bound: count the user's events"),
+    (_SQL.prune_events.split("?")[0], "the history bound: prune the oldest (past the bound only)"),
     ("PRAGMA page_count", "size cap check"),
     ("COMMIT", "COMMIT (the WAL frames), the record for the caller"),
 ]
