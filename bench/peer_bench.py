@@ -19,7 +19,9 @@ file must hold exactly the keys the processes said they wrote.
 checkpoint off; every WAL frame gained is attributed to the B-tree owning its page (`dbstat`; a page
 the file did not have is "new page"). And memkit's own `put` at NORMAL, with SQLite's trace callback
 noting when each statement starts (triggers' too): a part's time runs from its start to the next
-one's, the Python between included (the trace costs about a microsecond a statement).
+one's, the Python between included (the trace costs about a microsecond a statement). And what the
+history bound costs: an update of a user whose history is at `max_events_per_user` (each write then
+prunes the oldest event) against one below it, with the default limits.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memkit.limits import Limits
 from memkit.store import MemoryStore
 from memkit.store.schema import has_search_index
 
 from .contenders import BENCH_LIMITS, INDEXED_LIMITS, Kit, build_kit_file
 from .data import make_dataset, sentence
-from .peers import FsyncProbe, LangGraphStore, check_durability, make_peers
+from .peers import FsyncProbe, LangGraphStore, PagesProbe, check_durability, make_peers
 from .store_bench import StoreConfig, agreement, time_operations, workload, written_users
 import itertools
 
@@ -53,8 +56,16 @@ WAL_PEER = "SqliteStore (WAL)"
 ROLLBACK_PEER = "SqliteStore (rollback journal)"
 PEERS = (ROLLBACK_PEER, WAL_PEER)
 FSYNC = FsyncProbe.name
-FRAME_PROBES = (4, 8)
-"""WAL frames per commit the frame probes write: about `SqliteStore`'s and memkit's pages per write."""
+WRITE_OPERATIONS = ("put (new key)", "put (update)", "delete")
+
+
+def own_pages_probe(contender: str) -> str:
+    """The name of the probe that syncs exactly the pages `contender`'s writes were measured to add."""
+    return f"sync of {contender}'s own pages"
+
+
+OWN_PAGES = (MEMKIT, WAL_PEER)
+"""Whose page counts get a probe of their own (`PagesProbe`), timed in the same rounds as the writes."""
 
 
 @dataclasses.dataclass
@@ -72,8 +83,12 @@ class PeerConfig:
                            reads_per_round=self.reads_per_round, read_cap_s=self.read_cap_s, seed=self.seed)
 
 
-def run(config: PeerConfig, log: Any = print) -> dict[str, Any]:
-    """Time memkit, both `SqliteStore` configurations and the fsync probe; return rows, checks, settings."""
+def run(config: PeerConfig, log: Any = print, pages: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Time memkit, both `SqliteStore` configurations and the fsync probes; return rows, checks, settings.
+
+    `pages`: `run_profile`'s page counts, measured first. With them, a `PagesProbe` for memkit and one
+    for `SqliteStore (WAL)` sync exactly the pages each write kind of theirs adds, in the same rounds.
+    """
     rows: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     settings: list[dict[str, Any]] = []
@@ -104,8 +119,10 @@ def run(config: PeerConfig, log: Any = print) -> dict[str, Any]:
             settings += [{"synchronous_run": synchronous, "contender": p.name, **p.durability} for p in peers]
             probe = FsyncProbe(workdir / "fsync.probe")
             fsync_call = probe.call
-            # And the sync of as many WAL frames as the peer's and memkit's writes add (the page table).
-            probes = [probe] + [FsyncProbe(workdir / f"frames-{n}.probe", frames=n) for n in FRAME_PROBES]
+            # And the sync of exactly as many WAL frames as memkit's and the peer's writes add.
+            probes = [probe] + [PagesProbe(workdir / f"pages-{n}.probe", own_pages_probe(name),
+                                           {op: counts["total"] for op, counts in pages[name].items()})
+                                for n, name in enumerate(OWN_PAGES) if pages and name in pages]
             contenders += probes
             loads.append({"synchronous": synchronous, "size": config.size, "users": len(data.users),
                           **{k: round(v, 2) for k, v in load.items()}})
@@ -256,6 +273,8 @@ PARTS = [  # (how the statement starts, its part), in the order a put runs them
     (_SQL.take_sequence.split("?")[0], "take the next number of the sequence (store_meta)"),
     (_SQL.insert_memory.split("?")[0], "insert the memory (its 2 indexes, the counter triggers)"),
     (_SQL.insert_event.split("?")[0], "insert the event (history, 1 index)"),
+    (_SQL.count_events.split("?")[0], "the history bound: count the user's events"),
+    (_SQL.prune_events.split("?")[0], "the history bound: prune the oldest (past the bound only)"),
     ("PRAGMA page_count", "size cap check"),
     ("COMMIT", "COMMIT (the WAL frames), the record for the caller"),
 ]
@@ -283,7 +302,7 @@ def _pages_by_tree(conn: Any, path: Path, run: Callable[[str, int], None], write
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     wal = Path(f"{path}-wal")
     out = {}
-    for op in ("put (new key)", "put (update)", "delete"):
+    for op in WRITE_OPERATIONS:
         before = len(_wal_pages(wal, page_size))
         for i in range(writes):
             run(op, i)
@@ -332,6 +351,29 @@ def _parts(store: MemoryStore, data: Any, rng: random.Random, puts: int) -> dict
     return {name: statistics.median(times) for name, times in spans.items()}
 
 
+def _history_bound(path: Path, writes: int, rng: random.Random) -> dict[str, float]:
+    """The median update at NORMAL, with the default limits (64 records, 256 history events per user), of
+    a user whose history is at the bound (each write prunes its oldest event) and of one below it."""
+    limits = Limits()
+    with MemoryStore(path, limits=limits, synchronous="NORMAL", check_integrity=False) as store:
+        keys = [f"k{n}" for n in range(limits.max_records_per_user)]
+        for user in ("at the bound", "below the bound"):
+            owner = user.replace(" ", "-")
+            with store.transaction():
+                for key in keys:
+                    store.put(owner, "profile", "episode", key, sentence(rng))
+        with store.transaction():  # fill the one user's history to its bound
+            for n in range(limits.max_events_per_user):
+                store.put("at-the-bound", "profile", "episode", keys[n % len(keys)], f"{sentence(rng)} {n}")
+        times: dict[str, list[float]] = {"at the bound": [], "below the bound": []}
+        for n in range(writes):
+            for user, spans in times.items():
+                started = time.perf_counter()
+                store.put(user.replace(" ", "-"), "profile", "episode", keys[n % len(keys)], f"{sentence(rng)} w{n}")
+                spans.append(time.perf_counter() - started)
+    return {user: statistics.median(spans) for user, spans in times.items()}
+
+
 def run_profile(config: ProfileConfig, log: Any = print) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-profile-"))
     try:
@@ -358,9 +400,12 @@ def run_profile(config: ProfileConfig, log: Any = print) -> dict[str, Any]:
             parts = _parts(kit.store, data, rng, config.puts)
         finally:
             kit.close()
+        bound = _history_bound(workdir / "bound.sqlite3", config.writes, rng)
         log("    pages per write: " + "; ".join(
             f"{name} " + ", ".join(f"{op} {p['total']:.1f}" for op, p in ops.items()) for name, ops in pages.items()))
         log("    memkit put at NORMAL, by part: " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in parts.items()))
-        return {"pages": pages, "parts_s": parts, "size": config.size, "writes": config.writes, "puts": config.puts}
+        log("    an update at NORMAL, default limits: " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in bound.items()))
+        return {"pages": pages, "parts_s": parts, "size": config.size, "writes": config.writes, "puts": config.puts,
+                "history_bound_s": bound}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -17,7 +17,8 @@ pages to the WAL and waits for one sync of it. The probe writes one 4 KiB page a
 store's write methods so it is timed in the same rounds. `FsyncProbe(path, frames=k)` writes what a
 commit of k pages writes instead: k WAL frames (a 24-byte header, then the page, one write each)
 through a file of 1000 frames (the automatic checkpoint's size), then one sync: how much of a
-store's write time its page count alone explains.
+store's write time its page count alone explains. `PagesProbe` writes, for each write kind, exactly
+the pages a store's write of that kind was measured to add (its own page count's sync).
 """
 
 from __future__ import annotations
@@ -170,6 +171,8 @@ class FsyncProbe:
         self._block = b"\x5a" * PAGE
         self._header = b"\xa5" * FRAME_HEADER
         self._n = 0
+        self.frames_written = 0
+        """WAL frames written so far (the frame probes)."""
         size = PAGES * PAGE if frames is None else WAL_FRAMES * (FRAME_HEADER + PAGE)
         os.pwrite(self.fd, b"\x5a" * size, 0)  # allocated once, as a WAL that is reused
         os.fsync(self.fd)
@@ -179,17 +182,53 @@ class FsyncProbe:
             os.pwrite(self.fd, self._block, (self._n % PAGES) * PAGE)
             self._n += 1
         else:
-            if self._n + self.frames > WAL_FRAMES:
-                self._n = 0  # the WAL starts over after a checkpoint
-            for _frame in range(self.frames):
-                offset = self._n * (FRAME_HEADER + PAGE)
-                os.pwrite(self.fd, self._header, offset)
-                os.pwrite(self.fd, self._block, offset + FRAME_HEADER)
-                self._n += 1
+            self._write_frames(self.frames)
         self._sync(self.fd)
+
+    def _write_frames(self, frames: int) -> None:
+        self.frames_written += frames
+        if self._n + frames > WAL_FRAMES:
+            self._n = 0  # the WAL starts over after a checkpoint
+        for _frame in range(frames):
+            offset = self._n * (FRAME_HEADER + PAGE)
+            os.pwrite(self.fd, self._header, offset)
+            os.pwrite(self.fd, self._block, offset + FRAME_HEADER)
+            self._n += 1
 
     put = delete = _commit
 
     def close(self) -> None:
         os.close(self.fd)
         self.path.unlink(missing_ok=True)
+
+
+class PagesProbe(FsyncProbe):
+    """The sync of exactly the WAL pages a store's write adds, per write kind: what that write would
+    cost at FULL if its page count were all it paid for.
+
+    `pages` maps an operation to the pages one write of it adds (measured, so fractional: 7.3 is seven
+    frames on most calls and eight on some, so that the mean is exact). The suite names the operation
+    it is about to time (`start_operation`); each call then writes that many frames, as
+    `FsyncProbe(frames=k)` does, and syncs once.
+    """
+
+    def __init__(self, path: Path, name: str, pages: dict[str, float]) -> None:
+        super().__init__(path, frames=1)
+        self.name = name
+        self.pages = pages
+        self._per_call = 0.0
+        self._calls = self._done = 0
+
+    def start_operation(self, operation: str) -> None:
+        """Write `pages[operation]` frames per call from now on (none for an operation it has no count for)."""
+        self._per_call, self._calls, self._done = self.pages.get(operation, 0.0), 0, 0
+
+    def _commit(self, *_: Any) -> None:
+        # After n calls, round(n * pages) frames in all: whole frames a call, averaging `pages` exactly.
+        self._calls += 1
+        due = round(self._calls * self._per_call)
+        self._write_frames(due - self._done)
+        self._done = due
+        self._sync(self.fd)
+
+    put = delete = _commit

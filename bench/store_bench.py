@@ -119,6 +119,9 @@ def time_operations(size: int, contenders: list[Any], plan: dict[str, list[list[
         samples: dict[str, list[float]] = {c.name: [] for c in able}
         calls: dict[str, int] = {c.name: 0 for c in able}
         cap = None if op in WRITES else config.read_cap_s
+        for contender in able:  # a probe that writes a page count per write kind (peers.PagesProbe)
+            if hasattr(contender, "start_operation"):
+                contender.start_operation(op)
         for r in range(config.rounds):
             for contender in rotated(able, r):
                 per_call, done = run_batch(getattr(contender, METHOD[op]), plan[op][r], cap)

@@ -89,16 +89,24 @@ def memkit_file(path: Path) -> Path:
         fill(store, "alice")
     return path
 
-TABLES = ("memories", "memory_events", "user_counts", "total_count", "transcript")
+TABLES = ("memories", "memory_events", "user_counts", "transcript")
 
 
-def snapshot(store: MemoryStore) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, in a stable order: equal snapshots mean nothing was written."""
+def count_sql(store: MemoryStore) -> str:
+    """The store-wide record count as a row (1, records): SQLite keeps it in `store_meta` (step 12),
+    PostgreSQL in `total_count`."""
+    return "SELECT 1, records FROM store_meta" if store.path is not None else "SELECT * FROM total_count"
+
+
+def snapshot(store: MemoryStore, tables: tuple[str, ...] = TABLES) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table and the store-wide count, in a stable order: equal snapshots mean
+    nothing was written."""
     conn = store.connection
-    return {
+    found = {
         table: sorted((tuple(row) for row in conn.execute(f"SELECT * FROM {table}")), key=repr)
-        for table in TABLES
+        for table in tables
     }
+    return {**found, "total_count": [tuple(row) for row in conn.execute(count_sql(store))]}
 
 
 def folder_state(folder: Path) -> dict[str, str]:

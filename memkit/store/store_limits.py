@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from ..errors import ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
+from .statements import SQLITE_STATEMENTS, total_records_sql
 
 LIMIT_NAMES = tuple(field.name for field in dataclasses.fields(Limits))
 """Every limit a store records (all of `Limits`: the store's own bounds and its agent's budgets)."""
@@ -58,7 +59,7 @@ def record(conn: Any, limits: Limits) -> None:
 
 FLOOR_SQL: dict[str, str] = {
     "max_records_per_user": "SELECT coalesce(max(records), 0) FROM user_counts",
-    "max_records_total": "SELECT coalesce(max(records), 0) FROM total_count",
+    "max_records_total": SQLITE_STATEMENTS.total_records,  # PostgreSQL's: `total_records_sql`
     # Values, keys and ids live beyond `memories`: in the history (an export carries it, and an
     # import checks it against the limits), in proposals (an approval writes them) and in agent
     # session items (forget checks the user id). A limit below any of them would strand that row.
@@ -80,12 +81,15 @@ FLOOR_SQL: dict[str, str] = {
                     " UNION ALL SELECT max(length(user_id)) FROM agent_items"
                     " UNION ALL SELECT max(length(session_id)) FROM agent_items) AS ids",
 }
-"""For each limit that bounds stored data, the smallest value that still admits everything stored."""
+"""For each limit that bounds stored data, the smallest value that still admits everything stored
+(`max_records_total`'s: the store-wide count, read where the backend keeps it)."""
 
 
 def floors(conn: Any, size_bytes: int) -> dict[str, int]:
     """The least each limit may be set to: what the store already holds (`size_bytes`: its size now)."""
-    found = {name: int(conn.execute(sql).fetchone()[0] or 0) for name, sql in FLOOR_SQL.items()}
+    total = total_records_sql(conn)
+    found = {name: int(conn.execute(total if name == "max_records_total" else sql).fetchone()[0] or 0)
+             for name, sql in FLOOR_SQL.items()}
     found["max_db_bytes"] = size_bytes
     return found
 

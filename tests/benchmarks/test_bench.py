@@ -142,6 +142,50 @@ def test_peers_are_timed_at_the_stated_durability_and_agree(quick_run):
 
 
 @needs_peers
+def test_the_write_path_targets_are_issue_26s_and_the_own_page_probes_are_timed(quick_run):
+    from bench.peer_bench import MEMKIT, OWN_PAGES, WAL_PEER, own_pages_probe
+
+    out, results, _ = quick_run
+    timed = {(r["synchronous"], r["operation"], r["contender"]) for r in results["peers"]["rows"]}
+    writes = ("put (new key)", "put (update)", "delete")
+    assert {(sync, op, own_pages_probe(name)) for sync in ("FULL", "NORMAL") for op in writes
+            for name in OWN_PAGES} <= timed
+    text = (out / "RESULTS.md").read_text(encoding="utf-8")
+    for op in writes:
+        assert f"| {op} at NORMAL: {WAL_PEER} ÷ memkit ≥ 0.8 |" in text
+        assert f"| {op} at FULL: memkit ÷ the sync of its own pages ≤ 1.2 |" in text
+        assert f"| {op}: {'no more' if op == 'put (update)' else 'fewer'} WAL pages than at schema 11 (" in text
+        # The retired targets are gone.
+        assert f"{op} at FULL: {WAL_PEER} ÷ memkit ≥ 0.9" not in text
+        assert f"{op} at NORMAL: {WAL_PEER} ÷ memkit ≥ 0.5" not in text
+    assert "memkit ÷ own-page sync" in text and "What the history bound costs" in text
+    bound = results["write_profile"]["history_bound_s"]
+    assert bound["at the bound"] > 0 and bound["below the bound"] > 0
+    assert MEMKIT in results["write_profile"]["pages"]
+
+
+def test_the_pages_probe_writes_the_measured_pages_exactly_on_average(tmp_path):
+    from bench.peers import PagesProbe
+
+    probe = PagesProbe(tmp_path / "pages.probe", "sync of x's own pages", {"put (new key)": 7.3, "delete": 3.0})
+    try:
+        probe.start_operation("put (new key)")
+        for _ in range(10):
+            probe.put("u", "episode", "k", "v")
+        assert probe.frames_written == 73  # seven frames on most calls, eight on three of them
+        probe.start_operation("delete")
+        for _ in range(4):
+            probe.delete("u", "episode", "k")
+        assert probe.frames_written == 73 + 12
+        probe.start_operation("get")  # no count for it: a sync of nothing
+        probe.put("u", "episode", "k", "v")
+        assert probe.frames_written == 85
+    finally:
+        probe.close()
+    assert not (tmp_path / "pages.probe").exists()
+
+
+@needs_peers
 def test_the_peer_store_gives_the_same_answers_as_memkit(tmp_path):
     from bench.contenders import Kit, build_kit_file
     from bench.peers import LangGraphStore

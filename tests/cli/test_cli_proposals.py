@@ -17,7 +17,7 @@ import pytest
 from memkit import FakeClock, MemoryStore
 from _cli_helpers import env_with, memkit
 
-TABLES = ("memories", "memory_events", "user_counts", "total_count", "transcript", "proposals")
+TABLES = ("memories", "memory_events", "user_counts", "(SELECT records FROM store_meta)", "transcript", "proposals")
 
 
 def rows(db: Path) -> dict[str, list[Any]]:

@@ -17,7 +17,7 @@ import pytest
 
 from _store_helpers import folder_state, memkit_file, snapshot, worker
 import lab
-from memkit.errors import LockedError, StoreError
+from memkit.errors import LockedError, QuotaError, StoreError
 from memkit.limits import Limits
 from memkit.store import SCHEMA_VERSION, MemoryStore, is_busy
 
@@ -305,6 +305,74 @@ def test_a_file_at_an_older_version_is_migrated_forward_on_open(tmp_path):
         assert "memory_events_append_only" in names
 
 
+def _v11_file_with_records(path: Path, users: dict[str, int]) -> Path:
+    """A file made by the steps up to 11 (the store-wide count in `total_count`), holding `users`'
+    records (and a create event each), written with plain SQL as memkit 11 wrote them."""
+    _file_at_version(path, 11)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    for user, count in users.items():
+        for n in range(count):
+            seq = conn.execute("UPDATE store_meta SET sequence = sequence + 1 RETURNING sequence").fetchone()[0]
+            conn.execute("INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+                         " created_at, updated_at, key_fold, value_fold, seq)"
+                         " VALUES (?, 'preference', ?, 'v', 's1', 1, '2026-01-01T00:00:00.000000Z',"
+                         " '2026-01-01T00:00:00.000000Z', ?, 'v', ?)", (user, f"k{n}", f"k{n}", seq))
+            conn.execute("INSERT INTO memory_events (user_id, kind, memory_key, action, revision, new_value, at)"
+                         " VALUES (?, 'preference', ?, 'create', 1, 'v', '2026-01-01T00:00:00.000000Z')",
+                         (user, f"k{n}"))
+    conn.execute("COMMIT")
+    conn.close()
+    return path
+
+
+def test_a_version_11_file_with_records_keeps_its_exact_count_when_migrated(tmp_path):
+    """Step 12 moves the store-wide count into store_meta: the count, the sequence and the database
+    id all survive, and the quota and the counter check read the moved count from then on."""
+    from memkit.store import inspect_file
+
+    path = _v11_file_with_records(tmp_path / "v11.sqlite3", {"alice": 3, "bob": 2})
+    before = sqlite3.connect(path)
+    sequence, database_id = before.execute("SELECT sequence, database_id FROM store_meta").fetchone()
+    assert before.execute("SELECT records FROM total_count").fetchone()[0] == 5
+    before.close()
+    # Read before any store opens (and migrates) it: the count is found where version 11 keeps it.
+    assert inspect_file(path) == {"integrity": "ok", "records": 5, "counted": 5, "counters_consistent": True}
+    with MemoryStore(path, limits=Limits().replace(max_records_total=6)) as store:
+        conn = store.connection
+        assert store.health()["schema_version"] == SCHEMA_VERSION == 12
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'total_count'").fetchone() is None
+        opened = conn.execute("SELECT sequence, database_id, records FROM store_meta").fetchone()
+        # The sequence only grows (recording the limits at this first open took a number).
+        assert opened[0] >= sequence and tuple(opened)[1:] == (database_id, 5)
+        health = store.health()
+        assert (health["records_total"], health["counters_consistent"]) == (5, True)
+        # The global quota reads the moved count inside the write transaction: exactly one more fits.
+        store.put("carol", "s1", "preference", "drink", "tea")
+        with pytest.raises(QuotaError, match="the store holds 6 records; the global quota is 6"):
+            store.put("carol", "s1", "preference", "food", "rice")
+        assert store.delete("alice", "preference", "k0")
+        store.put("carol", "s1", "preference", "food", "rice")  # the delete gave its place back
+        assert conn.execute("SELECT records FROM store_meta").fetchone()[0] == 6
+        assert store.health()["counters_consistent"] is True
+        assert conn.execute("SELECT sequence FROM store_meta").fetchone()[0] == opened[0] + 3
+    assert inspect_file(path)["counted"] == 6
+
+
+def test_the_moved_count_drifting_is_noticed(tmp_path):
+    path = _v11_file_with_records(tmp_path / "v11.sqlite3", {"alice": 2})
+    MemoryStore(path).close()
+    raw_edit(path, "UPDATE store_meta SET records = records - 1")
+    assert inspect_file_result(path) == (2, 1, False)
+
+
+def inspect_file_result(path: Path) -> tuple[int, int, bool]:
+    from memkit.store import inspect_file
+
+    found = inspect_file(path)
+    return found["records"], found["counted"], found["counters_consistent"]
+
+
 def test_an_older_version_file_missing_what_its_steps_made_is_refused(tmp_path):
     path = _file_at_version(tmp_path / "old.sqlite3", 1)
     conn = sqlite3.connect(path, isolation_level=None)
@@ -335,7 +403,8 @@ def test_every_version_names_the_same_tables_and_columns_on_both_backends():
     export bundle of version N imports into either backend."""
     from memkit.store import expected_columns
 
-    own = {"sqlite": {"store_meta"}, "postgres": {"memkit_meta", "store_size"}}  # each backend's bookkeeping
+    # Each backend's bookkeeping (SQLite's store-wide count moved into store_meta at step 12).
+    own = {"sqlite": {"store_meta", "total_count"}, "postgres": {"memkit_meta", "store_size", "total_count"}}
     for version in range(1, SCHEMA_VERSION + 1):
         sqlite, postgres = ({table: columns for table, columns in expected_columns(version, dialect).items()
                              if table not in own[dialect]} for dialect in ("sqlite", "postgres"))

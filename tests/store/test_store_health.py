@@ -43,7 +43,7 @@ def test_health_reports_the_settings_and_the_quotas(tmp_path, synchronous):
 @pytest.mark.parametrize(
     "drift",
     [
-        "UPDATE total_count SET records = records + 1",
+        "UPDATE store_meta SET records = records + 1",
         "UPDATE user_counts SET records = 1 WHERE user_id = 'alice'",  # total still right
         "DELETE FROM user_counts WHERE user_id = 'bob'",
         "INSERT INTO user_counts VALUES ('ghost', 0)",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from _store_helpers import open_store
+from _store_helpers import open_store, snapshot
 from memkit.clock import FakeClock
 from memkit.errors import ApprovalError, ProposalError, QuotaError, ValidationError
 from memkit.limits import Limits
@@ -18,14 +18,12 @@ from memkit.store import MemoryStore
 
 pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
 
-TABLES = ("memories", "memory_events", "user_counts", "total_count", "transcript", "proposals")
+TABLES = ("memories", "memory_events", "user_counts", "transcript", "proposals")
 
 
 def everything(store: MemoryStore) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, proposals included: equal values mean nothing was written."""
-    conn = store.connection
-    return {table: sorted((tuple(row) for row in conn.execute(f"SELECT * FROM {table}")), key=repr)
-            for table in TABLES}
+    return snapshot(store, TABLES)
 
 
 @pytest.fixture

@@ -58,6 +58,48 @@ def test_a_users_history_keeps_its_newest_events_and_every_held_keys_newest(tmp_
         assert store.traces("alice")["events"] == 5
 
 
+def _kept_by_the_rule(events: list[tuple[str, str]], held: set[str], bound: int) -> list[tuple[str, str]]:
+    """The history bound's rule in plain Python: past `bound` events, the oldest go first, never the
+    newest event of a key the user holds."""
+    newest = {key: n for n, (key, _) in enumerate(events)}
+    prunable = [n for n, (key, _) in enumerate(events) if key not in held or newest[key] != n]
+    gone = set(prunable[:max(0, len(events) - bound)])
+    return [event for n, event in enumerate(events) if n not in gone]
+
+
+def test_the_history_bound_keeps_exactly_what_its_rule_says_over_random_writes(tmp_path):
+    """Creates, updates and deletes in a seeded random order, on a user who also holds records an import
+    brought without events (one of them never written, so its key has no newest event to keep all
+    along): after every write the store's events are the ones the rule keeps."""
+    import random
+
+    from memkit.store import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, SCHEMA_VERSION, seal_bundle
+
+    bound, rng = 6, random.Random(26)
+    at = "2026-01-01T00:00:00.000000Z"
+    imported = [{"type": "record", "kind": "preference", "key": f"old{n}", "value": "v", "source_session": "s0",
+                 "revision": 1, "created_at": at, "updated_at": at} for n in range(3)]
+    bundle = seal_bundle([{"format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION,
+                           "schema_version": SCHEMA_VERSION, "user": "alice", "records": 3, "events": 0}, *imported])
+    with open_store(tmp_path / "memory.sqlite3", limits=Limits(max_events_per_user=bound)) as store:
+        store.import_records(bundle)
+        held, events = {"old0", "old1", "old2"}, []
+        for n in range(120):
+            key = rng.choice(["a", "b", "c", "d", "old0", "old1"])  # old2 keeps no event throughout
+            if key in held and rng.random() < 0.3:
+                store.delete("alice", "preference", key)
+                held.discard(key)
+                events.append((key, "delete"))
+            else:
+                events.append((key, "update" if key in held else "create"))
+                store.put("alice", "s1", "preference", key, f"value {n}")
+                held.add(key)
+            events = _kept_by_the_rule(events, held, bound)
+            found = [(row[0], row[1]) for row in store.connection.execute(
+                "SELECT memory_key, action FROM memory_events WHERE user_id = 'alice' ORDER BY id").fetchall()]
+            assert found == events, n
+
+
 # -- one row per key, revisions, history ---------------------------------------------------------
 
 
