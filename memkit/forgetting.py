@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 from typing import Any
 from collections.abc import Iterable, Iterator
 
@@ -34,6 +35,7 @@ from .errors import MemkitError, WindowError
 from .store import MemoryStore
 from .window import RedisWindow, ShortTermWindow, connect_redis
 from .window.places import REDIS, WORKSPACE, describe, server_url
+from .servers.redis_client import client_for, display_url, redis_module
 from .servers.workspace import DEFAULT_WAIT_S, WorkspaceRedis
 
 __all__ = ["ForgetIncomplete", "drop_window", "find_place", "forget_user", "window_status"]
@@ -41,6 +43,12 @@ __all__ = ["ForgetIncomplete", "drop_window", "find_place", "forget_user", "wind
 
 class ForgetIncomplete(WindowError):
     """Some of the user's traces could not be reached, or were still there afterwards."""
+
+
+class NoAnswer(WindowError):
+    """Nothing answers at a window place: the connection was refused, the host is unknown, or the
+    socket file is missing. Only this may let a person's "gone for good" through: a server that
+    answers but refuses this shell (a password, still loading, a timeout) may hold turns."""
 
 
 def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWindow] = (),
@@ -79,7 +87,10 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
     store.limits.check_id("user", user)
     redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
     wanted = list(dict.fromkeys([*store.window_places(), *places]))
-    named_gone = {find_place(store, name, wanted) for name in gone}
+    # A place named by its URL is probed with that URL's password (it is not part of the place).
+    named_gone: dict[str, str | None] = {}
+    for name in gone:
+        named_gone[find_place(store, name, wanted)] = name if "://" in name else None
     for place in named_gone:
         _refuse_existing_folder(place)
     with contextlib.ExitStack() as opened:
@@ -88,12 +99,15 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
         dropped: dict[str, str] = {}
         for place in wanted:
             try:
-                window = opened.enter_context(_open_place(store, place, redis_url, wait))
-            except (MemkitError, OSError) as exc:
+                window = opened.enter_context(_open_place(store, place, redis_url, wait, named_gone.get(place)))
+            except NoAnswer as exc:
                 if place in named_gone:
                     dropped[place] = f"named gone for good by a person; it did not answer ({exc})"
                 else:
                     unreachable.append(f"{describe(place)}: {exc}")
+                continue
+            except (MemkitError, OSError) as exc:
+                unreachable.append(f"{describe(place)}: {exc}" + (REFUSES_NAMED if place in named_gone else ""))
                 continue
             if window is None:
                 dropped[place] = FOLDER_GONE
@@ -129,6 +143,11 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
     return {"user": user, "removed": removed, "left": left, "windows": report_windows,
             "dropped_windows": [{"window": describe(place), "why": why} for place, why in dropped.items()]}
 
+
+REFUSES_NAMED = (" (named gone for good, but it is there: something answered and refused this shell, so it may "
+                 "still hold turns; give its password in the named URL or in REDIS_URL, or wait until it has "
+                 "loaded, and run again)")
+"""Why a place a person named gone was not dropped: only a place where nothing answers may be."""
 
 FOLDER_GONE = ("its folder no longer exists, so neither does the append-only file that held its turns; "
                "no longer recorded")
@@ -213,10 +232,12 @@ def drop_window(store: MemoryStore, name: str, *, redis_url: str | None = None,
     place = find_place(store, name)
     _refuse_existing_folder(place)
     try:
-        with _open_place(store, place, redis_url, wait) as window:
+        with _open_place(store, place, redis_url, wait, name if "://" in name else None) as window:
             answers = window is not None
-    except (MemkitError, OSError) as exc:
+    except NoAnswer as exc:
         why = f"named gone for good by a person; it did not answer ({exc})"
+    except (MemkitError, OSError) as exc:
+        raise WindowError(f"{describe(place)}: {exc}{REFUSES_NAMED}. Nothing was changed") from None
     else:
         if answers:
             raise WindowError(f"{describe(place)} answers, so it is not gone: it may hold turns that forgetting "
@@ -252,10 +273,57 @@ def _kind(place: str) -> str:
         return "unknown"
 
 
+def _nothing_listens(exc: BaseException) -> bool:
+    """Whether redis-py's error says nothing is there: refused, an unknown host, a missing socket file."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError | FileNotFoundError):
+            return True
+        if isinstance(seen, socket.gaierror) and seen.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", 0)):
+            return True  # not EAI_AGAIN: a resolver that is down says nothing about the host
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _probe_redis(url: str) -> None:
+    """Ping the server at `url` with its credentials.
+
+    Raises:
+        NoAnswer: nothing is there (refused, unknown host, missing socket file).
+        WindowError: something is there and refused (a password, LOADING, a timeout): not gone.
+    """
+    redis = redis_module()
+    client = client_for(url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        if _nothing_listens(exc):
+            raise NoAnswer(f"nothing answers at {display_url(url)} ({exc})") from None
+        raise WindowError(f"Redis at {display_url(url)} answers but refuses this shell ({exc}); set REDIS_URL "
+                          "with its password, or wait until it has loaded its data") from None
+    finally:
+        client.close()
+
+
+def _redis_url(data: dict[str, Any], redis_url: str | None, named: str | None) -> str:
+    """The URL to reach a recorded Redis place with: the one a person named (with its password),
+    else this shell's REDIS_URL when it names the same server, else the recorded URL."""
+    for url in (named, redis_url):
+        with contextlib.suppress(WindowError):
+            if url and server_url(url) == data["url"]:
+                return url
+    return str(data["url"])
+
+
 @contextlib.contextmanager
-def _open_place(store: MemoryStore, place: str, redis_url: str | None,
-                wait: float) -> Iterator[ShortTermWindow | None]:
-    """A window of `store` at `place` for the block (None: the place holds nothing any more)."""
+def _open_place(store: MemoryStore, place: str, redis_url: str | None, wait: float,
+                named: str | None = None) -> Iterator[ShortTermWindow | None]:
+    """A window of `store` at `place` for the block (None: the place holds nothing any more).
+
+    Raises:
+        NoAnswer: nothing answers there (only this may let a person call it gone for good).
+        WindowError, OSError: it could not be opened for another reason (it is not gone).
+    """
     data = json.loads(place)
     prefix = str(data.get("prefix", "memkit"))
     handle: Any
@@ -268,7 +336,8 @@ def _open_place(store: MemoryStore, place: str, redis_url: str | None,
             raise WindowError(f"{folder} is not a folder")
         handle = WorkspaceRedis(folder, wait=wait)
     elif data.get("kind") == REDIS:
-        url = redis_url if redis_url and server_url(redis_url) == data["url"] else data["url"]
+        url = _redis_url(data, redis_url, named)
+        _probe_redis(url)
         handle = connect_redis(url)
     else:
         raise WindowError("this memkit does not know that kind of window place")

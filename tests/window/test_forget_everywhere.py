@@ -29,7 +29,7 @@ SECRET = "T-4471"
 class Standalone:
     """A redis-server of its own on a TCP port, keeping an append-only file (as a class Redis would)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *extra: str, password: str | None = None) -> None:
         import socket
 
         with socket.socket() as probe:
@@ -37,7 +37,7 @@ class Standalone:
             self.port = probe.getsockname()[1]
         folder.mkdir()
         self.process = subprocess.Popen([_redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-                                         "--dir", str(folder), "--appendonly", "yes", "--save", ""],
+                                         "--dir", str(folder), "--appendonly", "yes", "--save", "", *extra],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         import redis
@@ -45,7 +45,7 @@ class Standalone:
         deadline = time.monotonic() + 10
         while True:
             try:
-                redis.Redis.from_url(self.url).ping()
+                redis.Redis.from_url(self.url, password=password).ping()
                 break
             except redis.ConnectionError:
                 if time.monotonic() > deadline:
@@ -62,8 +62,8 @@ class Standalone:
 def own_server(tmp_path):
     servers: list[Standalone] = []
 
-    def start() -> Standalone:
-        servers.append(Standalone(tmp_path / f"redis-{len(servers)}"))
+    def start(*extra: str, password: str | None = None) -> Standalone:
+        servers.append(Standalone(tmp_path / f"redis-{len(servers)}", *extra, password=password))
         return servers[-1]
 
     yield start
@@ -289,3 +289,60 @@ def test_a_place_is_named_by_its_url_folder_or_text_and_an_ambiguous_name_is_ref
         with pytest.raises(WindowError, match="not a window place this store recorded"):
             find_place(store, "redis://host:6380/0")
         assert len(store.window_places()) == 3
+
+
+# -- review of the `loose` change: only "nothing answers" lets a named place go ---------------------------------
+
+
+def test_a_named_redis_that_answers_but_refuses_this_shell_is_not_dropped(own_server, tmp_path):
+    """A server that wants a password (or times out) is there and may hold turns: naming it gone is
+    refused, nothing changes; the password in the named URL is used to reach it."""
+    import redis as redis_py
+
+    from memkit import forget_user
+    from memkit.errors import WindowError
+
+    server = own_server("--requirepass", "pw", password="pw")
+    with_pw = server.url.replace("redis://", "redis://:pw@")
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        with RedisWindow(store, url=with_pw, background=False) as window:
+            window.append("alice", "s1", "user", f"my ticket is {SECRET}")
+        store.put("alice", "s1", "preference", "drink", "tea")
+        keys_before = redis_py.Redis.from_url(with_pw).keys("*")
+        assert keys_before
+        for named in (server.url, server.url.replace("redis://", "redis://:wrong@")):
+            with pytest.raises(WindowError, match=r"NOT forgotten.*refuses this shell.*named gone for good, but it "
+                                                  r"is there") as refused:
+                forget_user(store, "alice", gone=[named], redis_url="")
+            assert "wrong" not in str(refused.value)
+            assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
+            assert redis_py.Redis.from_url(with_pw).keys("*") == keys_before
+        # The password in the named URL is tried: it answers, so it is not gone.
+        with pytest.raises(WindowError, match="answers"):
+            forget_user(store, "alice", gone=[with_pw], redis_url="")
+        from memkit.forgetting import drop_window
+
+        with pytest.raises(WindowError, match="refuses this shell"):
+            drop_window(store, server.url, redis_url="")
+        assert len(store.window_places()) == 1
+        report = forget_user(store, "alice", redis_url=with_pw)
+        assert report["removed"]["window_turns"] == 1 and set(report["left"].values()) == {0}
+        assert not [key for key in redis_py.Redis.from_url(with_pw).keys("*") if b"alice" in key]
+
+
+def test_a_named_redis_that_accepts_and_never_replies_is_not_dropped(tmp_path):
+    import socket
+
+    from memkit import forget_user
+    from memkit.errors import WindowError
+    from memkit.window.places import url_place
+
+    with socket.socket() as mute, MemoryStore(tmp_path / "m.sqlite3") as store:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(8)  # accepts connections (the kernel does), never replies
+        url = f"redis://127.0.0.1:{mute.getsockname()[1]}/0"
+        store.note_window(url_place(url))
+        store.put("alice", "s1", "preference", "drink", "tea")
+        with pytest.raises(WindowError, match="refuses this shell"):
+            forget_user(store, "alice", gone=[url], redis_url="")
+        assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
