@@ -14,12 +14,14 @@ If a recorded window cannot be reached (its server is down, or needs a password 
 nothing is forgotten anywhere: the error names each unreachable window and what to do, and running
 it again once they are reachable finishes the job.
 
-A window gone for good would block that forever, so there are two ways past it, both reported in
-the result and never silent. A workspace window whose folder no longer exists held its turns in
-that folder's append-only file: nothing of it is left, and its place is dropped from the store's
-record with a note. A Redis server that was retired cannot be told from one that is only down, so
-it is dropped only when a person names it (`gone=`, `memkit forget-user --window-gone PLACE`, or
-`drop_window`, `memkit windows --drop PLACE`), and only if it does not answer.
+A window gone for good would block that forever, so a person may name it gone (`gone=`,
+`memkit forget-user --window-gone PLACE`, or `drop_window`, `memkit windows --drop PLACE`); it is
+dropped from the store's record, with a note in the result, only if nothing answers there: a Redis
+server that refuses the connection (or whose host or socket file is unknown), a workspace window
+whose folder is not there. Never by itself: a retired server cannot be told from one that is only
+down, nor a removed workspace folder from one that was moved, renamed or is on a disk not mounted
+(its append-only file would still hold the turns). A server that answers and refuses this shell (a
+password, still loading, a timeout) is there, and blocks.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import contextlib
 import json
 import os
 import socket
+import stat
 from typing import Any
 from collections.abc import Iterable, Iterator
 
@@ -102,16 +105,14 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
                 window = opened.enter_context(_open_place(store, place, redis_url, wait, named_gone.get(place)))
             except NoAnswer as exc:
                 if place in named_gone:
-                    dropped[place] = f"named gone for good by a person; it did not answer ({exc})"
+                    dropped[place] = _why_gone(place, exc)
                 else:
                     unreachable.append(f"{describe(place)}: {exc}")
                 continue
             except (MemkitError, OSError) as exc:
                 unreachable.append(f"{describe(place)}: {exc}" + (REFUSES_NAMED if place in named_gone else ""))
                 continue
-            if window is None:
-                dropped[place] = FOLDER_GONE
-            elif place in named_gone:
+            if place in named_gone:
                 raise WindowError(f"{describe(place)} was named gone for good, but it answers: it may still hold "
                                   f"{user!r}'s turns. Nothing was removed anywhere. Forget without naming it")
             else:
@@ -122,8 +123,9 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
                 f"user {user!r} was NOT forgotten: {len(unreachable)} of the store's windows could not be reached, "
                 "and a window that still holds their turns would give them back. " + "; ".join(unreachable)
                 + ". Nothing was removed anywhere. Make each reachable (start its server; set REDIS_URL with its "
-                "password in this shell) and run forget-user again; a Redis server retired for good: name it with "
-                "--window-gone PLACE (`memkit windows` lists the places)")
+                "password in this shell; put a moved workspace folder back) and run forget-user again; a window gone "
+                "for good (a retired Redis server, a removed workspace folder): name it with --window-gone PLACE "
+                "(`memkit windows` lists the places)")
         removed: dict[str, int] = {"redis_keys": 0, "window_turns": 0} if reached else {}
         report_windows = []
         for name, window in reached:
@@ -149,9 +151,16 @@ REFUSES_NAMED = (" (named gone for good, but it is there: something answered and
                  "loaded, and run again)")
 """Why a place a person named gone was not dropped: only a place where nothing answers may be."""
 
-FOLDER_GONE = ("its folder no longer exists, so neither does the append-only file that held its turns; "
-               "no longer recorded")
-"""Why a workspace window's place was dropped by itself: nothing of it is left anywhere."""
+FOLDER_GONE = ("named gone for good by a person, and its folder no longer exists there, so neither does the "
+               "append-only file that held its turns; no longer recorded")
+"""Why a workspace window's place was dropped: a person said so, and its folder is not there."""
+
+
+def _why_gone(place: str, exc: Exception) -> str:
+    """What showed a place a person named gone for good to be gone."""
+    if _kind(place) == WORKSPACE:
+        return FOLDER_GONE
+    return f"named gone for good by a person; it did not answer ({exc})"
 
 
 def find_place(store: MemoryStore, name: str, extra: Iterable[str] = ()) -> str:
@@ -196,7 +205,8 @@ def window_status(store: MemoryStore, *, redis_url: str | None = None,
     """Every window place the store recorded, and whether each answers now.
 
     Each entry: {"place": the JSON text (what `find_place` takes), "window": described, "kind",
-    "state": "answers", "gone" (a workspace window whose folder no longer exists) or "no answer",
+    "state": "answers", "gone or moved" (a workspace window whose folder is not there: removed, or
+    moved; dropped only when a person names it) or "no answer",
     and "error" for one that does not answer}. Opening a workspace window starts its server for the
     look (and stops it after), as forgetting would.
     """
@@ -205,8 +215,10 @@ def window_status(store: MemoryStore, *, redis_url: str | None = None,
     for place in store.window_places():
         entry: dict[str, Any] = {"place": place, "window": describe(place), "kind": _kind(place)}
         try:
-            with _open_place(store, place, redis_url, wait) as window:
-                entry["state"] = "gone" if window is None else "answers"
+            with _open_place(store, place, redis_url, wait):
+                entry["state"] = "answers"
+        except NoAnswer as exc:
+            entry.update(state="gone or moved" if entry["kind"] == WORKSPACE else "no answer", error=str(exc))
         except (MemkitError, OSError) as exc:
             entry.update(state="no answer", error=str(exc))
         report.append(entry)
@@ -232,17 +244,15 @@ def drop_window(store: MemoryStore, name: str, *, redis_url: str | None = None,
     place = find_place(store, name)
     _refuse_existing_folder(place)
     try:
-        with _open_place(store, place, redis_url, wait, name if "://" in name else None) as window:
-            answers = window is not None
+        with _open_place(store, place, redis_url, wait, name if "://" in name else None):
+            pass
     except NoAnswer as exc:
-        why = f"named gone for good by a person; it did not answer ({exc})"
+        why = _why_gone(place, exc)
     except (MemkitError, OSError) as exc:
         raise WindowError(f"{describe(place)}: {exc}{REFUSES_NAMED}. Nothing was changed") from None
     else:
-        if answers:
-            raise WindowError(f"{describe(place)} answers, so it is not gone: it may hold turns that forgetting "
-                              "must clear. Nothing was changed")
-        why = FOLDER_GONE
+        raise WindowError(f"{describe(place)} answers, so it is not gone: it may hold turns that forgetting "
+                          "must clear. Nothing was changed")
     if not store.drop_window_place(place):
         raise WindowError(f"{describe(place)} is not recorded any more (dropped meanwhile?); nothing was changed")
     return {"dropped": describe(place), "place": place, "why": why}
@@ -258,12 +268,36 @@ def _refuse_existing_folder(place: str) -> None:
 
 
 def _folder_gone(folder: str) -> bool:
-    """True only when the folder provably does not exist (a folder that cannot be looked at is not gone)."""
+    """True only when nothing is at the folder's path (a folder that cannot be looked at is not gone,
+    nor a symlink whose target is missing: lstat, not stat)."""
     try:
-        os.stat(folder)
+        os.lstat(folder)
     except (FileNotFoundError, NotADirectoryError):
         return True
     return False
+
+
+def _check_folder(folder: str) -> None:
+    """Raise unless `folder` is a folder this shell can open a workspace window in.
+
+    Raises:
+        NoAnswer: nothing is at its path (removed, or moved: not proof of either).
+        WindowError: something is there that is not a usable folder (a broken symlink, one that
+            cannot be read): not gone.
+    """
+    if _folder_gone(folder):
+        raise NoAnswer(f"its folder {folder} is not there: removed for good, or moved (renamed, on a disk not "
+                       "mounted), where its append-only file would still hold turns. If it moved, put it back; "
+                       f"if it is gone for good, name it: --window-gone {folder}")
+    try:
+        info = os.stat(folder)
+    except OSError as exc:
+        raise WindowError(f"{folder} cannot be looked at ({exc.strerror}): a symlink whose target is missing, or "
+                          "a folder this shell may not read; make it reachable") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise WindowError(f"{folder} is not a folder (a workspace window's folder was recorded there)")
+    if not os.access(folder, os.R_OK | os.X_OK):
+        raise WindowError(f"{folder} cannot be read by this shell (permission denied); run as its owner")
 
 
 def _kind(place: str) -> str:
@@ -317,8 +351,8 @@ def _redis_url(data: dict[str, Any], redis_url: str | None, named: str | None) -
 
 @contextlib.contextmanager
 def _open_place(store: MemoryStore, place: str, redis_url: str | None, wait: float,
-                named: str | None = None) -> Iterator[ShortTermWindow | None]:
-    """A window of `store` at `place` for the block (None: the place holds nothing any more).
+                named: str | None = None) -> Iterator[ShortTermWindow]:
+    """A window of `store` at `place` for the block.
 
     Raises:
         NoAnswer: nothing answers there (only this may let a person call it gone for good).
@@ -329,11 +363,7 @@ def _open_place(store: MemoryStore, place: str, redis_url: str | None, wait: flo
     handle: Any
     if data.get("kind") == WORKSPACE:
         folder = data["folder"]
-        if _folder_gone(folder):  # the folder and its append-only file are gone: no turn is left there
-            yield None
-            return
-        if not os.path.isdir(folder):
-            raise WindowError(f"{folder} is not a folder")
+        _check_folder(folder)
         handle = WorkspaceRedis(folder, wait=wait)
     elif data.get("kind") == REDIS:
         url = _redis_url(data, redis_url, named)

@@ -222,7 +222,7 @@ def test_windows_drop_passes_a_retired_redis_and_forget_then_runs(own_server, tm
     assert json.loads(done.stdout)["dropped_windows"] == []
 
 
-def test_a_workspace_window_whose_folder_was_removed_is_dropped_with_a_note(tmp_path):
+def test_a_workspace_window_whose_folder_was_removed_is_dropped_only_when_a_person_names_it(tmp_path):
     import shutil
 
     db = str(tmp_path / "memory.sqlite3")
@@ -240,8 +240,13 @@ def test_a_workspace_window_whose_folder_was_removed_is_dropped_with_a_note(tmp_
 
     shutil.rmtree(folder)  # the workspace's window removed for good, with its append-only file
     listed = json.loads(memkit("windows", "--db", db, env=env).stdout)["windows"]
-    assert [(w["kind"], w["state"]) for w in listed] == [("workspace", "gone")]
-    done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env)
+    assert [(w["kind"], w["state"]) for w in listed] == [("workspace", "gone or moved")]
+    # Removed and moved look the same from here: never dropped by itself (review of the `loose` change).
+    blocked = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env)
+    assert blocked.returncode == 2 and "is not there" in blocked.stderr and "--window-gone" in blocked.stderr
+    with MemoryStore(db) as store:
+        assert store.traces("alice")["records"] == 1 and len(store.window_places()) == 1
+    done = memkit("forget-user", "--db", db, "--user", "alice", "--window-gone", str(folder), "--confirm", env=env)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert set(report["left"].values()) == {0} and report["removed"]["records"] == 1
@@ -250,6 +255,53 @@ def test_a_workspace_window_whose_folder_was_removed_is_dropped_with_a_note(tmp_
     assert not folder.exists()  # and forgetting did not make it again
     with MemoryStore(db) as store:
         assert store.window_places() == []
+
+
+def _workspace_turns(store: MemoryStore, folder: Path) -> None:
+    with WorkspaceRedis(folder) as handle, RedisWindow(store, handle.client, background=False) as window:
+        window.append("alice", "s1", "user", f"my ticket is {SECRET}")
+    WorkspaceRedis.stop(folder)
+
+
+def test_a_moved_workspace_folder_is_not_taken_for_gone(tmp_path):
+    from memkit import forget_user
+    from memkit.forgetting import ForgetIncomplete, window_status
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        _workspace_turns(store, project / "win")
+        store.put("alice", "s1", "preference", "drink", "tea")
+        project.rename(tmp_path / "proj2")  # moved, not removed: its append-only file keeps her turns
+        with pytest.raises(ForgetIncomplete, match=r"NOT forgotten.*is not there.*moved"):
+            forget_user(store, "alice", redis_url="")
+        assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
+        assert [entry["state"] for entry in window_status(store, redis_url="")] == ["gone or moved"]
+        kept = b"".join(path.read_bytes() for path in (tmp_path / "proj2").rglob("*.aof*") if path.is_file())
+        assert SECRET.encode() in kept
+        (tmp_path / "proj2").rename(project)  # put back: forgetting reaches it
+        report = forget_user(store, "alice", redis_url="")
+        assert report["removed"]["window_turns"] == 1 and report["dropped_windows"] == []
+        WorkspaceRedis.stop(project / "win")
+
+
+def test_a_workspace_behind_a_broken_symlink_is_not_gone(tmp_path):
+    from memkit import forget_user
+    from memkit.errors import WindowError
+    from memkit.forgetting import ForgetIncomplete, drop_window
+
+    folder = tmp_path / "disk" / "win"
+    folder.parent.mkdir()
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        _workspace_turns(store, folder)
+        folder.rename(tmp_path / "unmounted")
+        folder.symlink_to(tmp_path / "mnt" / "win")  # a symlinked folder whose target is missing (not mounted)
+        store.put("alice", "s1", "preference", "drink", "tea")
+        with pytest.raises(ForgetIncomplete, match=r"NOT forgotten.*cannot be looked at"):
+            forget_user(store, "alice", redis_url="")
+        with pytest.raises(WindowError, match="its folder still exists"):
+            drop_window(store, str(folder), redis_url="")
+        assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
 
 
 @pytest.mark.postgres
