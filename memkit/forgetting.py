@@ -78,18 +78,24 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
         `window_turns`, "left": all zero,
         "windows": [{"window": described place, "window_turns": n, "redis_keys": n}, ...],
         "dropped_windows": [{"window": described place, "why": ...}, ...]: the places gone for good,
-        no longer recorded (in the same transaction as the store's part of the forgetting)}
+        no longer recorded (in the same transaction as the store's part of the forgetting),
+        "skipped_windows": the same for places named gone that the store had not recorded (given in
+        `places`): skipped, nothing dropped}
 
     Raises:
-        ForgetIncomplete: a recorded window could not be reached (then nothing was removed), or
-            traces were left afterwards (the message names them).
+        ForgetIncomplete: a recorded window could not be reached (then nothing was removed), a place
+            judged gone was noted again by a window opened there meanwhile (the windows were cleared,
+            the store was left as it was), or traces were left afterwards (the message names them).
         WindowError: a place named in `gone` is not recorded, or still answers (or is a workspace
             whose folder still exists); nothing was removed.
         ValidationError: a malformed user id.
     """
     store.limits.check_id("user", user)
     redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
-    wanted = list(dict.fromkeys([*store.window_places(), *places]))
+    # When each recorded place was last noted, read before any is judged: a place judged gone is
+    # dropped only if no window noted it again meanwhile (a chat opening it anew).
+    noted = store.window_places_noted()
+    wanted = list(dict.fromkeys([*noted, *places]))
     # A place named by its URL is probed with that URL's password (it is not part of the place).
     named_gone: dict[str, str | None] = {}
     for name in gone:
@@ -133,17 +139,24 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
             report_windows.append({"window": name, **cleared})
             for key, count in cleared.items():
                 removed[key] = removed.get(key, 0) + count
+        skipped = {place: why for place, why in dropped.items() if place not in noted}
+        dropped = {place: why for place, why in dropped.items() if place in noted}
         with store.transaction():  # the store's part and the dropped places: both or neither
             removed = {**store.forget_user(user), **removed}
             for place in dropped:
-                store.drop_window_place(place)
+                if not store.drop_window_place(place, noted_at=noted[place]):
+                    raise ForgetIncomplete(
+                        f"user {user!r} was NOT forgotten in the store: {describe(place)} was named gone for good, "
+                        "but a window was opened there while forgetting ran (it was noted again), and it may hold "
+                        "their turns. The store was left as it was; run forget-user again")
         left: dict[str, int] = dict(store.traces(user))
         if reached:
             left["window_turns"] = sum(window.user_turns(user) for _, window in reached)
     if any(left.values()):
         raise ForgetIncomplete(f"user {user!r} is not fully forgotten: {json.dumps(left)} remain")
     return {"user": user, "removed": removed, "left": left, "windows": report_windows,
-            "dropped_windows": [{"window": describe(place), "why": why} for place, why in dropped.items()]}
+            "dropped_windows": [{"window": describe(place), "why": why} for place, why in dropped.items()],
+            "skipped_windows": [{"window": describe(place), "why": why} for place, why in skipped.items()]}
 
 
 REFUSES_NAMED = (" (named gone for good, but it is there: something answered and refused this shell, so it may "
@@ -241,6 +254,7 @@ def drop_window(store: MemoryStore, name: str, *, redis_url: str | None = None,
             nothing was changed.
     """
     redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
+    noted = store.window_places_noted()  # before it is judged: see forget_user
     place = find_place(store, name)
     _refuse_existing_folder(place)
     try:
@@ -253,8 +267,9 @@ def drop_window(store: MemoryStore, name: str, *, redis_url: str | None = None,
     else:
         raise WindowError(f"{describe(place)} answers, so it is not gone: it may hold turns that forgetting "
                           "must clear. Nothing was changed")
-    if not store.drop_window_place(place):
-        raise WindowError(f"{describe(place)} is not recorded any more (dropped meanwhile?); nothing was changed")
+    if place not in noted or not store.drop_window_place(place, noted_at=noted[place]):
+        raise WindowError(f"{describe(place)} was dropped meanwhile, or a window was opened there meanwhile (it was "
+                          "noted again): nothing was changed. Run `memkit windows` to see it now")
     return {"dropped": describe(place), "place": place, "why": why}
 
 

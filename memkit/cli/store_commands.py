@@ -111,6 +111,8 @@ def cmd_forget_user(args: argparse.Namespace) -> None:
         report = forget_user(store, args.user, places=here, gone=args.window_gone or (), redis_url=url,
                              wait=window_wait())
         dropped = "".join(f"; {entry['window']} no longer recorded" for entry in report["dropped_windows"])
+        dropped += "".join(f"; {entry['window']} skipped (named gone, never recorded)"
+                           for entry in report["skipped_windows"])
         emit(report, committed=f"user {args.user!r} forgotten: {json.dumps(report['removed'])}{dropped}")
 
 

@@ -398,3 +398,65 @@ def test_a_named_redis_that_accepts_and_never_replies_is_not_dropped(tmp_path):
         with pytest.raises(WindowError, match="refuses this shell"):
             forget_user(store, "alice", gone=[url], redis_url="")
         assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
+
+
+class _ReopensAPlace(InProcessWindow):
+    """A window of the caller's whose clearing runs while a chat elsewhere opens `place` anew: the
+    moment between forgetting judging `place` gone and dropping it."""
+
+    def __init__(self, store: MemoryStore, place: str) -> None:
+        super().__init__()
+        self.store, self.place = store, place
+
+    def clear_user(self, user: str) -> dict[str, int]:
+        self.store.note_window(self.place)  # what a RedisWindow opening there writes
+        return super().clear_user(user)
+
+
+def test_a_place_noted_again_between_judging_and_dropping_is_kept_and_forget_refuses(own_server, tmp_path):
+    from memkit import forget_user
+    from memkit.forgetting import ForgetIncomplete
+    from memkit.window.places import url_place
+
+    server = own_server()
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        with RedisWindow(store, url=server.url, background=False) as window:
+            window.append("alice", "s1", "user", "hello")
+        store.put("alice", "s1", "preference", "drink", "tea")
+        server.close()
+        place = url_place(server.url)
+        with pytest.raises(ForgetIncomplete, match="was opened there while forgetting ran"):
+            forget_user(store, "alice", gone=[server.url], redis_url="", windows=[_ReopensAPlace(store, place)])
+        assert store.window_places() == [place] and store.traces("alice")["records"] == 1
+        # Without a window opened meanwhile, the same forgetting goes through.
+        report = forget_user(store, "alice", gone=[server.url], redis_url="")
+        assert [entry["window"] for entry in report["dropped_windows"]] == [f"Redis at {server.url}"]
+        assert store.window_places() == [] and store.traces("alice")["records"] == 0
+
+
+def test_note_window_moves_noted_at_on_even_on_a_clock_that_stands_still(tmp_path):
+    from memkit.clock import FakeClock
+    from memkit.window.places import url_place
+
+    place = url_place("redis://127.0.0.1:6390/0")
+    with MemoryStore(tmp_path / "m.sqlite3", clock=FakeClock()) as store:
+        assert store.note_window(place) is True
+        first = store.window_places_noted()[place]
+        assert store.note_window(place) is False
+        second = store.window_places_noted()[place]
+        assert second > first
+        assert store.drop_window_place(place, noted_at=first) is False and store.window_places() == [place]
+        assert store.drop_window_place(place, noted_at=second) is True and store.window_places() == []
+
+
+def test_a_name_matched_only_through_places_is_reported_skipped_not_dropped(own_server, tmp_path):
+    from memkit import forget_user
+    from memkit.window.places import url_place
+
+    server = own_server()
+    server.close()
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+        report = forget_user(store, "alice", places=[url_place(server.url)], gone=[server.url], redis_url="")
+        assert report["dropped_windows"] == []
+        assert [entry["window"] for entry in report["skipped_windows"]] == [f"Redis at {server.url}"]
