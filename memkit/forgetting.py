@@ -213,27 +213,37 @@ def _names(place: str, name: str) -> bool:
     return False
 
 
-def window_status(store: MemoryStore, *, redis_url: str | None = None,
-                  wait: float = DEFAULT_WAIT_S) -> list[dict[str, Any]]:
-    """Every window place the store recorded, and whether each answers now.
+def window_status(store: MemoryStore, *, redis_url: str | None = None) -> list[dict[str, Any]]:
+    """Every window place the store recorded, and whether each is there now; it only looks.
 
     Each entry: {"place": the JSON text (what `find_place` takes), "window": described, "kind",
-    "state": "answers", "gone or moved" (a workspace window whose folder is not there: removed, or
-    moved; dropped only when a person names it) or "no answer",
-    and "error" for one that does not answer}. Opening a workspace window starts its server for the
-    look (and stops it after), as forgetting would.
+    "state", and "error" for all but the first two states}. States: "answers" (a Redis server that
+    replied to a ping), "folder present" (a workspace window's folder: forgetting starts its server
+    to clear it), "gone or moved" (a workspace folder that is not there: removed, or moved; dropped
+    only when a person names it), "no answer" (nothing answers at a Redis place), "refuses" (a Redis
+    server that answers and refuses this shell, or a folder that cannot be looked at).
+
+    Nothing is started, archived or written: a Redis place gets a ping, a workspace a look at its
+    folder.
     """
     redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
     report = []
     for place in store.window_places():
         entry: dict[str, Any] = {"place": place, "window": describe(place), "kind": _kind(place)}
         try:
-            with _open_place(store, place, redis_url, wait):
+            data = json.loads(place)
+            if entry["kind"] == WORKSPACE:
+                _check_folder(data["folder"])
+                entry["state"] = "folder present"
+            elif entry["kind"] == REDIS:
+                _probe_redis(_redis_url(data, redis_url, None))
                 entry["state"] = "answers"
+            else:
+                raise WindowError("this memkit does not know that kind of window place")
         except NoAnswer as exc:
             entry.update(state="gone or moved" if entry["kind"] == WORKSPACE else "no answer", error=str(exc))
-        except (MemkitError, OSError) as exc:
-            entry.update(state="no answer", error=str(exc))
+        except (MemkitError, OSError, ValueError, KeyError, TypeError) as exc:
+            entry.update(state="refuses", error=str(exc))
         report.append(entry)
     return report
 

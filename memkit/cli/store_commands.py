@@ -120,9 +120,9 @@ def cmd_windows(args: argparse.Namespace) -> None:
     """List the window places the store recorded and whether each answers; with `--drop PLACE
     --confirm`, stop recording one that is gone for good (refused while it answers)."""
     url = os.environ.get("REDIS_URL") or None
-    if args.drop is None:
-        with store_for(args) as store:
-            emit({"windows": window_status(store, redis_url=url, wait=window_wait())})
+    if args.drop is None:  # a look: the store opened read-only, no window opened or started
+        with store_for(args, read_only=True) as store:
+            emit({"windows": window_status(store, redis_url=url)})
         return
     require_confirm(args, f"dropping the window place {args.drop!r}")
     with store_for(args) as store:

@@ -460,3 +460,36 @@ def test_a_name_matched_only_through_places_is_reported_skipped_not_dropped(own_
         report = forget_user(store, "alice", places=[url_place(server.url)], gone=[server.url], redis_url="")
         assert report["dropped_windows"] == []
         assert [entry["window"] for entry in report["skipped_windows"]] == [f"Redis at {server.url}"]
+
+
+def test_listing_the_windows_only_looks(own_server, tmp_path):
+    """`memkit windows` used to open the store read-write (migrating an older file) and open each
+    window (starting a workspace's server, archiving pending turns on close): now it only looks."""
+    import hashlib
+
+    import redis as redis_py
+
+    from _store_helpers import folder_state
+
+    server = own_server()
+    db = tmp_path / "memory.sqlite3"
+    told_on(str(db), env_with(REDIS_URL=server.url))  # pending turns in the Redis window
+    told_on(str(db), env_with())  # and in the workspace window
+    folder = window_folder(str(db))
+    WorkspaceRedis.stop(folder)
+    client = redis_py.Redis.from_url(server.url)
+    turns = {key: client.dump(key) for key in client.keys("*")}
+    assert turns
+
+    def files() -> dict[str, str]:
+        return {**{f"db/{name}": sha for name, sha in folder_state(tmp_path).items() if name.startswith("memory")},
+                **{f"window/{path.relative_to(folder)}": hashlib.sha256(path.read_bytes()).hexdigest()
+                   for path in folder.rglob("*") if path.is_file()}}
+
+    before = files()
+    listed = memkit("windows", "--db", str(db), env=env_with())
+    assert listed.returncode == 0, listed.stderr
+    assert files() == before  # no server started in the folder, the store not written
+    assert {key: client.dump(key) for key in client.keys("*")} == turns  # nothing archived out of Redis
+    states = {entry["kind"]: entry["state"] for entry in json.loads(listed.stdout)["windows"]}
+    assert states == {"redis": "answers", "workspace": "folder present"}
