@@ -209,7 +209,10 @@ def _names(place: str, name: str) -> bool:
         except WindowError:
             return False
     if data.get("kind") == WORKSPACE and "://" not in name:
-        return os.path.abspath(os.path.expanduser(name)) == data.get("folder")
+        # Recorded folders are resolved (`workspace_place`), so a name through a symlink matches;
+        # the plain absolute path too, for a folder whose symlink is gone.
+        path = os.path.expanduser(name)
+        return data.get("folder") in (os.path.abspath(path), os.path.realpath(path))
     return False
 
 

@@ -493,3 +493,35 @@ def test_listing_the_windows_only_looks(own_server, tmp_path):
     assert {key: client.dump(key) for key in client.keys("*")} == turns  # nothing archived out of Redis
     states = {entry["kind"]: entry["state"] for entry in json.loads(listed.stdout)["windows"]}
     assert states == {"redis": "answers", "workspace": "folder present"}
+
+
+def test_a_workspace_folder_named_through_a_symlink_is_found(tmp_path):
+    from memkit.forgetting import find_place
+    from memkit.window.places import workspace_place
+
+    (tmp_path / "real" / "w").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        place = workspace_place(tmp_path / "link" / "w")  # recorded resolved, as a window records it
+        store.note_window(place)
+        assert find_place(store, str(tmp_path / "link" / "w")) == place
+        assert find_place(store, str(tmp_path / "real" / "w")) == place
+
+
+def test_a_workspace_folder_that_is_a_file_or_cannot_be_looked_at_is_said_so(tmp_path):
+    from memkit import forget_user
+    from memkit.forgetting import ForgetIncomplete, window_status
+    from memkit.window.places import workspace_place
+
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")  # lstat sees it; stat fails (not "not found")
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        store.note_window(workspace_place(tmp_path / "afile"))
+        store.note_window(json.dumps({"folder": str(tmp_path / "loop"), "kind": "workspace", "prefix": "memkit"},
+                                     sort_keys=True))
+        with pytest.raises(ForgetIncomplete, match=r"is not a folder.*cannot be looked at"):
+            forget_user(store, "alice", redis_url="")
+        states = [(entry["state"], entry["error"]) for entry in window_status(store, redis_url="")]
+        assert states[0][0] == "refuses" and "is not a folder" in states[0][1]
+        assert states[1][0] == "refuses" and "cannot be looked at" in states[1][1]
+        assert len(store.window_places()) == 2
