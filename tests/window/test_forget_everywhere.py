@@ -525,3 +525,41 @@ def test_a_workspace_folder_that_is_a_file_or_cannot_be_looked_at_is_said_so(tmp
         assert states[0][0] == "refuses" and "is not a folder" in states[0][1]
         assert states[1][0] == "refuses" and "cannot be looked at" in states[1][1]
         assert len(store.window_places()) == 2
+
+
+def test_listing_the_windows_leaves_an_older_file_at_its_version(tmp_path):
+    import sqlite3
+
+    from memkit.store import MIGRATIONS
+    from memkit.store.schema import SCHEMA_VERSION
+
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for steps in MIGRATIONS[:SCHEMA_VERSION - 1]:
+        for statement in steps:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.close()
+    listed = memkit("windows", "--db", str(path), env=env_with())
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {"windows": []}
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION - 1  # not migrated by a look
+
+
+def test_forget_user_cli_refuses_to_pass_a_named_redis_that_wants_a_password(own_server, tmp_path):
+    server = own_server("--requirepass", "pw", password="pw")
+    with_pw = server.url.replace("redis://", "redis://:pw@")
+    db = str(tmp_path / "memory.sqlite3")
+    told_on(db, env_with(REDIS_URL=with_pw))
+    env = env_with()
+    refused = memkit("forget-user", "--db", db, "--user", "alice", "--window-gone", server.url, "--confirm", env=env)
+    assert refused.returncode == 2 and "refuses this shell" in refused.stderr and refused.stdout == ""
+    listed = json.loads(memkit("windows", "--db", db, env=env).stdout)["windows"]
+    assert [entry["state"] for entry in listed] == ["refuses"]
+    with MemoryStore(db) as store:
+        assert store.traces("alice")["records"] == 1 and len(store.window_places()) == 1
+    done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env_with(REDIS_URL=with_pw))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["removed"]["window_turns"] == 2
