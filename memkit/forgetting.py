@@ -66,8 +66,11 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
         windows: open windows to clear too (an in-process window, a window on a client of yours).
         places: more places to visit (`memkit.window.places`), e.g. a window opened before its
             store recorded places.
-        gone: places a person says are gone for good (each named as `find_place` accepts): each is
-            skipped if it does not answer, and dropped from the store's record with the rest.
+        gone: places a person says are gone for good (each named as `find_place` accepts; a Redis
+            URL is probed with its password): each is skipped only if nothing answers there
+            (`NoAnswer`: connection refused, unknown host, missing socket file, no folder), and
+            dropped from the store's record with the rest; one that answers, or refuses this shell,
+            blocks the forgetting like any window that cannot be cleared.
         redis_url: the `REDIS_URL` of this shell, used (with its password) for a recorded Redis
             place that names the same server; other Redis places are reached at their recorded
             URL. Default: the `REDIS_URL` environment variable.
@@ -83,7 +86,8 @@ def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWin
         `places`): skipped, nothing dropped}
 
     Raises:
-        ForgetIncomplete: a recorded window could not be reached (then nothing was removed), a place
+        ForgetIncomplete: a recorded window could not be reached, a place named in `gone` included
+            when something there refused this shell (then nothing was removed), a place
             judged gone was noted again by a window opened there meanwhile (the windows were cleared,
             the store was left as it was), or traces were left afterwards (the message names them).
         WindowError: a place named in `gone` is not recorded, or still answers (or is a workspace
@@ -255,9 +259,11 @@ def drop_window(store: MemoryStore, name: str, *, redis_url: str | None = None,
                 wait: float = DEFAULT_WAIT_S) -> dict[str, Any]:
     """Stop recording a window place gone for good, so forgetting a user no longer waits for it.
 
-    Refused for a place that still answers (it may hold turns), and for a workspace window whose
-    folder still exists (its append-only file may hold turns even with no server running: remove
-    the folder, or make it answer and forget through it).
+    Dropped only if nothing answers there (`NoAnswer`; a Redis URL in `name` is probed with its
+    password). Refused for a place that still answers or refuses this shell (it may hold turns),
+    for a workspace window whose folder still exists (its append-only file may hold turns even with
+    no server running: remove the folder, or make it answer and forget through it), and for a place
+    a window noted again while it was being judged.
 
     Returns:
         {"dropped": described place, "place": its JSON text, "why": what showed it is gone}
