@@ -563,3 +563,28 @@ def test_forget_user_cli_refuses_to_pass_a_named_redis_that_wants_a_password(own
     done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env_with(REDIS_URL=with_pw))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["removed"]["window_turns"] == 2
+
+
+def test_windows_drop_keeps_a_place_noted_again_while_it_was_judged(own_server, tmp_path, monkeypatch):
+    import memkit.forgetting as forgetting
+    from memkit.errors import WindowError
+    from memkit.window.places import url_place
+
+    server = own_server()
+    server.close()
+    place = url_place(server.url)
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        store.note_window(place)
+        probe = forgetting._probe_redis
+
+        def probed_while_a_chat_opens_it(url: str) -> None:
+            store.note_window(place)  # a chat opening a window there, while the probe finds none
+            probe(url)
+
+        monkeypatch.setattr(forgetting, "_probe_redis", probed_while_a_chat_opens_it)
+        with pytest.raises(WindowError, match="opened there meanwhile"):
+            forgetting.drop_window(store, server.url, redis_url="")
+        assert store.window_places() == [place]
+        monkeypatch.setattr(forgetting, "_probe_redis", probe)
+        assert forgetting.drop_window(store, server.url, redis_url="")["place"] == place
+        assert store.window_places() == []
