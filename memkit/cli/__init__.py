@@ -102,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     identity(sub, key=False)
     sub.add_argument("--confirm", action="store_true")
     sub.add_argument("--window-gone", action="append", metavar="PLACE",
-                     help="a recorded window gone for good (a retired Redis: its URL); skipped if it does not "
-                          "answer, then no longer recorded (repeatable; `memkit windows` lists them)")
+                     help="a recorded window gone for good (a retired Redis: its URL, with its password if "
+                          "it needs one; a removed workspace: its folder); skipped if nothing answers there, then no "
+                          "longer recorded (repeatable; `memkit windows` lists them)")
     sub = command("windows", cmd_windows, "the window places the store recorded, and whether each answers; "
                   "--drop one gone for good (needs --confirm)")
     sub.add_argument("--drop", metavar="PLACE", help="stop recording this place (its Redis URL, workspace folder "

@@ -96,11 +96,15 @@ KEEPS_VECTORS = frozenset({"put", "chat", "approve", "import", "mcp"})
 def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
     """The store this command line names: a PostgreSQL URL, or a SQLite file (created only by a write).
 
-    `options` go to the store (`embedder=` for the commands that search by meaning).
+    `options` go to the store (`embedder=` for the commands that search by meaning; `read_only=True`
+    for a command that only reads in this use, as `windows` without `--drop`).
     """
+    asked_read_only = bool(options.pop("read_only", False))
+    read_only = asked_read_only or args.command in READ_COMMANDS
     url = database_url(args)
     if url is not None:  # PostgreSQL; a read-only command never creates the store's tables
-        store = open_store(url, create=args.command in WRITE_COMMANDS, **options)
+        store = open_store(url, create=args.command in WRITE_COMMANDS and not read_only,
+                           **({"read_only": True} if asked_read_only else {}), **options)
         if args.command in KEEPS_VECTORS and "embedder" not in options:
             keep_vectors(store)
         return store
@@ -111,7 +115,7 @@ def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
                            "create one with `memkit put ... --confirm` or `memkit chat`")
         if is_workspace:
             private_folders(path.parent)
-    store = MemoryStore(path, read_only=args.command in READ_COMMANDS, **options)
+    store = MemoryStore(path, read_only=read_only, **options)
     if args.command in KEEPS_VECTORS and "embedder" not in options:
         keep_vectors(store)
     return store

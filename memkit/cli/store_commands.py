@@ -111,6 +111,8 @@ def cmd_forget_user(args: argparse.Namespace) -> None:
         report = forget_user(store, args.user, places=here, gone=args.window_gone or (), redis_url=url,
                              wait=window_wait())
         dropped = "".join(f"; {entry['window']} no longer recorded" for entry in report["dropped_windows"])
+        dropped += "".join(f"; {entry['window']} skipped (named gone, never recorded)"
+                           for entry in report["skipped_windows"])
         emit(report, committed=f"user {args.user!r} forgotten: {json.dumps(report['removed'])}{dropped}")
 
 
@@ -118,9 +120,9 @@ def cmd_windows(args: argparse.Namespace) -> None:
     """List the window places the store recorded and whether each answers; with `--drop PLACE
     --confirm`, stop recording one that is gone for good (refused while it answers)."""
     url = os.environ.get("REDIS_URL") or None
-    if args.drop is None:
-        with store_for(args) as store:
-            emit({"windows": window_status(store, redis_url=url, wait=window_wait())})
+    if args.drop is None:  # a look: the store opened read-only, no window opened or started
+        with store_for(args, read_only=True) as store:
+            emit({"windows": window_status(store, redis_url=url)})
         return
     require_confirm(args, f"dropping the window place {args.drop!r}")
     with store_for(args) as store:

@@ -165,16 +165,36 @@ def check_schema(part: SchemaPart) -> int:
             Nothing is changed.
         sqlite3.Error, psycopg.Error: reading the store failed (the caller names it and the cause).
     """
-    # The version and the objects are read with migrators kept out: read apart, a step committed
-    # between the two reads (another process opening the same fresh store) pairs one version with
-    # another version's objects, and a sound store is refused as malformed or as another program's.
+    # Opening an up-to-date store never waits for a migrator (another process building an index or
+    # running a long step must not block every open): read without the lock first. Only a version
+    # below the current one, or objects that do not match it, are judged again with migrators kept
+    # out: read apart, a step committed between the two reads (another process opening the same
+    # fresh store) pairs one version with another version's objects, and a sound store would be
+    # refused as malformed or as another program's.
+    version, present, columns = _read(part)
+    if version > SCHEMA_VERSION:  # newer than this memkit: refused, whatever a migrator does
+        return _judge(part, version, present, columns)
+    if version == SCHEMA_VERSION:
+        with contextlib.suppress(StoreError):
+            return _judge(part, version, present, columns)
     with part.locked():
-        version = part.read_version()
-        # Any table, view, index, trigger or function, not only tables: a store holding only another
-        # program's views is still theirs, and the migrations must not be run into it.
-        present = part.objects()
-        part.check_sound()
-        columns = part.columns(expected_columns(version, part.dialect)) if 0 < version <= SCHEMA_VERSION else {}
+        version, present, columns = _read(part)
+    return _judge(part, version, present, columns)
+
+
+def _read(part: SchemaPart) -> tuple[int, set[tuple[str, str]], dict[str, set[str]]]:
+    """The store's version, the objects of its namespace, and the columns its version's tables have."""
+    version = part.read_version()
+    # Any table, view, index, trigger or function, not only tables: a store holding only another
+    # program's views is still theirs, and the migrations must not be run into it.
+    present = part.objects()
+    part.check_sound()
+    columns = part.columns(expected_columns(version, part.dialect)) if 0 < version <= SCHEMA_VERSION else {}
+    return version, present, columns
+
+
+def _judge(part: SchemaPart, version: int, present: set[tuple[str, str]], columns: dict[str, set[str]]) -> int:
+    """`version` if what was read is a sound memkit store at it (see `check_schema`), else StoreError."""
     if version > SCHEMA_VERSION:
         raise StoreError(part.newer.format(where=part.where, version=version, known=SCHEMA_VERSION))
     if version < 0:

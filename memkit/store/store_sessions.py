@@ -7,6 +7,7 @@ bundle.py.
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 from typing import Any
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,35 +26,58 @@ class StoreSessions(StoreCore):
     def note_window(self, place: str) -> bool:
         """Record that a short-term window of this store lives at `place` (a JSON description made by
         `memkit.window.places`), so that forgetting a user reaches it later from any directory or
-        shell. A place already known costs one read and no write.
+        shell. A place already known gets a later `noted_at` (one small write; none on a read-only
+        store): forgetting drops a place gone for good only if nobody noted it again since it was
+        judged gone (`drop_window_place(place, noted_at=...)`), so a window opened meanwhile is kept.
 
         Returns:
             True if the place was new.
         """
         if not isinstance(place, str) or not place or len(place) > 4096:
             raise ValidationError("a window place is a non-empty text of at most 4096 characters")
-        if self._db.fetch("SELECT 1 FROM window_places WHERE place = ?", (place,)):
+        known = self._db.fetch("SELECT noted_at FROM window_places WHERE place = ?", (place,))
+        if known and self.read_only:
             return False
+        now = iso(self._clock())
         with self.transaction() as conn:
-            return conn.execute("INSERT INTO window_places (place, noted_at) VALUES (?, ?) ON CONFLICT (place) "
-                                "DO NOTHING", (place, iso(self._clock()))).rowcount == 1
+            if conn.execute("INSERT INTO window_places (place, noted_at) VALUES (?, ?) ON CONFLICT (place) "
+                            "DO NOTHING", (place, now)).rowcount == 1:
+                return True
+            # Strictly later than before, even on a clock that stands still (a FakeClock): the
+            # change is what tells forgetting that the place was noted again.
+            (before,), = conn.execute("SELECT noted_at FROM window_places WHERE place = ?", (place,)).fetchall()
+            later = now if now > str(before) else iso(_dt.datetime.strptime(str(before), "%Y-%m-%dT%H:%M:%S.%fZ")
+                                                          .replace(tzinfo=_dt.UTC) + _dt.timedelta(microseconds=1))
+            conn.execute("UPDATE window_places SET noted_at = ? WHERE place = ?", (later, place))
+            return False
 
     def window_places(self) -> list[str]:
         """Every place a short-term window of this store was opened at (see `note_window`), oldest first."""
         return [str(row[0]) for row in self._db.fetch("SELECT place FROM window_places ORDER BY noted_at, place")]
 
-    def drop_window_place(self, place: str) -> bool:
+    def window_places_noted(self) -> dict[str, str]:
+        """Every recorded window place and when it was last noted (see `note_window`)."""
+        return {str(place): str(noted) for place, noted in
+                self._db.fetch("SELECT place, noted_at FROM window_places ORDER BY noted_at, place")}
+
+    def drop_window_place(self, place: str, *, noted_at: str | None = None) -> bool:
         """Stop recording `place` as a window of this store, so forgetting a user no longer visits it.
 
         Only for a place gone for good (see `memkit.forgetting.drop_window`, which checks that it no
         longer answers): a window still there would keep its turns of a user forgotten afterwards.
 
+        Args:
+            noted_at: drop it only if it was last noted then (`window_places_noted`, read before it
+                was judged gone): a window opened there meanwhile noted it again, and it stays.
+
         Returns:
-            True if the place was recorded (and now is not).
+            True if the place was recorded (and noted at `noted_at`, if given) and now is not.
         """
         with self.transaction() as conn:
-            return conn.execute("DELETE FROM window_places WHERE place = ?", (place,)).rowcount == 1
-
+            if noted_at is None:
+                return conn.execute("DELETE FROM window_places WHERE place = ?", (place,)).rowcount == 1
+            return conn.execute("DELETE FROM window_places WHERE place = ? AND noted_at = ?",
+                                (place, noted_at)).rowcount == 1
 
     # -- export and import ---------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ A place is a small JSON text with sorted keys, so one place is recorded once:
 
 * `{"folder": "/abs/path/memory.sqlite3-window", "kind": "workspace", "prefix": "memkit"}`
 * `{"kind": "redis", "prefix": "memkit", "url": "redis://user@host:6379/0"}`: never the password.
-  Forgetting connects with `REDIS_URL` when it names the same server (it may carry the password),
-  else with the recorded URL.
+  Forgetting connects with the URL a person named (`--window-gone`) or `REDIS_URL` when it names
+  the same server (either may carry the password), else with the recorded URL.
 
 A temporary embedded server (`start_embedded_redis` without a folder) is no place: it archives
 what it holds into the store before it stops, and nothing of it outlives it.

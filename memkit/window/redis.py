@@ -51,6 +51,20 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TTL_SECONDS = 30 * 60.0
 
+MAX_TTL_SECONDS = 10 * 365 * 24 * 3600.0
+"""The longest ttl a window takes (ten years): finite, and far inside what Redis accepts for an
+expiry in milliseconds (a larger one would fail inside Redis at the next append)."""
+
+
+def check_ttl(seconds: object) -> float:
+    """`seconds` as a window's ttl, or ValidationError naming the value and the range."""
+    if (isinstance(seconds, bool) or not isinstance(seconds, int | float)
+            or not 0.01 < seconds <= MAX_TTL_SECONDS):  # NaN and infinity fail here too
+        raise ValidationError(f"ttl is {seconds!r} seconds; it must be a number more than 0.01 and at most "
+                              f"{MAX_TTL_SECONDS:g} (ten years)")
+    return float(seconds)
+
+
 _APPEND_ATTEMPTS = 5
 
 SAFE_EVICTION_POLICY = "noeviction"
@@ -129,10 +143,8 @@ class RedisWindow(ShortTermWindow):
     ) -> None:
         super().__init__(size, store, clock, store.limits, max_content_chars)
         self.layout = KeyLayout(prefix, store.limits, store_id=store.store_id)
-        if not ttl > 0.01:
-            raise ValidationError(f"ttl is {ttl!r} seconds; it must be more than 0.01")
         self.store: MemoryStore = store
-        self._ttl = float(ttl)
+        self._ttl = check_ttl(ttl)
         sweep_margin = float(sweep_margin if sweep_margin is not None else min(60.0, ttl / 4))
         if not 0 < sweep_margin < self._ttl:
             raise ValidationError(f"sweep_margin is {sweep_margin} s; it must be between 0 and ttl ({ttl} s)")
@@ -200,14 +212,14 @@ class RedisWindow(ShortTermWindow):
     def ttl(self) -> float:
         """Seconds of inactivity after which Redis drops a session's window (archived `sweep_margin`
         seconds before). Settable: each session's next append or read takes the new value (one nobody
-        touches keeps its expiry). Setting 0.01 s or less, or not above `sweep_margin`: ValidationError.
+        touches keeps its expiry). Setting 0.01 s or less, more than `MAX_TTL_SECONDS` (ten years), not
+        a finite number, or not above `sweep_margin`: ValidationError, and nothing changes.
         """
         return self._ttl
 
     @ttl.setter
     def ttl(self, seconds: float) -> None:
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0.01:
-            raise ValidationError(f"ttl is {seconds!r} seconds; it must be a number more than 0.01")
+        seconds = check_ttl(seconds)  # before anything is set: a refused value changes nothing
         if not seconds > self.archiver.sweep_margin:
             raise ValidationError(
                 f"ttl is {seconds!r} seconds, not above this window's sweep_margin ({self.archiver.sweep_margin:g} s):"

@@ -131,3 +131,24 @@ def test_stores_of_several_schemas_created_at_once_each_get_the_trigram_index():
             admin.execute("DROP EXTENSION IF EXISTS pg_trgm CASCADE")  # the next round installs it afresh
             said = open_all([f"trgm_{uuid.uuid4().hex[:12]}" for _ in range(4)])
             assert said == ["ok pg_trgm"] * 4, said
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "read-write"])
+def test_an_up_to_date_schema_opens_while_another_session_holds_the_schema_lock(pg_url, read_only):
+    """Review of the `loose` change: every open waited for the schema's lock, so while one process
+    built the trigram index or ran a long step, every other open failed after the busy timeout."""
+    import psycopg
+
+    from memkit.limits import Limits
+    from memkit.store.pg_schema import LOCK_CLASS
+
+    schema = f"race_{uuid.uuid4().hex[:12]}"
+    with PostgresStore(pg_url, schema=schema) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+    with psycopg.connect(pg_url, autocommit=True) as migrator:  # holds the schema's lock, as a long step would
+        migrator.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (LOCK_CLASS, schema))
+        with PostgresStore(pg_url, schema=schema, read_only=read_only, limits=Limits(busy_timeout_ms=500)) as store:
+            assert store.get("alice", "preference", "drink")["value"] == "tea"
+            assert store.health()["schema_version"] == PG_SCHEMA_VERSION
+        held = migrator.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchone()
+        assert held[0] >= 1  # the other session still holds it: the open did not wait for it

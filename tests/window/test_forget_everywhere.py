@@ -29,7 +29,7 @@ SECRET = "T-4471"
 class Standalone:
     """A redis-server of its own on a TCP port, keeping an append-only file (as a class Redis would)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *extra: str, password: str | None = None) -> None:
         import socket
 
         with socket.socket() as probe:
@@ -37,7 +37,7 @@ class Standalone:
             self.port = probe.getsockname()[1]
         folder.mkdir()
         self.process = subprocess.Popen([_redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-                                         "--dir", str(folder), "--appendonly", "yes", "--save", ""],
+                                         "--dir", str(folder), "--appendonly", "yes", "--save", "", *extra],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         import redis
@@ -45,7 +45,7 @@ class Standalone:
         deadline = time.monotonic() + 10
         while True:
             try:
-                redis.Redis.from_url(self.url).ping()
+                redis.Redis.from_url(self.url, password=password).ping()
                 break
             except redis.ConnectionError:
                 if time.monotonic() > deadline:
@@ -62,8 +62,8 @@ class Standalone:
 def own_server(tmp_path):
     servers: list[Standalone] = []
 
-    def start() -> Standalone:
-        servers.append(Standalone(tmp_path / f"redis-{len(servers)}"))
+    def start(*extra: str, password: str | None = None) -> Standalone:
+        servers.append(Standalone(tmp_path / f"redis-{len(servers)}", *extra, password=password))
         return servers[-1]
 
     yield start
@@ -222,7 +222,7 @@ def test_windows_drop_passes_a_retired_redis_and_forget_then_runs(own_server, tm
     assert json.loads(done.stdout)["dropped_windows"] == []
 
 
-def test_a_workspace_window_whose_folder_was_removed_is_dropped_with_a_note(tmp_path):
+def test_a_workspace_window_whose_folder_was_removed_is_dropped_only_when_a_person_names_it(tmp_path):
     import shutil
 
     db = str(tmp_path / "memory.sqlite3")
@@ -240,8 +240,13 @@ def test_a_workspace_window_whose_folder_was_removed_is_dropped_with_a_note(tmp_
 
     shutil.rmtree(folder)  # the workspace's window removed for good, with its append-only file
     listed = json.loads(memkit("windows", "--db", db, env=env).stdout)["windows"]
-    assert [(w["kind"], w["state"]) for w in listed] == [("workspace", "gone")]
-    done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env)
+    assert [(w["kind"], w["state"]) for w in listed] == [("workspace", "gone or moved")]
+    # Removed and moved look the same from here: never dropped by itself (review of the `loose` change).
+    blocked = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env)
+    assert blocked.returncode == 2 and "is not there" in blocked.stderr and "--window-gone" in blocked.stderr
+    with MemoryStore(db) as store:
+        assert store.traces("alice")["records"] == 1 and len(store.window_places()) == 1
+    done = memkit("forget-user", "--db", db, "--user", "alice", "--window-gone", str(folder), "--confirm", env=env)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert set(report["left"].values()) == {0} and report["removed"]["records"] == 1
@@ -250,6 +255,53 @@ def test_a_workspace_window_whose_folder_was_removed_is_dropped_with_a_note(tmp_
     assert not folder.exists()  # and forgetting did not make it again
     with MemoryStore(db) as store:
         assert store.window_places() == []
+
+
+def _workspace_turns(store: MemoryStore, folder: Path) -> None:
+    with WorkspaceRedis(folder) as handle, RedisWindow(store, handle.client, background=False) as window:
+        window.append("alice", "s1", "user", f"my ticket is {SECRET}")
+    WorkspaceRedis.stop(folder)
+
+
+def test_a_moved_workspace_folder_is_not_taken_for_gone(tmp_path):
+    from memkit import forget_user
+    from memkit.forgetting import ForgetIncomplete, window_status
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        _workspace_turns(store, project / "win")
+        store.put("alice", "s1", "preference", "drink", "tea")
+        project.rename(tmp_path / "proj2")  # moved, not removed: its append-only file keeps her turns
+        with pytest.raises(ForgetIncomplete, match=r"NOT forgotten.*is not there.*moved"):
+            forget_user(store, "alice", redis_url="")
+        assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
+        assert [entry["state"] for entry in window_status(store, redis_url="")] == ["gone or moved"]
+        kept = b"".join(path.read_bytes() for path in (tmp_path / "proj2").rglob("*.aof*") if path.is_file())
+        assert SECRET.encode() in kept
+        (tmp_path / "proj2").rename(project)  # put back: forgetting reaches it
+        report = forget_user(store, "alice", redis_url="")
+        assert report["removed"]["window_turns"] == 1 and report["dropped_windows"] == []
+        WorkspaceRedis.stop(project / "win")
+
+
+def test_a_workspace_behind_a_broken_symlink_is_not_gone(tmp_path):
+    from memkit import forget_user
+    from memkit.errors import WindowError
+    from memkit.forgetting import ForgetIncomplete, drop_window
+
+    folder = tmp_path / "disk" / "win"
+    folder.parent.mkdir()
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        _workspace_turns(store, folder)
+        folder.rename(tmp_path / "unmounted")
+        folder.symlink_to(tmp_path / "mnt" / "win")  # a symlinked folder whose target is missing (not mounted)
+        store.put("alice", "s1", "preference", "drink", "tea")
+        with pytest.raises(ForgetIncomplete, match=r"NOT forgotten.*cannot be looked at"):
+            forget_user(store, "alice", redis_url="")
+        with pytest.raises(WindowError, match="its folder still exists"):
+            drop_window(store, str(folder), redis_url="")
+        assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
 
 
 @pytest.mark.postgres
@@ -289,3 +341,250 @@ def test_a_place_is_named_by_its_url_folder_or_text_and_an_ambiguous_name_is_ref
         with pytest.raises(WindowError, match="not a window place this store recorded"):
             find_place(store, "redis://host:6380/0")
         assert len(store.window_places()) == 3
+
+
+# -- review of the `loose` change: only "nothing answers" lets a named place go ---------------------------------
+
+
+def test_a_named_redis_that_answers_but_refuses_this_shell_is_not_dropped(own_server, tmp_path):
+    """A server that wants a password (or times out) is there and may hold turns: naming it gone is
+    refused, nothing changes; the password in the named URL is used to reach it."""
+    import redis as redis_py
+
+    from memkit import forget_user
+    from memkit.errors import WindowError
+
+    server = own_server("--requirepass", "pw", password="pw")
+    with_pw = server.url.replace("redis://", "redis://:pw@")
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        with RedisWindow(store, url=with_pw, background=False) as window:
+            window.append("alice", "s1", "user", f"my ticket is {SECRET}")
+        store.put("alice", "s1", "preference", "drink", "tea")
+        keys_before = redis_py.Redis.from_url(with_pw).keys("*")
+        assert keys_before
+        for named in (server.url, server.url.replace("redis://", "redis://:wrong@")):
+            with pytest.raises(WindowError, match=r"NOT forgotten.*refuses this shell.*named gone for good, but it "
+                                                  r"is there") as refused:
+                forget_user(store, "alice", gone=[named], redis_url="")
+            assert "wrong" not in str(refused.value)
+            assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
+            assert redis_py.Redis.from_url(with_pw).keys("*") == keys_before
+        # The password in the named URL is tried: it answers, so it is not gone.
+        with pytest.raises(WindowError, match="answers"):
+            forget_user(store, "alice", gone=[with_pw], redis_url="")
+        from memkit.forgetting import drop_window
+
+        with pytest.raises(WindowError, match="refuses this shell"):
+            drop_window(store, server.url, redis_url="")
+        assert len(store.window_places()) == 1
+        report = forget_user(store, "alice", redis_url=with_pw)
+        assert report["removed"]["window_turns"] == 1 and set(report["left"].values()) == {0}
+        assert not [key for key in redis_py.Redis.from_url(with_pw).keys("*") if b"alice" in key]
+
+
+def test_a_named_redis_that_accepts_and_never_replies_is_not_dropped(tmp_path):
+    import socket
+
+    from memkit import forget_user
+    from memkit.errors import WindowError
+    from memkit.window.places import url_place
+
+    with socket.socket() as mute, MemoryStore(tmp_path / "m.sqlite3") as store:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(8)  # accepts connections (the kernel does), never replies
+        url = f"redis://127.0.0.1:{mute.getsockname()[1]}/0"
+        store.note_window(url_place(url))
+        store.put("alice", "s1", "preference", "drink", "tea")
+        with pytest.raises(WindowError, match="refuses this shell"):
+            forget_user(store, "alice", gone=[url], redis_url="")
+        assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
+
+
+class _ReopensAPlace(InProcessWindow):
+    """A window of the caller's whose clearing runs while a chat elsewhere opens `place` anew: the
+    moment between forgetting judging `place` gone and dropping it."""
+
+    def __init__(self, store: MemoryStore, place: str) -> None:
+        super().__init__()
+        self.store, self.place = store, place
+
+    def clear_user(self, user: str) -> dict[str, int]:
+        self.store.note_window(self.place)  # what a RedisWindow opening there writes
+        return super().clear_user(user)
+
+
+def test_a_place_noted_again_between_judging_and_dropping_is_kept_and_forget_refuses(own_server, tmp_path):
+    from memkit import forget_user
+    from memkit.forgetting import ForgetIncomplete
+    from memkit.window.places import url_place
+
+    server = own_server()
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        with RedisWindow(store, url=server.url, background=False) as window:
+            window.append("alice", "s1", "user", "hello")
+        store.put("alice", "s1", "preference", "drink", "tea")
+        server.close()
+        place = url_place(server.url)
+        with pytest.raises(ForgetIncomplete, match="was opened there while forgetting ran"):
+            forget_user(store, "alice", gone=[server.url], redis_url="", windows=[_ReopensAPlace(store, place)])
+        assert store.window_places() == [place] and store.traces("alice")["records"] == 1
+        # Without a window opened meanwhile, the same forgetting goes through.
+        report = forget_user(store, "alice", gone=[server.url], redis_url="")
+        assert [entry["window"] for entry in report["dropped_windows"]] == [f"Redis at {server.url}"]
+        assert store.window_places() == [] and store.traces("alice")["records"] == 0
+
+
+def test_note_window_moves_noted_at_on_even_on_a_clock_that_stands_still(tmp_path):
+    from memkit.clock import FakeClock
+    from memkit.window.places import url_place
+
+    place = url_place("redis://127.0.0.1:6390/0")
+    with MemoryStore(tmp_path / "m.sqlite3", clock=FakeClock()) as store:
+        assert store.note_window(place) is True
+        first = store.window_places_noted()[place]
+        assert store.note_window(place) is False
+        second = store.window_places_noted()[place]
+        assert second > first
+        assert store.drop_window_place(place, noted_at=first) is False and store.window_places() == [place]
+        assert store.drop_window_place(place, noted_at=second) is True and store.window_places() == []
+
+
+def test_a_name_matched_only_through_places_is_reported_skipped_not_dropped(own_server, tmp_path):
+    from memkit import forget_user
+    from memkit.window.places import url_place
+
+    server = own_server()
+    server.close()
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+        report = forget_user(store, "alice", places=[url_place(server.url)], gone=[server.url], redis_url="")
+        assert report["dropped_windows"] == []
+        assert [entry["window"] for entry in report["skipped_windows"]] == [f"Redis at {server.url}"]
+
+
+def test_listing_the_windows_only_looks(own_server, tmp_path):
+    """`memkit windows` used to open the store read-write (migrating an older file) and open each
+    window (starting a workspace's server, archiving pending turns on close): now it only looks."""
+    import hashlib
+
+    import redis as redis_py
+
+    from _store_helpers import folder_state
+
+    server = own_server()
+    db = tmp_path / "memory.sqlite3"
+    told_on(str(db), env_with(REDIS_URL=server.url))  # pending turns in the Redis window
+    told_on(str(db), env_with())  # and in the workspace window
+    folder = window_folder(str(db))
+    WorkspaceRedis.stop(folder)
+    client = redis_py.Redis.from_url(server.url)
+    turns = {key: client.dump(key) for key in client.keys("*")}
+    assert turns
+
+    def files() -> dict[str, str]:
+        return {**{f"db/{name}": sha for name, sha in folder_state(tmp_path).items() if name.startswith("memory")},
+                **{f"window/{path.relative_to(folder)}": hashlib.sha256(path.read_bytes()).hexdigest()
+                   for path in folder.rglob("*") if path.is_file()}}
+
+    before = files()
+    listed = memkit("windows", "--db", str(db), env=env_with())
+    assert listed.returncode == 0, listed.stderr
+    assert files() == before  # no server started in the folder, the store not written
+    assert {key: client.dump(key) for key in client.keys("*")} == turns  # nothing archived out of Redis
+    states = {entry["kind"]: entry["state"] for entry in json.loads(listed.stdout)["windows"]}
+    assert states == {"redis": "answers", "workspace": "folder present"}
+
+
+def test_a_workspace_folder_named_through_a_symlink_is_found(tmp_path):
+    from memkit.forgetting import find_place
+    from memkit.window.places import workspace_place
+
+    (tmp_path / "real" / "w").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        place = workspace_place(tmp_path / "link" / "w")  # recorded resolved, as a window records it
+        store.note_window(place)
+        assert find_place(store, str(tmp_path / "link" / "w")) == place
+        assert find_place(store, str(tmp_path / "real" / "w")) == place
+
+
+def test_a_workspace_folder_that_is_a_file_or_cannot_be_looked_at_is_said_so(tmp_path):
+    from memkit import forget_user
+    from memkit.forgetting import ForgetIncomplete, window_status
+    from memkit.window.places import workspace_place
+
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")  # lstat sees it; stat fails (not "not found")
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        store.note_window(workspace_place(tmp_path / "afile"))
+        store.note_window(json.dumps({"folder": str(tmp_path / "loop"), "kind": "workspace", "prefix": "memkit"},
+                                     sort_keys=True))
+        with pytest.raises(ForgetIncomplete, match=r"is not a folder.*cannot be looked at"):
+            forget_user(store, "alice", redis_url="")
+        states = [(entry["state"], entry["error"]) for entry in window_status(store, redis_url="")]
+        assert states[0][0] == "refuses" and "is not a folder" in states[0][1]
+        assert states[1][0] == "refuses" and "cannot be looked at" in states[1][1]
+        assert len(store.window_places()) == 2
+
+
+def test_listing_the_windows_leaves_an_older_file_at_its_version(tmp_path):
+    import sqlite3
+
+    from memkit.store import MIGRATIONS
+    from memkit.store.schema import SCHEMA_VERSION
+
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for steps in MIGRATIONS[:SCHEMA_VERSION - 1]:
+        for statement in steps:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.close()
+    listed = memkit("windows", "--db", str(path), env=env_with())
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {"windows": []}
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION - 1  # not migrated by a look
+
+
+def test_forget_user_cli_refuses_to_pass_a_named_redis_that_wants_a_password(own_server, tmp_path):
+    server = own_server("--requirepass", "pw", password="pw")
+    with_pw = server.url.replace("redis://", "redis://:pw@")
+    db = str(tmp_path / "memory.sqlite3")
+    told_on(db, env_with(REDIS_URL=with_pw))
+    env = env_with()
+    refused = memkit("forget-user", "--db", db, "--user", "alice", "--window-gone", server.url, "--confirm", env=env)
+    assert refused.returncode == 2 and "refuses this shell" in refused.stderr and refused.stdout == ""
+    listed = json.loads(memkit("windows", "--db", db, env=env).stdout)["windows"]
+    assert [entry["state"] for entry in listed] == ["refuses"]
+    with MemoryStore(db) as store:
+        assert store.traces("alice")["records"] == 1 and len(store.window_places()) == 1
+    done = memkit("forget-user", "--db", db, "--user", "alice", "--confirm", env=env_with(REDIS_URL=with_pw))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["removed"]["window_turns"] == 2
+
+
+def test_windows_drop_keeps_a_place_noted_again_while_it_was_judged(own_server, tmp_path, monkeypatch):
+    import memkit.forgetting as forgetting
+    from memkit.errors import WindowError
+    from memkit.window.places import url_place
+
+    server = own_server()
+    server.close()
+    place = url_place(server.url)
+    with MemoryStore(tmp_path / "m.sqlite3") as store:
+        store.note_window(place)
+        probe = forgetting._probe_redis
+
+        def probed_while_a_chat_opens_it(url: str) -> None:
+            store.note_window(place)  # a chat opening a window there, while the probe finds none
+            probe(url)
+
+        monkeypatch.setattr(forgetting, "_probe_redis", probed_while_a_chat_opens_it)
+        with pytest.raises(WindowError, match="opened there meanwhile"):
+            forgetting.drop_window(store, server.url, redis_url="")
+        assert store.window_places() == [place]
+        monkeypatch.setattr(forgetting, "_probe_redis", probe)
+        assert forgetting.drop_window(store, server.url, redis_url="")["place"] == place
+        assert store.window_places() == []

@@ -209,6 +209,22 @@ def test_setting_ttl_on_an_open_window_applies_from_each_sessions_next_touch(mak
         assert window.ttl == 2.0  # a refused value changes nothing
 
 
+def test_an_infinite_or_huge_ttl_is_refused_before_anything_changes(make_window):
+    """Review of the `loose` change: `ttl = inf` raised OverflowError with the ttl already set, and
+    1e300 was taken and made the next append fail inside Redis."""
+    window = make_window(size=5, ttl=30.0, sweep_margin=0.5)
+    for bad in (float("inf"), float("nan"), 1e300, 10 * 365 * 24 * 3600.0 + 1):
+        with pytest.raises(ValidationError, match=r"at most 3\.1536e\+08 \(ten years\)"):
+            window.ttl = bad
+        assert window.ttl == 30.0  # a refused value changes nothing
+    window.append("alice", "s1", "user", "hello")  # and the window still works
+    window.ttl = 10 * 365 * 24 * 3600.0  # the longest one taken: Redis accepts its expiry
+    window.append("alice", "s1", "user", "again")
+    assert window.ttl_left("alice", "s1") > 300_000_000
+    with pytest.raises(ValidationError, match="at most"):
+        make_window(size=5, ttl=float("inf"))
+
+
 def test_archiving_runs_in_the_background_and_flushes_on_demand(make_window, store):
     window = make_window(size=10, background=True, interval=0.02)
     for i in range(15):
