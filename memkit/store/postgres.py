@@ -1,19 +1,40 @@
 """One PostgreSQL database of a store: its connection pool, transactions and reads, the per-user
 lock, and the quota and size checks made inside each write.
 
-Concurrency. Writers run READ COMMITTED transactions and take row locks in one order:
+Concurrency. Writers run READ COMMITTED transactions and take locks in one order:
 
-1. their user's row of `user_counts` (`lock_user`), before they read anything of that user;
-2. the `total_count` row, only when they add records (at the quota check);
-3. the `store_size` row, through the size trigger, when they change a row.
+1. their user's row of `user_counts` (`lock_user`), before they read anything of that user; the
+   per-user quota is checked there (`check_quotas`);
+2. one row of `memkit_shards` (steps.py, step 12), when the write settles its counts (`_settle`:
+   at the size check, or just before the commit): the store's records and bytes are split over
+   these rows, each with an allowance of each granted under the caps, the allowances summing to the
+   caps. A writer takes a shard no one holds (SKIP LOCKED: it never waits for one while one is
+   free) and, if the shard's allowance takes its change, adds it there and holds the row until
+   commit;
+3. only when that shard is short: the shards' advisory lock (`SHARD_LOCK_CLASS`), then every shard
+   in shard order. Holding them all, it refuses on the exact totals (the same QuotaError as ever),
+   or adds its change and shares the room left among the shards.
 
-So a quota or size check reads counters that no other uncommitted writer can change, two writers
-of one user run one at a time (revisions never skip or repeat, no update is lost), writers of
-different users overlap until their first counter update, and no two writers wait in a cycle.
+Until it settles, a write's triggers only add its changes to transaction-local settings
+(`memkit.pending_*`): they lock nothing. So writers of different users run side by side to their
+commits, each in a shard of its own, and meet only at the quota's or the cap's edge, where they
+take turns at the advisory lock. Both caps stay exact: the shards' allowances sum to at most the
+cap, and a shard's change passes without the others only within its own allowance.
 
-Why row locks and not SERIALIZABLE with a bounded retry: every write changes counter rows that
-racing writers change too, so under SERIALIZABLE they conflict there and all but one are rolled
-back and retried, where with locks they simply queue. Measured (`python -m bench.pg_bench
+No cycle: a writer waits for the advisory lock holding no shard. It locks its shard inside a
+savepoint, and when the shard is short it rolls back to it, which releases the row (PostgreSQL,
+"Explicit Locking") while the write's own rows stay. The holder of the advisory lock waits only for
+shards, whose holders wait for nothing more (they are committing). A transaction of several writes
+that already holds a shard from an earlier one cannot let it go: it only tries the advisory lock
+and, if another writer rebalances, fails with a LockedError (nothing written) rather than wait in a
+cycle. Writers of one user still run one at a time (revisions never skip or repeat, no update is
+lost). A writer that bypasses memkit (psql) settles in its triggers: it takes the advisory lock
+and every shard, and closes every allowance, so the next memkit writer rebalances.
+
+Why row locks and not SERIALIZABLE with a bounded retry: writes change counter rows that racing
+writers change too (a user's, and at the edge of a cap every shard), so under SERIALIZABLE they
+conflict there and all but one are rolled back and retried, where with locks they simply queue.
+Measured before the shards (one counter row for the whole store) (`python -m bench.pg_bench
 --isolation`: 4 writer processes, 1000 puts for one user at the per-user quota's edge, the store's
 statements on raw connections, two runs on a shared 2-core machine): row locks 128 and 77 puts/s,
 no retry, no write refused; SERIALIZABLE with up to 10 retries 89 and 60 puts/s, 1.4 and 1.6
@@ -48,6 +69,7 @@ from .pg_pool import PgPool, closed_error, unreachable_error
 from .pg_schema import PgSchema, check_schema_name, ensure_search_index, has_search_index, read_version
 from .schema import PG_SCHEMA_VERSION, check_schema, migrate
 from .statements import PG_STATEMENTS, Record, Statements
+from .steps import SHARD_LOCK_CLASS, SHARDS
 
 if TYPE_CHECKING:
     import numpy
@@ -59,13 +81,58 @@ steps.py), rounded up to 8 KiB."""
 PROPOSAL_LOCK_CLASS = 0x6D6D70
 """The first key of a user's proposal lock ("mmp"; the second: a hash of the schema and the user)."""
 
+_BEGIN_SETTLING = "BEGIN; SET LOCAL memkit.settles = on"
+"""A write transaction: its counting triggers leave the store-wide counts to it (`_settle`)."""
+
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
 def db_bytes(conn: PgConnection) -> int:
-    """The store's size as the cap counts it: its rows' bytes, in whole 8 KiB pages."""
-    stored = conn.value("SELECT bytes FROM store_size")
+    """The store's size as the cap counts it: its rows' bytes (the shards', plus this transaction's
+    changes not yet settled into one), in whole 8 KiB pages."""
+    stored = conn.value(f"SELECT (SELECT sum(bytes) FROM memkit_shards) + {_PENDING.format('bytes')}")
     return math.ceil(stored / PAGE_BYTES) * PAGE_BYTES
+
+
+_PENDING = "coalesce(nullif(current_setting('memkit.pending_{0}', true), ''), '0')::bigint"
+"""A transaction's record or byte change not yet settled into a shard (the triggers add to it)."""
+
+_PENDING_SQL = (f"SELECT {_PENDING.format('records')}, {_PENDING.format('bytes')}, "
+                f"{_PENDING.format('checking')}, nullif(current_setting('memkit.shard', true), '')::integer")
+_ADD_CHECKING = f"SELECT set_config('memkit.pending_checking', ({_PENDING.format('checking')} + ?)::text, true)"
+_SETTLED_SQL = ("SELECT set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),"
+                " set_config('memkit.pending_checking', '0', true), set_config('memkit.shard', ?, true)")
+_SHARD_SQL = "SELECT shard, records, bytes, records_cap, records_allowed, bytes_cap, bytes_allowed FROM memkit_shards"
+_FREE_SHARD_SQL = (_SHARD_SQL + f" ORDER BY (shard + {SHARDS} - pg_backend_pid() % {SHARDS}) % {SHARDS}"
+                   " LIMIT 1 FOR UPDATE SKIP LOCKED")
+"""The free shard nearest after this connection's own (its backend's pid modulo the shards)."""
+_OWN_SHARD_SQL = _SHARD_SQL + f" WHERE shard = pg_backend_pid() % {SHARDS} FOR UPDATE"
+"""This connection's own shard, waited for: when every shard is held."""
+_APPLY_SQL = "UPDATE memkit_shards SET records = records + ?, bytes = bytes + ? WHERE shard = ?"
+_REBALANCE_SQL = (
+    "UPDATE memkit_shards AS s SET records = v.records, bytes = v.bytes, records_cap = ?, bytes_cap = ?,"
+    " records_allowed = v.records_allowed, bytes_allowed = v.bytes_allowed"
+    " FROM unnest(?::integer[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[])"
+    " AS v(shard, records, bytes, records_allowed, bytes_allowed) WHERE s.shard = v.shard")
+
+
+def _fits(row: Row, records: int, size: int, caps: tuple[int, int]) -> bool:
+    """Whether a locked shard's allowances, granted under `caps`, take these changes (a change that
+    gives room back always fits)."""
+    _, used_records, used_bytes, records_cap, records_allowed, bytes_cap, bytes_allowed = row
+    return ((records <= 0 or (records_cap == caps[0] and records_allowed is not None
+                              and used_records + records <= records_allowed))
+            and (size <= 0 or (bytes_cap == caps[1] and bytes_allowed is not None
+                               and used_bytes + size <= bytes_allowed)))
+
+
+def _shares(used: list[int], shards: list[int], target: int, room: int) -> list[int | None]:
+    """Each shard's allowance: what it uses plus an equal part of the `room` left under the cap (the
+    rest of the division to `target`, the shard that asked); none at all where no room is left."""
+    if room < 0:
+        return [None] * len(used)
+    part, rest = divmod(room, len(used))
+    return [n + part + (rest if shard == target else 0) for n, shard in zip(used, shards, strict=True)]
 
 
 class PostgresDatabase:
@@ -252,9 +319,10 @@ class PostgresDatabase:
         if current is not None:
             yield from self._savepoint(current)
             return
-        with self._held("BEGIN") as conn:
+        with self._held(_BEGIN_SETTLING) as conn:
             try:
                 yield conn
+                self._settle(conn, check_size=False)  # what no size check settled (a delete's, say)
             except BaseException as exc:
                 self._rollback(conn)
                 if isinstance(exc, psycopg.Error) and conn.broken:  # COMMIT was never sent: the server rolls back
@@ -386,24 +454,91 @@ class PostgresDatabase:
 
     def check_quotas(self, conn: PgConnection, user: str, adding: int = 1,
                      counts: tuple[int | None, int] | None = None) -> None:
-        """Refuse (QuotaError) `adding` new records of `user` past the per-user or the global quota.
+        """Refuse (QuotaError) `adding` new records of `user` past the per-user quota now, and past
+        the global quota when the write settles (`check_size`, or the commit).
 
-        Holds the user's counter row and then the total's until commit, so no racing writer can pass
-        the same check with the same room. `counts` (the counters a caller read without locking
-        them) is not used: here the figures that count are the ones read under the row locks.
+        The per-user figure is read holding the user's counter row, so no racing writer of the user
+        passes the same check with the same room. The global one is checked where the write's records
+        are moved into a shard (`_settle`): before then, a writer holds no row other users need.
+        `counts` (the counters a caller read without locking them) is not used: the figures that
+        count are the ones read under the row locks.
         """
         mine = self._counter_row(conn, user, creating=True)
-        # The total's row is locked only for a write the user's quota lets through.
-        room = mine + adding <= self.limits.max_records_per_user
-        total = conn.value("SELECT records FROM total_count FOR UPDATE") if room else 0
-        refuse_past_quotas(self.limits, user, mine, total, adding)
+        if mine + adding > self.limits.max_records_per_user:
+            refuse_past_quotas(self.limits, user, mine, 0, adding)
+        conn.execute(_ADD_CHECKING, (adding,))
 
     def check_size(self, conn: PgConnection) -> None:
-        """Measure after the write, inside the transaction: an over-cap write is rolled back whole.
+        """Settle the write's counts into a shard, refusing (QuotaError) past the global quota (if
+        `check_quotas` asked) or the size cap: inside the transaction, so a refused write is rolled
+        back whole. The figures are exact (`_settle`)."""
+        self._settle(conn, check_size=True)
 
-        The size counter row was locked by this transaction's own writes, so the figure is exact.
+    def _caps(self) -> tuple[int, int]:
+        """The global quota and the size cap as shards count them: records, and bytes whose whole
+        pages fit within `max_db_bytes`."""
+        return self.limits.max_records_total, self.limits.max_db_bytes // PAGE_BYTES * PAGE_BYTES
+
+    def _settle(self, conn: PgConnection, check_size: bool) -> None:
+        """Move the transaction's pending record and byte changes into one shard it locks.
+
+        Fast path: a shard no other transaction holds (SKIP LOCKED; the one this transaction took
+        before, if any), whose allowances, granted under this store's caps, take the changes. It is
+        locked inside a savepoint: when it is short, rolling back to the savepoint releases it
+        (the write's own rows stay), so this writer holds no shard when it waits to rebalance.
         """
-        refuse_past_size(self.limits, db_bytes(conn))
+        records, size, checking, held = conn.execute(_PENDING_SQL).fetchall()[0]
+        if records == 0 and size == 0 and checking == 0:
+            return
+        caps = self._caps()
+        conn.execute("SAVEPOINT memkit_shard")
+        if held is not None:
+            row = conn.execute(_SHARD_SQL + " WHERE shard = ? FOR UPDATE", (held,)).fetchone()
+        else:
+            row = conn.execute(_FREE_SHARD_SQL).fetchone() or conn.execute(_OWN_SHARD_SQL).fetchone()
+        if row is None:  # the shards are made by step 12 and never deleted
+            raise StoreError(f"{self.where} lacks its counter shards (memkit_shards); it is malformed")
+        if _fits(row, records, size, caps):
+            conn.execute(_APPLY_SQL, (records, size, row[0]))
+            conn.execute(_SETTLED_SQL, (str(row[0]),))
+            conn.execute("RELEASE SAVEPOINT memkit_shard")
+            return
+        conn.execute("ROLLBACK TO SAVEPOINT memkit_shard")
+        conn.execute("RELEASE SAVEPOINT memkit_shard")
+        self._rebalance(conn, records, size, checking, held, check_size, caps)
+
+    def _rebalance(self, conn: PgConnection, records: int, size: int, checking: int, held: int | None,
+                   check_size: bool, caps: tuple[int, int]) -> None:
+        """The slow path: the rebalance lock, then every shard in shard order; refuse on the exact
+        totals, or apply the changes and share the room left among the shards (none where a total
+        is past its cap: every later write that grows it comes here and is refused)."""
+        key = (SHARD_LOCK_CLASS, self.schema)
+        if held is None:
+            conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", key)
+        elif not conn.value("SELECT pg_try_advisory_xact_lock(?, hashtext(?))", key):
+            # This transaction holds a shard from an earlier write of its own, and the writer that
+            # rebalances now may be waiting for it: waiting here would close the cycle.
+            raise LockedError(
+                f"{self.where}: another writer is rebalancing the store's counters, and this transaction "
+                "holds one of them from an earlier write; it was rolled back and nothing was written. "
+                "Try again")
+        shards = conn.execute("SELECT shard, records, bytes FROM memkit_shards ORDER BY shard FOR UPDATE").fetchall()
+        total_records = sum(row[1] for row in shards) + records
+        total_bytes = sum(row[2] for row in shards) + size
+        if checking and total_records > caps[0]:
+            # The per-user quota was checked under the user's lock (`check_quotas`): the global
+            # one only here (mine = -checking keeps the per-user check of this call quiet).
+            refuse_past_quotas(self.limits, "", -checking, total_records - checking, checking)
+        if check_size:
+            refuse_past_size(self.limits, math.ceil(total_bytes / PAGE_BYTES) * PAGE_BYTES)
+        target = held if held is not None else int(conn.value(f"SELECT pg_backend_pid() % {SHARDS}"))
+        numbers = [row[0] for row in shards]
+        used_records = [row[1] + (records if row[0] == target else 0) for row in shards]
+        used_bytes = [row[2] + (size if row[0] == target else 0) for row in shards]
+        conn.execute(_REBALANCE_SQL, (caps[0], caps[1], numbers, used_records, used_bytes,
+                                      _shares(used_records, numbers, target, caps[0] - total_records),
+                                      _shares(used_bytes, numbers, target, caps[1] - total_bytes)))
+        conn.execute(_SETTLED_SQL, (str(target),))
 
     def changed(self, conn: PgConnection, sql: str, rows: list[tuple[Any, ...]]) -> int:
         """Run `sql` for every row (multi-row inserts); return how many rows it changed."""

@@ -6,7 +6,8 @@ memkit.lab.workers: JSON answers on stdout, "go" on stdin to start racers togeth
 names `url` and `schema`; each worker opens its own `PostgresStore`, with its own connections.
 
 Modes:
-    race     put each of `ops` ([user, kind, key, value]) after "go"; answer one outcome per put.
+    race     put each of `ops` ([user, kind, key, value]) after "go"; answer one outcome per put
+             ("ok", "quota", or with `messages` "quota: " and the QuotaError's message).
     stream   put `count` episodes `{prefix}-N`, printing `ack N REVISION` after each commit.
     hold     put `keys` inside one `transaction()`, answer "inside", and wait to be killed there.
     agent    a MemoryAgent (FixtureModel) asked "remember my kN is vN" for N < `count`, each until
@@ -43,8 +44,8 @@ def race(payload: dict[str, Any]) -> list[str]:
             try:
                 store.put(user, payload.get("session", "race"), kind, key, value)
                 outcomes.append("ok")
-            except QuotaError:
-                outcomes.append("quota")
+            except QuotaError as exc:
+                outcomes.append(f"quota: {exc}" if payload.get("messages") else "quota")
             except LockedError:
                 outcomes.append("busy")
             except StoreError as exc:
