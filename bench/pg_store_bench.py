@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 
 from memkit.clock import iso, utc_now
-from memkit.store.postgres import _ADD_CHECKING, _APPLY_SQL, _FREE_SHARD_SQL, _PENDING_SQL, _SETTLED_SQL
+from memkit.store.postgres import _ADD_CHECKING, _PENDING_SQL, _TAKE_SQL
 from memkit.store.postgres import _BEGIN_SETTLING as BEGIN_SETTLING
 from memkit.store.statements import RECORD_SQL, put_read_args
 
@@ -65,7 +65,7 @@ class RawPsycopg:
     """The statements `PostgresStore` runs for each operation, straight through one psycopg connection.
 
     The same reads and writes, the same row locks (the user's counter row, then a free shard of the
-    store-wide counters, without the allowance check or a rebalance), the same triggers, the same
+    store-wide counters, whose allowances are far from short here), the same triggers, the same
     search plan (scan, or the trigram index for a large user where the server has `pg_trgm`); minus
     the argument checks, the pool and the record dicts.
     """
@@ -90,8 +90,8 @@ class RawPsycopg:
         self.seq = q(sql.take_sequence)
         self.insert, self.update, self.event = q(sql.insert_memory), q(sql.update_memory), q(sql.insert_event)
         self.user_records = q(sql.user_records)
-        self.checking, self.pending, self.settled = q(_ADD_CHECKING), _PENDING_SQL, q(_SETTLED_SQL)
-        self.free_shard, self.apply = _FREE_SHARD_SQL, q(_APPLY_SQL)
+        self.checking, self.pending, self.take = q(_ADD_CHECKING), _PENDING_SQL, q(_TAKE_SQL)
+        self.caps = (BENCH_LIMITS.max_records_total, BENCH_LIMITS.max_db_bytes // 8192 * 8192)
         self.get_sql = q(f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?")
         self.scan, self.newest, self.like = q(sql.search.scan()), q(sql.search.recent()), q(sql.search.indexed())
         self.like_terms = sql.search.index_terms
@@ -127,20 +127,16 @@ class RawPsycopg:
             revision, action, old = row[5] + 1, "update", row[3]
             execute(self.update, (value, value.casefold(), SESSION, revision, max(now, row[7]), seq, row[0]))
         execute(self.event, (user, kind, key, action, revision, SESSION, old, value, None, now))
-        self._settle()  # the size check: the counts settled into a free shard (its allowance not checked)
+        self._settle()  # the size check: the counts settled into a free shard (no rebalance: never short here)
         execute("COMMIT")
         return int(revision)
 
     def _settle(self) -> None:
         """The store's fast path of settling a write's counts (postgres.py, `_settle`), statement for
-        statement: what is pending, a free shard locked in a savepoint, the counts added to it."""
+        statement: what is pending, then a free shard whose allowance takes it, locked and changed."""
         execute = self.conn.execute
         records, size, _, _ = execute(self.pending).fetchone()
-        execute("SAVEPOINT memkit_shard")
-        shard = execute(self.free_shard).fetchone()[0]
-        execute(self.apply, (records, size, shard))
-        execute(self.settled, (str(shard),))
-        execute("RELEASE SAVEPOINT memkit_shard")
+        execute(self.take, (records, size, records, self.caps[0], records, size, self.caps[1], size))
 
     def get(self, user: str, kind: str, key: str) -> str | None:
         row = self.conn.execute(self.get_sql, (user, kind, key)).fetchone()

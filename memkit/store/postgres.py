@@ -8,28 +8,26 @@ Concurrency. Writers run READ COMMITTED transactions and take locks in one order
 2. one row of `memkit_shards` (steps.py, step 12), when the write settles its counts (`_settle`:
    at the size check, or just before the commit): the store's records and bytes are split over
    these rows, each with an allowance of each granted under the caps, the allowances summing to the
-   caps. A writer takes a shard no one holds (SKIP LOCKED: it never waits for one while one is
-   free) and, if the shard's allowance takes its change, adds it there and holds the row until
-   commit;
-3. only when that shard is short: the shards' advisory lock (`SHARD_LOCK_CLASS`), then every shard
-   in shard order. Holding them all, it refuses on the exact totals (the same QuotaError as ever),
-   or adds its change and shares the room left among the shards.
+   caps. A writer locks a shard that no one holds (SKIP LOCKED: it never waits for one) and whose
+   allowances take its change, adds the change there and holds the row until commit;
+3. only when no free shard takes it: the shards' advisory lock (`SHARD_LOCK_CLASS`), then every
+   shard in shard order. Holding them all, it refuses on the exact totals (the same QuotaError as
+   ever), or adds its change and shares the room left among the shards.
 
 Until it settles, a write's triggers only add its changes to transaction-local settings
 (`memkit.pending_*`): they lock nothing. So writers of different users run side by side to their
 commits, each in a shard of its own, and meet only at the quota's or the cap's edge, where they
-take turns at the advisory lock. Both caps stay exact: the shards' allowances sum to at most the
-cap, and a shard's change passes without the others only within its own allowance.
+take turns at the advisory lock. Both caps stay exact: the allowances sum to at most the cap, and a
+shard's change passes without the others only within its own allowance.
 
-No cycle: a writer waits for the advisory lock holding no shard. It locks its shard inside a
-savepoint, and when the shard is short it rolls back to it, which releases the row (PostgreSQL,
-"Explicit Locking") while the write's own rows stay. The holder of the advisory lock waits only for
-shards, whose holders wait for nothing more (they are committing). A transaction of several writes
-that already holds a shard from an earlier one cannot let it go: it only tries the advisory lock
-and, if another writer rebalances, fails with a LockedError (nothing written) rather than wait in a
-cycle. Writers of one user still run one at a time (revisions never skip or repeat, no update is
-lost). A writer that bypasses memkit (psql) settles in its triggers: it takes the advisory lock
-and every shard, and closes every allowance, so the next memkit writer rebalances.
+No cycle: a writer waits for the advisory lock holding no shard, because it never locks one that
+would be short. The holder of the advisory lock waits only for shards, whose holders wait for
+nothing more (they are committing). A transaction of several writes that already holds a shard
+from an earlier one cannot let it go: it only tries the advisory lock and, if another writer
+rebalances, fails with a LockedError (nothing written) rather than wait in a cycle. Writers of one
+user still run one at a time (revisions never skip or repeat, no update is lost). A writer that
+bypasses memkit (psql) settles in its triggers: it takes the advisory lock and every shard, and
+closes every allowance, so the next memkit writer rebalances.
 
 Why row locks and not SERIALIZABLE with a bounded retry: writes change counter rows that racing
 writers change too (a user's, and at the edge of a cap every shard), so under SERIALIZABLE they
@@ -102,28 +100,24 @@ _PENDING_SQL = (f"SELECT {_PENDING.format('records')}, {_PENDING.format('bytes')
 _ADD_CHECKING = f"SELECT set_config('memkit.pending_checking', ({_PENDING.format('checking')} + ?)::text, true)"
 _SETTLED_SQL = ("SELECT set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),"
                 " set_config('memkit.pending_checking', '0', true), set_config('memkit.shard', ?, true)")
-_SHARD_SQL = "SELECT shard, records, bytes, records_cap, records_allowed, bytes_cap, bytes_allowed FROM memkit_shards"
-_FREE_SHARD_SQL = (_SHARD_SQL + f" ORDER BY (shard + {SHARDS} - pg_backend_pid() % {SHARDS}) % {SHARDS}"
-                   " LIMIT 1 FOR UPDATE SKIP LOCKED")
-"""The free shard nearest after this connection's own (its backend's pid modulo the shards)."""
-_OWN_SHARD_SQL = _SHARD_SQL + f" WHERE shard = pg_backend_pid() % {SHARDS} FOR UPDATE"
-"""This connection's own shard, waited for: when every shard is held."""
-_APPLY_SQL = "UPDATE memkit_shards SET records = records + ?, bytes = bytes + ? WHERE shard = ?"
+_TAKE_SQL = (
+    "UPDATE memkit_shards SET records = records + ?, bytes = bytes + ? WHERE shard = ("
+    " SELECT shard FROM memkit_shards"
+    " WHERE (?::bigint <= 0 OR (records_cap = ? AND records + ? <= records_allowed))"
+    " AND (?::bigint <= 0 OR (bytes_cap = ? AND bytes + ? <= bytes_allowed))"
+    f" ORDER BY (shard + {SHARDS} - pg_backend_pid() % {SHARDS}) % {SHARDS} LIMIT 1 FOR UPDATE SKIP LOCKED)"
+    " RETURNING shard, set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),"
+    " set_config('memkit.pending_checking', '0', true), set_config('memkit.shard', shard::text, true)")
+"""The fast path of `_settle`: the first shard, from this connection's own on (its backend's pid
+modulo the shards), that no one holds and whose allowances granted under the caps (?) take the
+changes (?: records, then bytes; a change that gives room back always fits), locked and changed;
+the pending changes cleared. A row whose allowances a racing rebalance changed is checked again
+as that rebalance left it (READ COMMITTED's recheck of a locked row), so no shard is overdrawn."""
 _REBALANCE_SQL = (
     "UPDATE memkit_shards AS s SET records = v.records, bytes = v.bytes, records_cap = ?, bytes_cap = ?,"
     " records_allowed = v.records_allowed, bytes_allowed = v.bytes_allowed"
     " FROM unnest(?::integer[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[])"
     " AS v(shard, records, bytes, records_allowed, bytes_allowed) WHERE s.shard = v.shard")
-
-
-def _fits(row: Row, records: int, size: int, caps: tuple[int, int]) -> bool:
-    """Whether a locked shard's allowances, granted under `caps`, take these changes (a change that
-    gives room back always fits)."""
-    _, used_records, used_bytes, records_cap, records_allowed, bytes_cap, bytes_allowed = row
-    return ((records <= 0 or (records_cap == caps[0] and records_allowed is not None
-                              and used_records + records <= records_allowed))
-            and (size <= 0 or (bytes_cap == caps[1] and bytes_allowed is not None
-                               and used_bytes + size <= bytes_allowed)))
 
 
 def _shares(used: list[int], shards: list[int], target: int, room: int) -> list[int | None]:
@@ -482,30 +476,18 @@ class PostgresDatabase:
     def _settle(self, conn: PgConnection, check_size: bool) -> None:
         """Move the transaction's pending record and byte changes into one shard it locks.
 
-        Fast path: a shard no other transaction holds (SKIP LOCKED; the one this transaction took
-        before, if any), whose allowances, granted under this store's caps, take the changes. It is
-        locked inside a savepoint: when it is short, rolling back to the savepoint releases it
-        (the write's own rows stay), so this writer holds no shard when it waits to rebalance.
+        Fast path, one statement: lock a shard that no other transaction holds (SKIP LOCKED) and
+        whose allowances, granted under this store's caps, take the changes, and add them there. A
+        shard that would be short is never locked, so when none fits this writer holds no shard
+        it took for this write as it goes to wait for the rebalance lock (`_rebalance`).
         """
         records, size, checking, held = conn.execute(_PENDING_SQL).fetchall()[0]
         if records == 0 and size == 0 and checking == 0:
             return
         caps = self._caps()
-        conn.execute("SAVEPOINT memkit_shard")
-        if held is not None:
-            row = conn.execute(_SHARD_SQL + " WHERE shard = ? FOR UPDATE", (held,)).fetchone()
-        else:
-            row = conn.execute(_FREE_SHARD_SQL).fetchone() or conn.execute(_OWN_SHARD_SQL).fetchone()
-        if row is None:  # the shards are made by step 12 and never deleted
-            raise StoreError(f"{self.where} lacks its counter shards (memkit_shards); it is malformed")
-        if _fits(row, records, size, caps):
-            conn.execute(_APPLY_SQL, (records, size, row[0]))
-            conn.execute(_SETTLED_SQL, (str(row[0]),))
-            conn.execute("RELEASE SAVEPOINT memkit_shard")
-            return
-        conn.execute("ROLLBACK TO SAVEPOINT memkit_shard")
-        conn.execute("RELEASE SAVEPOINT memkit_shard")
-        self._rebalance(conn, records, size, checking, held, check_size, caps)
+        taken = conn.execute(_TAKE_SQL, (records, size, records, caps[0], records, size, caps[1], size)).fetchone()
+        if taken is None:
+            self._rebalance(conn, records, size, checking, held, check_size, caps)
 
     def _rebalance(self, conn: PgConnection, records: int, size: int, checking: int, held: int | None,
                    check_size: bool, caps: tuple[int, int]) -> None:

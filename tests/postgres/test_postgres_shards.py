@@ -172,13 +172,13 @@ def server_name(url: str) -> str:
 # -- rebalancing --------------------------------------------------------------------------------------
 
 
-def test_a_short_shard_takes_room_from_the_others_and_a_delete_gives_room_back(server):
+def test_writes_fill_every_shard_to_the_last_place_and_a_delete_gives_room_back(server):
     schema, cap = fresh(), 2 * SHARDS
     limits = Limits().replace(max_records_total=cap)
     with PostgresStore(server, schema=schema, limits=limits) as store:
         store.put("alice", "s1", "preference", "k0", "v")  # the first write rebalances: 2 places each
         assert [r["records_allowed"] - r["records"] for r in shards(store)].count(1) == SHARDS - 1
-        for n in range(1, cap):  # one connection: one shard, which runs short and takes the others' room
+        for n in range(1, cap):  # its shard fills, then each free one with room, to the last place
             store.put(f"u{n % 20}", "s1", "preference", f"k{n}", "v")
         assert real_counts(store)[0] == cap
         assert all(r["records_allowed"] == r["records"] for r in shards(store))  # no room anywhere
@@ -231,14 +231,14 @@ def test_a_transaction_holding_a_shard_gives_way_to_a_rebalance_instead_of_waiti
     schema, cap = fresh(), SHARDS * 4
     limits = Limits().replace(max_records_total=cap, busy_timeout_ms=5000)
     with PostgresStore(pg_url, schema=schema, limits=limits) as store:
-        store.put("warm", "s0", "preference", "k", "v")  # 3 or 4 places a shard
+        store.put("warm", "s0", "preference", "k", "v")  # the room shared out: 63 places
     with PostgresStore(pg_url, schema=schema, limits=limits) as holder, \
             PostgresStore(pg_url, schema=schema, limits=limits) as other:
         with pytest.raises(LockedError, match="another writer is rebalancing"), holder.transaction():
             holder.put("alice", "s1", "preference", "k0", "v")  # settles into a shard it keeps
             with psycopg.connect(pg_url, autocommit=True) as lock:  # a rebalance under way elsewhere
                 lock.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (SHARD_LOCK_CLASS, schema))
-                for n in range(1, 25):  # more than any shard's share: it must rebalance, and may not wait
+                for n in range(1, cap):  # past all the room shared out: it must rebalance, and may not wait
                     holder.put("alice", "s1", "preference", f"k{n}", "v")
         other.put("bob", "s1", "preference", "k", "v")  # nothing left held
         assert holder.get("alice", "preference", "k0") is None  # rolled back whole
