@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memkit.store.postgres import _PENDING_SQL, _TAKE_SQL
+from memkit.store.postgres import _SETTLE_SQL
 from memkit.store.postgres import _BEGIN_SETTLING as BEGIN_SETTLING
 
 from .pg_store_bench import PgStoreConfig, drop_schemas
@@ -117,9 +117,7 @@ def _raw_write(db: Any, sql: Any, item: tuple[str, str, str, str], limits: Any, 
 def _settle(db: Any, limits: Any) -> None:
     """The store's fast path of settling a write's counts into a shard (postgres.py, `_settle`):
     the same statements and row lock (the global quota and the cap are far here: no rebalance)."""
-    records, size, _, _ = db.execute(_PENDING_SQL).fetchone()
-    caps = (limits.max_records_total, limits.max_db_bytes // 8192 * 8192)
-    db.execute(_TAKE_SQL, (records, size, records, caps[0], records, size, caps[1], size))
+    db.execute(_SETTLE_SQL, (limits.max_records_total, limits.max_db_bytes // 8192 * 8192)).fetchone()
 
 
 def _isolation_writer(payload: dict[str, Any], barrier: Any, results: Any) -> None:

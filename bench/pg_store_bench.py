@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 
 from memkit.clock import iso, utc_now
-from memkit.store.postgres import _ADD_CHECKING, _PENDING_SQL, _TAKE_SQL
+from memkit.store.postgres import _ADD_CHECKING, _SETTLE_SQL
 from memkit.store.postgres import _BEGIN_SETTLING as BEGIN_SETTLING
 from memkit.store.statements import RECORD_SQL, put_read_args
 
@@ -90,7 +90,7 @@ class RawPsycopg:
         self.seq = q(sql.take_sequence)
         self.insert, self.update, self.event = q(sql.insert_memory), q(sql.update_memory), q(sql.insert_event)
         self.user_records = q(sql.user_records)
-        self.checking, self.pending, self.take = q(_ADD_CHECKING), _PENDING_SQL, q(_TAKE_SQL)
+        self.checking, self.settle = q(_ADD_CHECKING), q(_SETTLE_SQL)
         self.caps = (BENCH_LIMITS.max_records_total, BENCH_LIMITS.max_db_bytes // 8192 * 8192)
         self.get_sql = q(f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?")
         self.scan, self.newest, self.like = q(sql.search.scan()), q(sql.search.recent()), q(sql.search.indexed())
@@ -132,11 +132,9 @@ class RawPsycopg:
         return int(revision)
 
     def _settle(self) -> None:
-        """The store's fast path of settling a write's counts (postgres.py, `_settle`), statement for
-        statement: what is pending, then a free shard whose allowance takes it, locked and changed."""
-        execute = self.conn.execute
-        records, size, _, _ = execute(self.pending).fetchone()
-        execute(self.take, (records, size, records, self.caps[0], records, size, self.caps[1], size))
+        """The store's fast path of settling a write's counts (postgres.py, `_settle`): a free shard
+        whose allowances take them, locked and changed, in one call."""
+        self.conn.execute(self.settle, self.caps).fetchone()
 
     def get(self, user: str, kind: str, key: str) -> str | None:
         row = self.conn.execute(self.get_sql, (user, kind, key)).fetchone()

@@ -20,14 +20,16 @@ commits, each in a shard of its own, and meet only at the quota's or the cap's e
 take turns at the advisory lock. Both caps stay exact: the allowances sum to at most the cap, and a
 shard's change passes without the others only within its own allowance.
 
-No cycle: a writer waits for the advisory lock holding no shard, because it never locks one that
-would be short. The holder of the advisory lock waits only for shards, whose holders wait for
-nothing more (they are committing). A transaction of several writes that already holds a shard
-from an earlier one cannot let it go: it only tries the advisory lock and, if another writer
-rebalances, fails with a LockedError (nothing written) rather than wait in a cycle. Writers of one
-user still run one at a time (revisions never skip or repeat, no update is lost). A writer that
-bypasses memkit (psql) settles in its triggers: it takes the advisory lock and every shard, and
-closes every allowance, so the next memkit writer rebalances.
+No cycle: a writer waits for the advisory lock holding no shard: it locks only a shard that takes
+its change, and tries inside a block whose rollback lets go of any row it locked that stopped
+fitting (READ COMMITTED rechecks a row's newest version after locking it). The holder of the
+advisory lock waits only for shards, whose holders wait for nothing more (they are committing). A
+transaction of several writes that already holds a shard from an earlier one cannot let it go: it
+only tries the advisory lock and, if another writer rebalances, fails with a LockedError (nothing
+written) rather than wait in a cycle. Writers of one user still run one at a time (revisions never
+skip or repeat, no update is lost). A writer that bypasses memkit (psql) settles in its triggers:
+it takes the advisory lock and every shard, and closes every allowance, so the next memkit writer
+rebalances.
 
 Why row locks and not SERIALIZABLE with a bounded retry: writes change counter rows that racing
 writers change too (a user's, and at the edge of a cap every shard), so under SERIALIZABLE they
@@ -95,24 +97,12 @@ def db_bytes(conn: PgConnection) -> int:
 _PENDING = "coalesce(nullif(current_setting('memkit.pending_{0}', true), ''), '0')::bigint"
 """A transaction's record or byte change not yet settled into a shard (the triggers add to it)."""
 
-_PENDING_SQL = (f"SELECT {_PENDING.format('records')}, {_PENDING.format('bytes')}, "
-                f"{_PENDING.format('checking')}, nullif(current_setting('memkit.shard', true), '')::integer")
 _ADD_CHECKING = f"SELECT set_config('memkit.pending_checking', ({_PENDING.format('checking')} + ?)::text, true)"
 _SETTLED_SQL = ("SELECT set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),"
                 " set_config('memkit.pending_checking', '0', true), set_config('memkit.shard', ?, true)")
-_TAKE_SQL = (
-    "UPDATE memkit_shards SET records = records + ?, bytes = bytes + ? WHERE shard = ("
-    " SELECT shard FROM memkit_shards"
-    " WHERE (?::bigint <= 0 OR (records_cap = ? AND records + ? <= records_allowed))"
-    " AND (?::bigint <= 0 OR (bytes_cap = ? AND bytes + ? <= bytes_allowed))"
-    f" ORDER BY (shard + {SHARDS} - pg_backend_pid() % {SHARDS}) % {SHARDS} LIMIT 1 FOR UPDATE SKIP LOCKED)"
-    " RETURNING shard, set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),"
-    " set_config('memkit.pending_checking', '0', true), set_config('memkit.shard', shard::text, true)")
-"""The fast path of `_settle`: the first shard, from this connection's own on (its backend's pid
-modulo the shards), that no one holds and whose allowances granted under the caps (?) take the
-changes (?: records, then bytes; a change that gives room back always fits), locked and changed;
-the pending changes cleared. A row whose allowances a racing rebalance changed is checked again
-as that rebalance left it (READ COMMITTED's recheck of a locked row), so no shard is overdrawn."""
+_SETTLE_SQL = "SELECT * FROM memkit_settle(?, ?)"
+"""The fast path of `_settle` (steps.py, step 12), given the caps: the pending changes, the shard
+this transaction took before (if any), and the shard that took them now (None: none did)."""
 _REBALANCE_SQL = (
     "UPDATE memkit_shards AS s SET records = v.records, bytes = v.bytes, records_cap = ?, bytes_cap = ?,"
     " records_allowed = v.records_allowed, bytes_allowed = v.bytes_allowed"
@@ -476,18 +466,14 @@ class PostgresDatabase:
     def _settle(self, conn: PgConnection, check_size: bool) -> None:
         """Move the transaction's pending record and byte changes into one shard it locks.
 
-        Fast path, one statement: lock a shard that no other transaction holds (SKIP LOCKED) and
-        whose allowances, granted under this store's caps, take the changes, and add them there. A
-        shard that would be short is never locked, so when none fits this writer holds no shard
-        it took for this write as it goes to wait for the rebalance lock (`_rebalance`).
+        The fast path is one call (`memkit_settle`, steps.py): lock a shard that no other
+        transaction holds (SKIP LOCKED) and whose allowances, granted under this store's caps, take
+        the changes, and add them there. When none does, it holds no shard it tried, and this
+        writer rebalances (`_rebalance`).
         """
-        records, size, checking, held = conn.execute(_PENDING_SQL).fetchall()[0]
-        if records == 0 and size == 0 and checking == 0:
-            return
-        caps = self._caps()
-        taken = conn.execute(_TAKE_SQL, (records, size, records, caps[0], records, size, caps[1], size)).fetchone()
-        if taken is None:
-            self._rebalance(conn, records, size, checking, held, check_size, caps)
+        records, size, checking, held, taken = conn.execute(_SETTLE_SQL, self._caps()).fetchall()[0]
+        if taken is None and (records or size or checking):
+            self._rebalance(conn, records, size, checking, held, check_size, self._caps())
 
     def _rebalance(self, conn: PgConnection, records: int, size: int, checking: int, held: int | None,
                    check_size: bool, caps: tuple[int, int]) -> None:

@@ -435,20 +435,23 @@ STEPS: list[Step] = [
     ]),
     # 12: PostgreSQL's store-wide counters in shards, so writers of different users commit side by
     # side. Until now every write of every user updated the one-row `store_size` (and every create
-    # `total_count`) and held it until commit: writers queued there. Now each shard row holds its
-    # part of the records and bytes and an allowance of each, granted under the caps named beside
-    # them; the allowances sum to at most the caps, so shards within their allowance together stay
-    # within the caps. The counting triggers of a memkit transaction (which sets `memkit.settles`)
-    # only add the change to transaction-local settings; the writer then moves it into one shard it
-    # locks, rebalancing all of them only when its shard is short (postgres.py: the lock order and
-    # why). A writer that bypasses memkit (psql, another program) has no one to settle for it: its
-    # triggers take the rebalance lock and every shard, add the change to shard 0 and close every
-    # allowance, so the next memkit writer rebalances against the real totals. The records start
-    # from `total_count`; the bytes are measured anew from the rows, because step 4's added column
-    # changed every existing row's text where no trigger saw it (`store_size` had drifted by that
-    # on stores with rows from before it; health now checks the bytes too). `total_count` and
-    # `store_size` stay, as views of the sums with the columns the tables had: what read them reads the
-    # same figures.
+    # `total_count`) and held it until commit: writers queued there. Now each shard row holds its part
+    # of the records and bytes and an allowance of each, granted under the caps named beside them; the
+    # allowances sum to at most the caps, so shards within their allowance together stay within the
+    # caps. The counting triggers of a memkit transaction (which sets `memkit.settles`) only add the
+    # change to transaction-local settings; the writer then moves it into one shard it locks
+    # (`memkit_settle`), rebalancing all of them only when no free shard takes it (postgres.py: the
+    # lock order and why). `memkit_settle` tries inside a block of its own: READ COMMITTED can leave a
+    # row locked that stopped fitting as a rebalance committed (it rechecks the newest version after
+    # locking it), and the block's rollback lets go of it, so a writer that goes to wait for the
+    # rebalance lock holds no shard. A writer that bypasses memkit (psql, another program) has no one
+    # to settle for it: its triggers take the rebalance lock and every shard, add the change to shard
+    # 0 and close every allowance, so the next memkit writer rebalances against the real totals. The
+    # records start from `total_count`; the bytes are measured anew from the rows, because step 4's
+    # added column changed every existing row's text where no trigger saw it (`store_size` had drifted
+    # by that on stores with rows from before it; health now checks the bytes too). `total_count` and
+    # `store_size` stay, as views of the sums with the columns the tables had: what read them reads
+    # the same figures.
     Step("PostgreSQL's store-wide counters split into shards", sqlite=[], postgres=[
         """CREATE TABLE memkit_shards (
             shard integer PRIMARY KEY CHECK (shard >= 0),
@@ -481,6 +484,38 @@ STEPS: list[Step] = [
             UPDATE memkit_shards SET records = records + CASE WHEN shard = 0 THEN records_change ELSE 0 END,
                                      bytes = bytes + CASE WHEN shard = 0 THEN bytes_change ELSE 0 END,
                                      records_allowed = NULL, bytes_allowed = NULL;
+        END $$""",
+        f"""CREATE FUNCTION memkit_settle(quota_records bigint, quota_bytes bigint, OUT pending_records bigint,
+            OUT pending_bytes bigint, OUT pending_checking bigint, OUT held_shard integer, OUT taken_shard integer)
+            LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            pending_records := {_PENDING.format('records')};
+            pending_bytes := {_PENDING.format('bytes')};
+            pending_checking := {_PENDING.format('checking')};
+            held_shard := nullif(current_setting('memkit.shard', true), '')::integer;
+            IF pending_records = 0 AND pending_bytes = 0 AND pending_checking = 0 THEN
+                RETURN;
+            END IF;
+            BEGIN
+                UPDATE memkit_shards AS s SET records = s.records + pending_records, bytes = s.bytes + pending_bytes
+                    WHERE s.shard = (
+                        SELECT f.shard FROM memkit_shards AS f
+                        WHERE (pending_records <= 0 OR (f.records_cap = quota_records
+                                                        AND f.records + pending_records <= f.records_allowed))
+                          AND (pending_bytes <= 0 OR (f.bytes_cap = quota_bytes
+                                                      AND f.bytes + pending_bytes <= f.bytes_allowed))
+                        ORDER BY (f.shard + {SHARDS} - pg_backend_pid() % {SHARDS}) % {SHARDS}
+                        LIMIT 1 FOR UPDATE SKIP LOCKED)
+                    RETURNING s.shard INTO taken_shard;
+                IF taken_shard IS NULL THEN
+                    RAISE EXCEPTION 'no free shard takes the change' USING ERRCODE = 'MK001';
+                END IF;
+            EXCEPTION WHEN SQLSTATE 'MK001' THEN
+                RETURN;
+            END;
+            PERFORM set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),
+                    set_config('memkit.pending_checking', '0', true),
+                    set_config('memkit.shard', taken_shard::text, true);
         END $$""",
         """CREATE OR REPLACE FUNCTION memkit_count_insert() RETURNS trigger LANGUAGE plpgsql
             SET search_path FROM CURRENT AS $$

@@ -7,7 +7,7 @@ names `url` and `schema`; each worker opens its own `PostgresStore`, with its ow
 
 Modes:
     race     put each of `ops` ([user, kind, key, value]) after "go"; answer one outcome per put
-             ("ok", "quota", or with `messages` "quota: " and the QuotaError's message).
+             ("ok", "quota", "busy"; with `messages`, the error's message after "quota: " or "busy: ").
     stream   put `count` episodes `{prefix}-N`, printing `ack N REVISION` after each commit.
     hold     put `keys` inside one `transaction()`, answer "inside", and wait to be killed there.
     agent    a MemoryAgent (FixtureModel) asked "remember my kN is vN" for N < `count`, each until
@@ -46,8 +46,8 @@ def race(payload: dict[str, Any]) -> list[str]:
                 outcomes.append("ok")
             except QuotaError as exc:
                 outcomes.append(f"quota: {exc}" if payload.get("messages") else "quota")
-            except LockedError:
-                outcomes.append("busy")
+            except LockedError as exc:
+                outcomes.append(f"busy: {exc}" if payload.get("messages") else "busy")
             except StoreError as exc:
                 outcomes.append(f"error: {exc}")
     return outcomes
