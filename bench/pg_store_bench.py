@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 
 from memkit.clock import iso, utc_now
-from memkit.store.postgres import _ADD_CHECKING, _SETTLE_SQL
+from memkit.store.postgres import _CHECK_USER_SQL, _SETTLE_SQL
 from memkit.store.postgres import _BEGIN_SETTLING as BEGIN_SETTLING
 from memkit.store.statements import RECORD_SQL, put_read_args
 
@@ -90,7 +90,7 @@ class RawPsycopg:
         self.seq = q(sql.take_sequence)
         self.insert, self.update, self.event = q(sql.insert_memory), q(sql.update_memory), q(sql.insert_event)
         self.user_records = q(sql.user_records)
-        self.checking, self.settle = q(_ADD_CHECKING), q(_SETTLE_SQL)
+        self.checking, self.settle = q(_CHECK_USER_SQL), q(_SETTLE_SQL)
         self.caps = (BENCH_LIMITS.max_records_total, BENCH_LIMITS.max_db_bytes // 8192 * 8192)
         self.get_sql = q(f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?")
         self.scan, self.newest, self.like = q(sql.search.scan()), q(sql.search.recent()), q(sql.search.indexed())
@@ -118,8 +118,7 @@ class RawPsycopg:
             return int(row[5])
         seq = execute(self.seq, (1,)).fetchone()[0]
         if row[0] is None:
-            self._locked(user)  # the quota check: the user's counter under its row lock, the global one noted
-            execute(self.checking, (1,))
+            execute(self.checking, (1, user)).fetchone()  # the quota check: the user's row, the global one noted
             revision, action, old = (row[11] or 0) + 1, "create", None
             execute(self.insert, (user, kind, key, value, SESSION, revision, now, now, key.casefold(),
                                   value.casefold(), seq))

@@ -97,6 +97,8 @@ def db_bytes(conn: PgConnection) -> int:
 _PENDING = "coalesce(nullif(current_setting('memkit.pending_{0}', true), ''), '0')::bigint"
 """A transaction's record or byte change not yet settled into a shard (the triggers add to it)."""
 
+_CHECK_USER_SQL = (f"SELECT records, set_config('memkit.pending_checking', ({_PENDING.format('checking')} + ?)::text,"
+                   " true) FROM user_counts WHERE user_id = ? FOR UPDATE")
 _ADD_CHECKING = f"SELECT set_config('memkit.pending_checking', ({_PENDING.format('checking')} + ?)::text, true)"
 _SETTLED_SQL = ("SELECT set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),"
                 " set_config('memkit.pending_checking', '0', true), set_config('memkit.shard', ?, true)")
@@ -306,7 +308,8 @@ class PostgresDatabase:
         with self._held(_BEGIN_SETTLING) as conn:
             try:
                 yield conn
-                self._settle(conn, check_size=False)  # what no size check settled (a delete's, say)
+                if conn.settled_at != conn.sent:  # a statement since the last settle: a delete's, say
+                    self._settle(conn, check_size=False)
             except BaseException as exc:
                 self._rollback(conn)
                 if isinstance(exc, psycopg.Error) and conn.broken:  # COMMIT was never sent: the server rolls back
@@ -447,10 +450,16 @@ class PostgresDatabase:
         `counts` (the counters a caller read without locking them) is not used: the figures that
         count are the ones read under the row locks.
         """
-        mine = self._counter_row(conn, user, creating=True)
+        # One round trip where the user's row exists (a put locked it already): read it and note
+        # the global check for the settle; a refusal below rolls the note back with the write.
+        row = conn.execute(_CHECK_USER_SQL, (adding, user)).fetchone()
+        if row is None:
+            mine = self._counter_row(conn, user, creating=True)
+            conn.execute(_ADD_CHECKING, (adding,))
+        else:
+            mine = int(row[0])
         if mine + adding > self.limits.max_records_per_user:
             refuse_past_quotas(self.limits, user, mine, 0, adding)
-        conn.execute(_ADD_CHECKING, (adding,))
 
     def check_size(self, conn: PgConnection) -> None:
         """Settle the write's counts into a shard, refusing (QuotaError) past the global quota (if
@@ -474,6 +483,7 @@ class PostgresDatabase:
         records, size, checking, held, taken = conn.execute(_SETTLE_SQL, self._caps()).fetchall()[0]
         if taken is None and (records or size or checking):
             self._rebalance(conn, records, size, checking, held, check_size, self._caps())
+        conn.settled_at = conn.sent  # nothing pending now; a later statement may add some
 
     def _rebalance(self, conn: PgConnection, records: int, size: int, checking: int, held: int | None,
                    check_size: bool, caps: tuple[int, int]) -> None:
