@@ -473,10 +473,14 @@ STEPS: list[Step] = [
                 RETURN;
             END IF;
             IF current_setting('memkit.settles', true) = 'on' THEN
-                PERFORM set_config('memkit.pending_records',
-                                   ({_PENDING.format('records')} + records_change)::text, true);
-                PERFORM set_config('memkit.pending_bytes',
-                                   ({_PENDING.format('bytes')} + bytes_change)::text, true);
+                IF records_change <> 0 THEN
+                    PERFORM set_config('memkit.pending_records',
+                                       ({_PENDING.format('records')} + records_change)::text, true);
+                END IF;
+                IF bytes_change <> 0 THEN
+                    PERFORM set_config('memkit.pending_bytes',
+                                       ({_PENDING.format('bytes')} + bytes_change)::text, true);
+                END IF;
                 RETURN;
             END IF;
             PERFORM pg_advisory_xact_lock({SHARD_LOCK_CLASS}, hashtext(current_schema()));
