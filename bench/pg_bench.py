@@ -14,9 +14,10 @@ exactly as many records as the writers confirmed.
 Isolation: `writers` processes write for one user at the per-user quota's edge at the same moment
 (random keys out of quota + 16, so creates fill the quota and then are refused, and updates race
 for the same keys). Three ways: the store's statements on one raw connection per writer in READ
-COMMITTED with the store's row locks (`locks`: the user's counter row, the total's, the size
-counter's); the same statements in SERIALIZABLE without the locks, retried up to `retries` times
-on a serialization failure or a deadlock (or a key another writer created first); and
+COMMITTED with the store's row locks (`locks`: the user's counter row, then a free shard of the
+store-wide counters as the store settles into one); the same statements in SERIALIZABLE without the
+user's lock, retried up to `retries` times on a serialization failure or a deadlock (or a key
+another writer created first); and
 `PostgresStore.put` itself (`store`). Reported per way: puts per second over all writers, retries
 per put, puts that gave up, and whether the quota and every key's revisions held (no lost update).
 
@@ -41,6 +42,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memkit.store.postgres import _SETTLE_SQL
+from memkit.store.postgres import _BEGIN_SETTLING as BEGIN_SETTLING
+
 from .pg_store_bench import PgStoreConfig, drop_schemas
 from .pg_store_bench import run as run_store
 
@@ -61,7 +65,8 @@ def _raw_put(conn: Any, user: str, kind: str, key: str, value: str, limits: Any,
     sql, db = PostgresStore.statements(), PgConnection(conn)
     for attempt in range(retries + 1):
         try:
-            db.execute("BEGIN ISOLATION LEVEL SERIALIZABLE" if serializable else "BEGIN")
+            db.execute("BEGIN ISOLATION LEVEL SERIALIZABLE; SET LOCAL memkit.settles = on" if serializable
+                       else BEGIN_SETTLING)
             if not serializable:  # the user's counter row first (made at 0 for a new user), as the store does
                 _lock_counter(db, user)
             return _raw_write(db, sql, (user, kind, key, value), limits, now, serializable), attempt
@@ -93,7 +98,7 @@ def _raw_write(db: Any, sql: Any, item: tuple[str, str, str, str], limits: Any, 
     seq = db.value(sql.take_sequence, (1,))
     if row is None:
         mine = db.value(sql.user_records, (user,)) or 0
-        total = db.value(sql.total_records + ("" if serializable else " FOR UPDATE"))
+        total = db.value(sql.total_records)  # the store checks the global quota as it settles: not here
         if mine + 1 > limits.max_records_per_user or total + 1 > limits.max_records_total:
             db.execute("ROLLBACK")
             return "quota"
@@ -104,9 +109,15 @@ def _raw_write(db: Any, sql: Any, item: tuple[str, str, str, str], limits: Any, 
         revision, action, old = row["revision"] + 1, "update", row["value"]
         db.execute(sql.update_memory, (value, value.casefold(), "bench", revision, now, seq, row["id"]))
     db.execute(sql.insert_event, (user, kind, key, action, revision, "bench", old, value, None, now))
-    db.value("SELECT bytes FROM store_size")  # the size check
+    _settle(db, limits)  # the size check: the counts settled into a free shard
     db.execute("COMMIT")
     return "ok"
+
+
+def _settle(db: Any, limits: Any) -> None:
+    """The store's fast path of settling a write's counts into a shard (postgres.py, `_settle`):
+    the same statements and row lock (the global quota and the cap are far here: no rebalance)."""
+    db.execute(_SETTLE_SQL, (limits.max_records_total, limits.max_db_bytes // 8192 * 8192)).fetchone()
 
 
 def _isolation_writer(payload: dict[str, Any], barrier: Any, results: Any) -> None:
@@ -164,7 +175,8 @@ def isolation(url: str, *, writers: int = 4, puts: int = 250, quota: int = 64, r
     for mode in ("locks", "serializable", "store"):
         schema = f"bench_{mode}_{uuid.uuid4().hex[:8]}"
         limits = {"max_records_per_user": quota, "busy_timeout_ms": 60_000}
-        PostgresStore(url, schema=schema).close()
+        with PostgresStore(url, schema=schema) as store:  # a first write grants the shards' allowances
+            store.put("warmup", "bench", "preference", "k", "v")
         barrier, results = context.Barrier(writers), context.Queue()
         processes = [context.Process(target=_isolation_writer, args=(
             {"url": url, "schema": schema, "mode": mode, "puts": puts, "keys": quota + 16, "seed": w,

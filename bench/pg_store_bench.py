@@ -18,6 +18,8 @@ import uuid
 from typing import Any
 
 from memkit.clock import iso, utc_now
+from memkit.store.postgres import _CHECK_USER_SQL, _SETTLE_SQL
+from memkit.store.postgres import _BEGIN_SETTLING as BEGIN_SETTLING
 from memkit.store.statements import RECORD_SQL, put_read_args
 
 from .contenders import BENCH_LIMITS, SESSION, Hit, Kit, bundle
@@ -62,9 +64,10 @@ class PgKit(Kit):
 class RawPsycopg:
     """The statements `PostgresStore` runs for each operation, straight through one psycopg connection.
 
-    The same reads and writes, the same row locks (the user's counter row, then the total's), the same
-    triggers, the same search plan (scan, or the trigram index for a large user where the server has
-    `pg_trgm`); minus the argument checks, the pool and the record dicts.
+    The same reads and writes, the same row locks (the user's counter row, then a free shard of the
+    store-wide counters, whose allowances are far from short here), the same triggers, the same
+    search plan (scan, or the trigram index for a large user where the server has `pg_trgm`); minus
+    the argument checks, the pool and the record dicts.
     """
 
     name = RAW
@@ -87,6 +90,8 @@ class RawPsycopg:
         self.seq = q(sql.take_sequence)
         self.insert, self.update, self.event = q(sql.insert_memory), q(sql.update_memory), q(sql.insert_event)
         self.user_records = q(sql.user_records)
+        self.checking, self.settle = q(_CHECK_USER_SQL), q(_SETTLE_SQL)
+        self.caps = (BENCH_LIMITS.max_records_total, BENCH_LIMITS.max_db_bytes // 8192 * 8192)
         self.get_sql = q(f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?")
         self.scan, self.newest, self.like = q(sql.search.scan()), q(sql.search.recent()), q(sql.search.indexed())
         self.like_terms = sql.search.index_terms
@@ -104,7 +109,7 @@ class RawPsycopg:
     def put(self, user: str, kind: str, key: str, value: str) -> int:
         execute = self.conn.execute
         now = iso(utc_now())
-        execute("BEGIN")
+        execute(BEGIN_SETTLING)
         self._locked(user)
         # id, record columns, seq, the two counters, the last revision: one statement (the store's)
         row = execute(self.for_put, put_read_args(user, kind, key)).fetchone()
@@ -113,8 +118,7 @@ class RawPsycopg:
             return int(row[5])
         seq = execute(self.seq, (1,)).fetchone()[0]
         if row[0] is None:
-            self._locked(user)  # the quota check: the user's counter, then the total's, under row locks
-            execute("SELECT records FROM total_count FOR UPDATE").fetchone()
+            execute(self.checking, (1, user)).fetchone()  # the quota check: the user's row, the global one noted
             revision, action, old = (row[11] or 0) + 1, "create", None
             execute(self.insert, (user, kind, key, value, SESSION, revision, now, now, key.casefold(),
                                   value.casefold(), seq))
@@ -122,9 +126,14 @@ class RawPsycopg:
             revision, action, old = row[5] + 1, "update", row[3]
             execute(self.update, (value, value.casefold(), SESSION, revision, max(now, row[7]), seq, row[0]))
         execute(self.event, (user, kind, key, action, revision, SESSION, old, value, None, now))
-        execute("SELECT bytes FROM store_size").fetchone()  # the size cap check
+        self._settle()  # the size check: the counts settled into a free shard (no rebalance: never short here)
         execute("COMMIT")
         return int(revision)
+
+    def _settle(self) -> None:
+        """The store's fast path of settling a write's counts (postgres.py, `_settle`): a free shard
+        whose allowances take them, locked and changed, in one call."""
+        self.conn.execute(self.settle, self.caps).fetchone()
 
     def get(self, user: str, kind: str, key: str) -> str | None:
         row = self.conn.execute(self.get_sql, (user, kind, key)).fetchone()

@@ -1,6 +1,7 @@
 """What an operator asks of a store's file: its settings and quotas, the counter check, a fingerprint.
 
-`counters_consistent` is the one check that the quota counters agree with the rows; `health`,
+`counters_consistent` is the one check that the quota counters agree with the rows (on PostgreSQL with
+`pg_size_consistent`, the size counter's: its shards against the rows measured); `health`,
 `inspect_file` (after a crash, before any store opens the file) and the lab all use it.
 """
 
@@ -16,6 +17,7 @@ from ..errors import ValidationError
 from ..jsonutil import canonical_json
 from .files import sqlite_uri
 from .statements import total_records_sql
+from .steps import MEASURED_BYTES_SQL
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -41,7 +43,7 @@ def health(db: Backend) -> dict[str, Any]:
             "users": conn.execute("SELECT count(*) FROM user_counts").fetchone()[0],
             "records_per_user": per_user,
             "max_records_per_user": limits.max_records_per_user,
-            "counters_consistent": counters_consistent(conn),
+            "counters_consistent": counters_consistent(conn) and (db.name != "postgres" or pg_size_consistent(conn)),
         }
 
 
@@ -61,6 +63,13 @@ def counters_consistent(conn: Any) -> bool:
         "                              EXCEPT SELECT user_id, count(*) FROM memories GROUP BY user_id) AS extra)"
     ).fetchone()[0]
     return bool(total == counted and not drifted)
+
+
+def pg_size_consistent(conn: Any) -> bool:
+    """PostgreSQL: whether the size counter (the sum of the shards' bytes) is what the stored rows
+    measure now, each row's text form plus its 24-byte header, as the size triggers count them."""
+    counted, real = conn.execute(f"SELECT (SELECT sum(bytes) FROM memkit_shards), {MEASURED_BYTES_SQL}").fetchone()
+    return bool(counted == real)
 
 
 def inspect_file(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -133,14 +133,20 @@ class PgConnection:
     Attributes:
         raw: the psycopg connection underneath (autocommit; transactions are explicit `BEGIN`s).
         pooled: whether it goes back to a pool when done (else it is closed).
+        sent: how many statements went through `execute` and `executemany` (a write settled after
+            the last of them has nothing left to settle at commit: postgres.py).
+        settled_at: `sent` when the store last settled the transaction's counts (-1: not yet).
     """
 
     def __init__(self, raw: psycopg.Connection[Row], *, pooled: bool = True) -> None:
         self.raw = raw
         self.pooled = pooled
+        self.sent = 0
+        self.settled_at = -1
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Row]:
         """Run one statement; its cursor has `fetchone`, `fetchall`, `rowcount` and iteration."""
+        self.sent += 1
         if args:
             return self.raw.execute(pyformat(sql), tuple(args))
         return self.raw.execute(sql)
@@ -156,6 +162,7 @@ class PgConnection:
         An `INSERT ... VALUES (?, ...)` is sent as multi-row inserts of up to `BATCH_ROWS` rows
         each: one round trip, and one firing of the statement-level counter triggers, per batch.
         """
+        self.sent += 1
         rows = [tuple(row) for row in rows]
         cursor = self.raw.cursor()
         match = _INSERT_VALUES.fullmatch(sql)

@@ -1,19 +1,40 @@
 """One PostgreSQL database of a store: its connection pool, transactions and reads, the per-user
 lock, and the quota and size checks made inside each write.
 
-Concurrency. Writers run READ COMMITTED transactions and take row locks in one order:
+Concurrency. Writers run READ COMMITTED transactions and take locks in one order:
 
-1. their user's row of `user_counts` (`lock_user`), before they read anything of that user;
-2. the `total_count` row, only when they add records (at the quota check);
-3. the `store_size` row, through the size trigger, when they change a row.
+1. their user's row of `user_counts` (`lock_user`), before they read anything of that user; the
+   per-user quota is checked there (`check_quotas`);
+2. one row of `memkit_shards` (steps.py, step 13), when the write settles its counts (`_settle`:
+   at the size check, or just before the commit): the store's records and bytes are split over
+   these rows, each with an allowance of each granted under the caps, the allowances summing to the
+   caps. A writer locks a shard that no one holds (SKIP LOCKED: it never waits for one) and whose
+   allowances take its change, adds the change there and holds the row until commit;
+3. only when no free shard takes it: the shards' advisory lock (`SHARD_LOCK_CLASS`), then every
+   shard in shard order. Holding them all, it refuses on the exact totals (the same QuotaError as
+   ever), or adds its change and shares the room left among the shards.
 
-So a quota or size check reads counters that no other uncommitted writer can change, two writers
-of one user run one at a time (revisions never skip or repeat, no update is lost), writers of
-different users overlap until their first counter update, and no two writers wait in a cycle.
+Until it settles, a write's triggers only add its changes to transaction-local settings
+(`memkit.pending_*`): they lock nothing. So writers of different users run side by side to their
+commits, each in a shard of its own, and meet only at the quota's or the cap's edge, where they
+take turns at the advisory lock. Both caps stay exact: the allowances sum to at most the cap, and a
+shard's change passes without the others only within its own allowance.
 
-Why row locks and not SERIALIZABLE with a bounded retry: every write changes counter rows that
-racing writers change too, so under SERIALIZABLE they conflict there and all but one are rolled
-back and retried, where with locks they simply queue. Measured (`python -m bench.pg_bench
+No cycle: a writer waits for the advisory lock holding no shard: it locks only a shard that takes
+its change, and tries inside a block whose rollback lets go of any row it locked that stopped
+fitting (READ COMMITTED rechecks a row's newest version after locking it). The holder of the
+advisory lock waits only for shards, whose holders wait for nothing more (they are committing). A
+transaction of several writes that already holds a shard from an earlier one cannot let it go: it
+only tries the advisory lock and, if another writer rebalances, fails with a LockedError (nothing
+written) rather than wait in a cycle. Writers of one user still run one at a time (revisions never
+skip or repeat, no update is lost). A writer that bypasses memkit (psql) settles in its triggers:
+it takes the advisory lock and every shard, and closes every allowance, so the next memkit writer
+rebalances.
+
+Why row locks and not SERIALIZABLE with a bounded retry: writes change counter rows that racing
+writers change too (a user's, and at the edge of a cap every shard), so under SERIALIZABLE they
+conflict there and all but one are rolled back and retried, where with locks they simply queue.
+Measured before the shards (one counter row for the whole store) (`python -m bench.pg_bench
 --isolation`: 4 writer processes, 1000 puts for one user at the per-user quota's edge, the store's
 statements on raw connections, two runs on a shared 2-core machine): row locks 128 and 77 puts/s,
 no retry, no write refused; SERIALIZABLE with up to 10 retries 89 and 60 puts/s, 1.4 and 1.6
@@ -48,6 +69,7 @@ from .pg_pool import PgPool, closed_error, unreachable_error
 from .pg_schema import PgSchema, check_schema_name, ensure_search_index, has_search_index, read_version
 from .schema import PG_SCHEMA_VERSION, check_schema, migrate
 from .statements import PG_STATEMENTS, Record, Statements
+from .steps import SHARD_LOCK_CLASS, SHARDS
 
 if TYPE_CHECKING:
     import numpy
@@ -59,13 +81,44 @@ steps.py), rounded up to 8 KiB."""
 PROPOSAL_LOCK_CLASS = 0x6D6D70
 """The first key of a user's proposal lock ("mmp"; the second: a hash of the schema and the user)."""
 
+_BEGIN_SETTLING = "BEGIN; SET LOCAL memkit.settles = on"
+"""A write transaction: its counting triggers leave the store-wide counts to it (`_settle`)."""
+
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
 def db_bytes(conn: PgConnection) -> int:
-    """The store's size as the cap counts it: its rows' bytes, in whole 8 KiB pages."""
-    stored = conn.value("SELECT bytes FROM store_size")
+    """The store's size as the cap counts it: its rows' bytes (the shards', plus this transaction's
+    changes not yet settled into one), in whole 8 KiB pages."""
+    stored = conn.value(f"SELECT (SELECT sum(bytes) FROM memkit_shards) + {_PENDING.format('bytes')}")
     return math.ceil(stored / PAGE_BYTES) * PAGE_BYTES
+
+
+_PENDING = "coalesce(nullif(current_setting('memkit.pending_{0}', true), ''), '0')::bigint"
+"""A transaction's record or byte change not yet settled into a shard (the triggers add to it)."""
+
+_CHECK_USER_SQL = (f"SELECT records, set_config('memkit.pending_checking', ({_PENDING.format('checking')} + ?)::text,"
+                   " true) FROM user_counts WHERE user_id = ? FOR UPDATE")
+_ADD_CHECKING = f"SELECT set_config('memkit.pending_checking', ({_PENDING.format('checking')} + ?)::text, true)"
+_SETTLED_SQL = ("SELECT set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),"
+                " set_config('memkit.pending_checking', '0', true), set_config('memkit.shard', ?, true)")
+_SETTLE_SQL = "SELECT * FROM memkit_settle(?, ?)"
+"""The fast path of `_settle` (steps.py, step 13), given the caps: the pending changes, the shard
+this transaction took before (if any), and the shard that took them now (None: none did)."""
+_REBALANCE_SQL = (
+    "UPDATE memkit_shards AS s SET records = v.records, bytes = v.bytes, records_cap = ?, bytes_cap = ?,"
+    " records_allowed = v.records_allowed, bytes_allowed = v.bytes_allowed"
+    " FROM unnest(?::integer[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[])"
+    " AS v(shard, records, bytes, records_allowed, bytes_allowed) WHERE s.shard = v.shard")
+
+
+def _shares(used: list[int], shards: list[int], target: int, room: int) -> list[int | None]:
+    """Each shard's allowance: what it uses plus an equal part of the `room` left under the cap (the
+    rest of the division to `target`, the shard that asked); none at all where no room is left."""
+    if room < 0:
+        return [None] * len(used)
+    part, rest = divmod(room, len(used))
+    return [n + part + (rest if shard == target else 0) for n, shard in zip(used, shards, strict=True)]
 
 
 class PostgresDatabase:
@@ -252,9 +305,11 @@ class PostgresDatabase:
         if current is not None:
             yield from self._savepoint(current)
             return
-        with self._held("BEGIN") as conn:
+        with self._held(_BEGIN_SETTLING) as conn:
             try:
                 yield conn
+                if conn.settled_at != conn.sent:  # a statement since the last settle: a delete's, say
+                    self._settle(conn, check_size=False)
             except BaseException as exc:
                 self._rollback(conn)
                 if isinstance(exc, psycopg.Error) and conn.broken:  # COMMIT was never sent: the server rolls back
@@ -386,24 +441,82 @@ class PostgresDatabase:
 
     def check_quotas(self, conn: PgConnection, user: str, adding: int = 1,
                      counts: tuple[int | None, int] | None = None) -> None:
-        """Refuse (QuotaError) `adding` new records of `user` past the per-user or the global quota.
+        """Refuse (QuotaError) `adding` new records of `user` past the per-user quota now, and past
+        the global quota when the write settles (`check_size`, or the commit).
 
-        Holds the user's counter row and then the total's until commit, so no racing writer can pass
-        the same check with the same room. `counts` (the counters a caller read without locking
-        them) is not used: here the figures that count are the ones read under the row locks.
+        The per-user figure is read holding the user's counter row, so no racing writer of the user
+        passes the same check with the same room. The global one is checked where the write's records
+        are moved into a shard (`_settle`): before then, a writer holds no row other users need.
+        `counts` (the counters a caller read without locking them) is not used: the figures that
+        count are the ones read under the row locks.
         """
-        mine = self._counter_row(conn, user, creating=True)
-        # The total's row is locked only for a write the user's quota lets through.
-        room = mine + adding <= self.limits.max_records_per_user
-        total = conn.value("SELECT records FROM total_count FOR UPDATE") if room else 0
-        refuse_past_quotas(self.limits, user, mine, total, adding)
+        # One round trip where the user's row exists (a put locked it already): read it and note
+        # the global check for the settle; a refusal below rolls the note back with the write.
+        row = conn.execute(_CHECK_USER_SQL, (adding, user)).fetchone()
+        if row is None:
+            mine = self._counter_row(conn, user, creating=True)
+            conn.execute(_ADD_CHECKING, (adding,))
+        else:
+            mine = int(row[0])
+        if mine + adding > self.limits.max_records_per_user:
+            refuse_past_quotas(self.limits, user, mine, 0, adding)
 
     def check_size(self, conn: PgConnection) -> None:
-        """Measure after the write, inside the transaction: an over-cap write is rolled back whole.
+        """Settle the write's counts into a shard, refusing (QuotaError) past the global quota (if
+        `check_quotas` asked) or the size cap: inside the transaction, so a refused write is rolled
+        back whole. The figures are exact (`_settle`)."""
+        self._settle(conn, check_size=True)
 
-        The size counter row was locked by this transaction's own writes, so the figure is exact.
+    def _caps(self) -> tuple[int, int]:
+        """The global quota and the size cap as shards count them: records, and bytes whose whole
+        pages fit within `max_db_bytes`."""
+        return self.limits.max_records_total, self.limits.max_db_bytes // PAGE_BYTES * PAGE_BYTES
+
+    def _settle(self, conn: PgConnection, check_size: bool) -> None:
+        """Move the transaction's pending record and byte changes into one shard it locks.
+
+        The fast path is one call (`memkit_settle`, steps.py): lock a shard that no other
+        transaction holds (SKIP LOCKED) and whose allowances, granted under this store's caps, take
+        the changes, and add them there. When none does, it holds no shard it tried, and this
+        writer rebalances (`_rebalance`).
         """
-        refuse_past_size(self.limits, db_bytes(conn))
+        records, size, checking, held, taken = conn.execute(_SETTLE_SQL, self._caps()).fetchall()[0]
+        if taken is None and (records or size or checking):
+            self._rebalance(conn, records, size, checking, held, check_size, self._caps())
+        conn.settled_at = conn.sent  # nothing pending now; a later statement may add some
+
+    def _rebalance(self, conn: PgConnection, records: int, size: int, checking: int, held: int | None,
+                   check_size: bool, caps: tuple[int, int]) -> None:
+        """The slow path: the rebalance lock, then every shard in shard order; refuse on the exact
+        totals, or apply the changes and share the room left among the shards (none where a total
+        is past its cap: every later write that grows it comes here and is refused)."""
+        key = (SHARD_LOCK_CLASS, self.schema)
+        if held is None:
+            conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", key)
+        elif not conn.value("SELECT pg_try_advisory_xact_lock(?, hashtext(?))", key):
+            # This transaction holds a shard from an earlier write of its own, and the writer that
+            # rebalances now may be waiting for it: waiting here would close the cycle.
+            raise LockedError(
+                f"{self.where}: another writer is rebalancing the store's counters, and this transaction "
+                "holds one of them from an earlier write; it was rolled back and nothing was written. "
+                "Try again")
+        shards = conn.execute("SELECT shard, records, bytes FROM memkit_shards ORDER BY shard FOR UPDATE").fetchall()
+        total_records = sum(row[1] for row in shards) + records
+        total_bytes = sum(row[2] for row in shards) + size
+        if checking and total_records > caps[0]:
+            # The per-user quota was checked under the user's lock (`check_quotas`): the global
+            # one only here (mine = -checking keeps the per-user check of this call quiet).
+            refuse_past_quotas(self.limits, "", -checking, total_records - checking, checking)
+        if check_size:
+            refuse_past_size(self.limits, math.ceil(total_bytes / PAGE_BYTES) * PAGE_BYTES)
+        target = held if held is not None else int(conn.value(f"SELECT pg_backend_pid() % {SHARDS}"))
+        numbers = [row[0] for row in shards]
+        used_records = [row[1] + (records if row[0] == target else 0) for row in shards]
+        used_bytes = [row[2] + (size if row[0] == target else 0) for row in shards]
+        conn.execute(_REBALANCE_SQL, (caps[0], caps[1], numbers, used_records, used_bytes,
+                                      _shares(used_records, numbers, target, caps[0] - total_records),
+                                      _shares(used_bytes, numbers, target, caps[1] - total_bytes)))
+        conn.execute(_SETTLED_SQL, (str(target),))
 
     def changed(self, conn: PgConnection, sql: str, rows: list[tuple[Any, ...]]) -> int:
         """Run `sql` for every row (multi-row inserts); return how many rows it changed."""

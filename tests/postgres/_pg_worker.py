@@ -6,7 +6,8 @@ memkit.lab.workers: JSON answers on stdout, "go" on stdin to start racers togeth
 names `url` and `schema`; each worker opens its own `PostgresStore`, with its own connections.
 
 Modes:
-    race     put each of `ops` ([user, kind, key, value]) after "go"; answer one outcome per put.
+    race     put each of `ops` ([user, kind, key, value]) after "go"; answer one outcome per put
+             ("ok", "quota", "busy"; with `messages`, the error's message after "quota: " or "busy: ").
     stream   put `count` episodes `{prefix}-N`, printing `ack N REVISION` after each commit.
     hold     put `keys` inside one `transaction()`, answer "inside", and wait to be killed there.
     agent    a MemoryAgent (FixtureModel) asked "remember my kN is vN" for N < `count`, each until
@@ -43,10 +44,10 @@ def race(payload: dict[str, Any]) -> list[str]:
             try:
                 store.put(user, payload.get("session", "race"), kind, key, value)
                 outcomes.append("ok")
-            except QuotaError:
-                outcomes.append("quota")
-            except LockedError:
-                outcomes.append("busy")
+            except QuotaError as exc:
+                outcomes.append(f"quota: {exc}" if payload.get("messages") else "quota")
+            except LockedError as exc:
+                outcomes.append(f"busy: {exc}" if payload.get("messages") else "busy")
             except StoreError as exc:
                 outcomes.append(f"error: {exc}")
     return outcomes

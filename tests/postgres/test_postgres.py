@@ -264,7 +264,8 @@ def test_forget_user_leaves_no_row_of_that_user(server):
 
 
 @pytest.mark.parametrize("drift", [
-    "UPDATE total_count SET records = records + 1",
+    "UPDATE memkit_shards SET records = records + 1 WHERE shard = 0",  # the total: a view of the shards
+    "UPDATE memkit_shards SET bytes = bytes + 1 WHERE shard = 3",  # the size counter
     "UPDATE user_counts SET records = 1 WHERE user_id = 'alice'",
     "DELETE FROM user_counts WHERE user_id = 'bob'",
     "INSERT INTO user_counts VALUES ('ghost', 0)",

@@ -403,8 +403,10 @@ def test_every_version_names_the_same_tables_and_columns_on_both_backends():
     export bundle of version N imports into either backend."""
     from memkit.store import expected_columns
 
-    # Each backend's bookkeeping (SQLite's store-wide count moved into store_meta at step 12).
-    own = {"sqlite": {"store_meta", "total_count"}, "postgres": {"memkit_meta", "store_size", "total_count"}}
+    # Each backend's bookkeeping (SQLite's store-wide count moved into store_meta at step 12,
+    # PostgreSQL's counters into memkit_shards at step 13).
+    own = {"sqlite": {"store_meta", "total_count"},
+           "postgres": {"memkit_meta", "store_size", "total_count", "memkit_shards"}}
     for version in range(1, SCHEMA_VERSION + 1):
         sqlite, postgres = ({table: columns for table, columns in expected_columns(version, dialect).items()
                              if table not in own[dialect]} for dialect in ("sqlite", "postgres"))
