@@ -65,7 +65,7 @@ def _raw_put(conn: Any, user: str, kind: str, key: str, value: str, limits: Any,
     sql, db = PostgresStore.statements(), PgConnection(conn)
     for attempt in range(retries + 1):
         try:
-            db.execute("BEGIN ISOLATION LEVEL SERIALIZABLE; SET LOCAL memkit.settles = on" if serializable
+            db.execute("BEGIN ISOLATION LEVEL SERIALIZABLE; SET LOCAL memkit_tx.settles = on" if serializable
                        else BEGIN_SETTLING)
             if not serializable:  # the user's counter row first (made at 0 for a new user), as the store does
                 _lock_counter(db, user)

@@ -15,7 +15,7 @@ Concurrency. Writers run READ COMMITTED transactions and take locks in one order
    ever), or adds its change and shares the room left among the shards.
 
 Until it settles, a write's triggers only add its changes to transaction-local settings
-(`memkit.pending_*`): they lock nothing. So writers of different users run side by side to their
+(`memkit_tx.pending_*`): they lock nothing. So writers of different users run side by side to their
 commits, each in a shard of its own, and meet only at the quota's or the cap's edge, where they
 take turns at the advisory lock. Both caps stay exact: the allowances sum to at most the cap, and a
 shard's change passes without the others only within its own allowance.
@@ -81,7 +81,7 @@ steps.py), rounded up to 8 KiB."""
 PROPOSAL_LOCK_CLASS = 0x6D6D70
 """The first key of a user's proposal lock ("mmp"; the second: a hash of the schema and the user)."""
 
-_BEGIN_SETTLING = "BEGIN; SET LOCAL memkit.settles = on"
+_BEGIN_SETTLING = "BEGIN; SET LOCAL memkit_tx.settles = on"
 """A write transaction: its counting triggers leave the store-wide counts to it (`_settle`)."""
 
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
@@ -94,14 +94,15 @@ def db_bytes(conn: PgConnection) -> int:
     return math.ceil(stored / PAGE_BYTES) * PAGE_BYTES
 
 
-_PENDING = "coalesce(nullif(current_setting('memkit.pending_{0}', true), ''), '0')::bigint"
+_PENDING = "coalesce(nullif(current_setting('memkit_tx.pending_{0}', true), ''), '0')::bigint"
 """A transaction's record or byte change not yet settled into a shard (the triggers add to it)."""
 
-_CHECK_USER_SQL = (f"SELECT records, set_config('memkit.pending_checking', ({_PENDING.format('checking')} + ?)::text,"
-                   " true) FROM user_counts WHERE user_id = ? FOR UPDATE")
-_ADD_CHECKING = f"SELECT set_config('memkit.pending_checking', ({_PENDING.format('checking')} + ?)::text, true)"
-_SETTLED_SQL = ("SELECT set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),"
-                " set_config('memkit.pending_checking', '0', true), set_config('memkit.shard', ?, true)")
+_CHECK_USER_SQL = (f"SELECT records, set_config('memkit_tx.pending_checking',"
+                   f" ({_PENDING.format('checking')} + ?)::text, true) FROM user_counts WHERE user_id = ? FOR UPDATE")
+_ADD_CHECKING = f"SELECT set_config('memkit_tx.pending_checking', ({_PENDING.format('checking')} + ?)::text, true)"
+_SETTLED_SQL = ("SELECT set_config('memkit_tx.pending_records', '0', true),"
+                " set_config('memkit_tx.pending_bytes', '0', true),"
+                " set_config('memkit_tx.pending_checking', '0', true), set_config('memkit_tx.shard', ?, true)")
 _SETTLE_SQL = "SELECT * FROM memkit_settle(?, ?)"
 """The fast path of `_settle` (steps.py, step 13), given the caps: the pending changes, the shard
 this transaction took before (if any), and the shard that took them now (None: none did)."""

@@ -40,6 +40,7 @@ both backends, and an export bundle of version N imports into either."""
 _CREATES_TABLE = re.compile(r"\s*CREATE TABLE (\w+) \((.*)\)(?: WITHOUT ROWID)?\s*$", re.S)
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 _DROPS_TABLE = re.compile(r"\s*DROP TABLE (\w+)\s*$")
+_CREATES_VIEW = re.compile(r"\s*CREATE VIEW (\w+) AS SELECT (.*) FROM \w+\s*$", re.S)
 _INNERMOST = re.compile(r"\([^()]*\)")
 _CONSTRAINTS = ("PRIMARY", "UNIQUE", "CHECK", "CONSTRAINT", "FOREIGN")
 _DDL = re.compile(r"(CREATE|DROP) (TABLE|INDEX|FUNCTION|TRIGGER|SEQUENCE) (\w+)")
@@ -57,12 +58,25 @@ def _created_columns(statement: str) -> tuple[str, list[str]] | None:
     return match[1], [name for name in names if name.upper() not in _CONSTRAINTS]
 
 
+def _view_columns(statement: str) -> tuple[str, list[str]] | None:
+    """(view, columns) of a `CREATE VIEW v AS SELECT a AS x, ... FROM t` statement (each column named by
+    its last word), or None for any other statement: a view that stands in for a table it replaced
+    (PostgreSQL's `total_count` and `store_size`, step 13) is read, and checked, like that table."""
+    match = _CREATES_VIEW.match(statement)
+    if match is None:
+        return None
+    body = match[2]
+    while (flat := _INNERMOST.sub("", body)) != body:
+        body = flat
+    return match[1], [part.split()[-1].strip('"') for part in body.split(",") if part.split()]
+
+
 @functools.cache
 def _columns(version: int, dialect: Dialect) -> tuple[tuple[str, frozenset[str]], ...]:
     columns: dict[str, list[str]] = {}
     for statements in (MIGRATIONS if dialect == "sqlite" else PG_MIGRATIONS)[:version]:
         for statement in statements:
-            created = _created_columns(statement)
+            created = _created_columns(statement) or _view_columns(statement)
             if created is not None:
                 columns[created[0]] = created[1]
             for table, column in _ADDS_COLUMN.findall(statement):
@@ -76,7 +90,8 @@ def _columns(version: int, dialect: Dialect) -> tuple[tuple[str, frozenset[str]]
 def expected_columns(version: int = SCHEMA_VERSION, dialect: Dialect = "sqlite") -> dict[str, frozenset[str]]:
     """The columns of every table the first `version` steps create, in the order they create them.
 
-    Read from the steps' own `CREATE TABLE`, `ADD COLUMN` and `DROP TABLE` statements, on either backend.
+    Read from the steps' own `CREATE TABLE`, `ADD COLUMN`, `DROP TABLE` and `CREATE VIEW` statements, on
+    either backend (a view that replaced a table counts as one: its columns are read like a table's).
     """
     return dict(_columns(version, dialect))
 

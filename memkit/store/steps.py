@@ -70,7 +70,7 @@ MEASURED_BYTES_SQL = "(" + " + ".join(
     for table in ("memories", "memory_events", "transcript", "proposals", "memory_embeddings", "agent_items")) + ")"
 """PostgreSQL: the bytes of the rows the size triggers count, measured the way they count them."""
 
-_PENDING = "coalesce(nullif(current_setting('memkit.pending_{0}', true), ''), '0')::bigint"
+_PENDING = "coalesce(nullif(current_setting('memkit_tx.pending_{0}', true), ''), '0')::bigint"
 
 
 STEPS: list[Step] = [
@@ -462,7 +462,7 @@ STEPS: list[Step] = [
     # `total_count`) and held it until commit: writers queued there. Now each shard row holds its part
     # of the records and bytes and an allowance of each, granted under the caps named beside them; the
     # allowances sum to at most the caps, so shards within their allowance together stay within the
-    # caps. The counting triggers of a memkit transaction (which sets `memkit.settles`) only add the
+    # caps. The counting triggers of a memkit transaction (which sets `memkit_tx.settles`) only add the
     # change to transaction-local settings; the writer then moves it into one shard it locks
     # (`memkit_settle`), rebalancing all of them only when no free shard takes it (postgres.py: the
     # lock order and why). `memkit_settle` tries inside a block of its own: READ COMMITTED can leave a
@@ -496,13 +496,13 @@ STEPS: list[Step] = [
             IF records_change = 0 AND bytes_change = 0 THEN
                 RETURN;
             END IF;
-            IF current_setting('memkit.settles', true) = 'on' THEN
+            IF current_setting('memkit_tx.settles', true) = 'on' THEN
                 IF records_change <> 0 THEN
-                    PERFORM set_config('memkit.pending_records',
+                    PERFORM set_config('memkit_tx.pending_records',
                                        ({_PENDING.format('records')} + records_change)::text, true);
                 END IF;
                 IF bytes_change <> 0 THEN
-                    PERFORM set_config('memkit.pending_bytes',
+                    PERFORM set_config('memkit_tx.pending_bytes',
                                        ({_PENDING.format('bytes')} + bytes_change)::text, true);
                 END IF;
                 RETURN;
@@ -520,7 +520,7 @@ STEPS: list[Step] = [
             pending_records := {_PENDING.format('records')};
             pending_bytes := {_PENDING.format('bytes')};
             pending_checking := {_PENDING.format('checking')};
-            held_shard := nullif(current_setting('memkit.shard', true), '')::integer;
+            held_shard := nullif(current_setting('memkit_tx.shard', true), '')::integer;
             IF pending_records = 0 AND pending_bytes = 0 AND pending_checking = 0 THEN
                 RETURN;
             END IF;
@@ -541,9 +541,10 @@ STEPS: list[Step] = [
             EXCEPTION WHEN SQLSTATE 'MK001' THEN
                 RETURN;
             END;
-            PERFORM set_config('memkit.pending_records', '0', true), set_config('memkit.pending_bytes', '0', true),
-                    set_config('memkit.pending_checking', '0', true),
-                    set_config('memkit.shard', taken_shard::text, true);
+            PERFORM set_config('memkit_tx.pending_records', '0', true),
+                    set_config('memkit_tx.pending_bytes', '0', true),
+                    set_config('memkit_tx.pending_checking', '0', true),
+                    set_config('memkit_tx.shard', taken_shard::text, true);
         END $$""",
         """CREATE OR REPLACE FUNCTION memkit_count_insert() RETURNS trigger LANGUAGE plpgsql
             SET search_path FROM CURRENT AS $$
