@@ -174,7 +174,10 @@ def isolation(url: str, *, writers: int = 4, puts: int = 250, quota: int = 64, r
     context = multiprocessing.get_context("spawn")
     for mode in ("locks", "serializable", "store"):
         schema = f"bench_{mode}_{uuid.uuid4().hex[:8]}"
-        limits = {"max_records_per_user": quota, "busy_timeout_ms": 60_000}
+        # The history bound high enough to keep every event: "revisions hold" checks each key's
+        # whole history, 1 to its revision (at the default bound the store prunes the oldest).
+        limits = {"max_records_per_user": quota, "max_events_per_user": writers * puts + quota,
+                  "busy_timeout_ms": 60_000}
         with PostgresStore(url, schema=schema) as store:  # a first write grants the shards' allowances
             store.put("warmup", "bench", "preference", "k", "v")
         barrier, results = context.Barrier(writers), context.Queue()
