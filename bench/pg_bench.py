@@ -117,7 +117,7 @@ def _raw_write(db: Any, sql: Any, item: tuple[str, str, str, str], limits: Any, 
 def _settle(db: Any, limits: Any) -> None:
     """The store's fast path of settling a write's counts into a shard (postgres.py, `_settle`):
     the same statements and row lock (the global quota and the cap are far here: no rebalance)."""
-    db.execute(_SETTLE_SQL, (limits.max_records_total, limits.max_db_bytes // 8192 * 8192)).fetchone()
+    db.execute(_SETTLE_SQL, (limits.max_records_total, limits.max_db_bytes // 8192 * 8192, True)).fetchone()
 
 
 def _isolation_writer(payload: dict[str, Any], barrier: Any, results: Any) -> None:

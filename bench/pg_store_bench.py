@@ -133,7 +133,7 @@ class RawPsycopg:
     def _settle(self) -> None:
         """The store's fast path of settling a write's counts (postgres.py, `_settle`): a free shard
         whose allowances take them, locked and changed, in one call."""
-        self.conn.execute(self.settle, self.caps).fetchone()
+        self.conn.execute(self.settle, (*self.caps, True)).fetchone()
 
     def get(self, user: str, kind: str, key: str) -> str | None:
         row = self.conn.execute(self.get_sql, (user, kind, key)).fetchone()

@@ -106,7 +106,7 @@ _ADD_CHECKING = f"SELECT set_config('memkit_tx.pending_checking', ({_PENDING.for
 _SETTLED_SQL = ("SELECT set_config('memkit_tx.pending_records', '0', true),"
                 " set_config('memkit_tx.pending_bytes', '0', true),"
                 " set_config('memkit_tx.pending_checking', '0', true), set_config('memkit_tx.shard', ?, true)")
-_SETTLE_SQL = "SELECT * FROM memkit_settle(?, ?)"
+_SETTLE_SQL = "SELECT * FROM memkit_settle(?, ?, ?)"
 """The fast path of `_settle` (steps.py, step 13), given the caps: the pending changes, the shard
 this transaction took before (if any), and the shard that took them now (None: none did)."""
 _REBALANCE_SQL = (
@@ -482,9 +482,13 @@ class PostgresDatabase:
         The fast path is one call (`memkit_settle`, steps.py): lock a shard that no other
         transaction holds (SKIP LOCKED) and whose allowances, granted under this store's caps, take
         the changes, and add them there. When none does, it holds no shard it tried, and this
-        writer rebalances (`_rebalance`).
+        writer rebalances (`_rebalance`). A checked write (a record added under `check_quotas`, or
+        `check_size`) needs a shard within its allowances whatever the sign of its change, so a store
+        past a cap (lowered between opens, or written by psql: no allowance then) refuses it there on
+        the exact totals, as it did before the shards and as SQLite does, however busy the shards are.
         """
-        records, size, checking, held, taken = conn.execute(_SETTLE_SQL, self._caps()).fetchall()[0]
+        settle = (*self._caps(), check_size)
+        records, size, checking, held, taken = conn.execute(_SETTLE_SQL, settle).fetchall()[0]
         if taken is None and (records or size or checking):
             self._rebalance(conn, records, size, checking, held, check_size, self._caps())
         conn.settled_at = conn.sent  # nothing pending now; a later statement may add some

@@ -513,7 +513,8 @@ STEPS: list[Step] = [
                                      bytes = bytes + CASE WHEN shard = 0 THEN bytes_change ELSE 0 END,
                                      records_allowed = NULL, bytes_allowed = NULL;
         END $$""",
-        f"""CREATE FUNCTION memkit_settle(quota_records bigint, quota_bytes bigint, OUT pending_records bigint,
+        f"""CREATE FUNCTION memkit_settle(quota_records bigint, quota_bytes bigint, check_bytes boolean,
+            OUT pending_records bigint,
             OUT pending_bytes bigint, OUT pending_checking bigint, OUT held_shard integer, OUT taken_shard integer)
             LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
         BEGIN
@@ -528,10 +529,10 @@ STEPS: list[Step] = [
                 UPDATE memkit_shards AS s SET records = s.records + pending_records, bytes = s.bytes + pending_bytes
                     WHERE s.shard = (
                         SELECT f.shard FROM memkit_shards AS f
-                        WHERE (pending_records <= 0 OR (f.records_cap = quota_records
-                                                        AND f.records + pending_records <= f.records_allowed))
-                          AND (pending_bytes <= 0 OR (f.bytes_cap = quota_bytes
-                                                      AND f.bytes + pending_bytes <= f.bytes_allowed))
+                        WHERE ((pending_records <= 0 AND pending_checking = 0)
+                               OR (f.records_cap = quota_records AND f.records + pending_records <= f.records_allowed))
+                          AND ((pending_bytes <= 0 AND NOT check_bytes)
+                               OR (f.bytes_cap = quota_bytes AND f.bytes + pending_bytes <= f.bytes_allowed))
                         ORDER BY (f.shard + {SHARDS} - pg_backend_pid() % {SHARDS}) % {SHARDS}
                         LIMIT 1 FOR UPDATE SKIP LOCKED)
                     RETURNING s.shard INTO taken_shard;

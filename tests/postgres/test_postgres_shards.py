@@ -207,6 +207,27 @@ def test_stores_opened_with_different_quotas_each_hold_to_their_own(server):
         assert real_counts(low)[0] == 12 and low.health()["counters_consistent"]
 
 
+def test_a_store_past_its_caps_refuses_every_checked_write_whatever_its_sign(server):
+    """Caps lowered below what a store holds: a write that is checked is refused, as before the shards
+    and as on SQLite, even one that shrinks the store or adds as many records as it removes; and the
+    answer does not depend on whether another writer happens to hold the shards."""
+    schema = fresh()
+    with PostgresStore(server, schema=schema) as store:
+        for n in range(20):
+            store.put(f"u{n % 2}", "s1", "preference", f"k{n}", "x" * 500)
+        size = store.health()["db_bytes"]
+    with PostgresStore(server, schema=schema, limits=Limits().replace(max_records_total=19)) as store:
+        with pytest.raises(QuotaError, match="the global quota is 19"), store.transaction():
+            store.delete("u0", "preference", "k0")
+            store.put("u0", "s1", "preference", "new", "v")  # as many records as the delete removed
+        assert real_counts(store)[0] == 20 and store.get("u0", "preference", "k0") is not None
+    with PostgresStore(server, schema=schema, limits=Limits().replace(max_db_bytes=size // 2)) as store:
+        with pytest.raises(QuotaError, match=f"the cap is {size // 2} bytes"):
+            store.put("u1", "s1", "preference", "k1", "shorter")  # shrinks the store, still past the cap
+        assert store.get("u1", "preference", "k1")["value"] == "x" * 500
+        assert store.health()["counters_consistent"]
+
+
 def test_a_writer_that_bypasses_memkit_is_counted_and_closes_every_allowance(server):
     schema, cap = fresh(), 8
     limits = Limits().replace(max_records_total=cap)
