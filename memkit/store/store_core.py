@@ -168,6 +168,9 @@ class StoreCore:
 
         Raises:
             StoreError: the database stayed locked past the busy timeout, or the write failed.
+            LockedError (PostgreSQL): a block of several writes that already holds a counter shard
+                met another writer rebalancing the shards (at a quota's or the size cap's edge):
+                rolled back whole rather than wait in a cycle, nothing written; run the block again.
 
         Example:
             >>> with store.transaction():                                  # doctest: +SKIP
