@@ -31,7 +31,7 @@ from .limits import Limits
 from .models import FixtureModel, OpenAIModel, ScriptedModel
 from .retrieval import retrieve
 from .semantic import SemanticUnavailableError, load_embedder
-from .store import MemoryStore, Proposal, Record, open_store, start_embedded_postgres
+from .store import MemoryStore, Proposal, Record, Store, open_store, start_embedded_postgres
 from .tools import MemoryTools
 from .window import InProcessWindow, RedisWindow, ShortTermWindow, start_embedded_redis
 
@@ -41,8 +41,8 @@ if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an opti
 __version__ = "0.1.0"
 
 __all__ = [  # noqa: RUF022 -- grouped by concept under comments, not alphabetical
-    # long-term memory: SQLite, or PostgreSQL (the `postgres` extra)
-    "MemoryStore", "Record", "Proposal", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
+    # long-term memory: one façade (`Store`) over SQLite, or PostgreSQL (the `postgres` extra)
+    "Store", "MemoryStore", "Record", "Proposal", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
     # the agent and what it is made of
     "MemoryAgent", "AgentReply", "MemoryTools", "Approvals", "retrieve", "BudgetedModel",
     "FixtureModel", "ScriptedModel", "OpenAIModel",

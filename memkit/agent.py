@@ -1,6 +1,6 @@
 """The agent: retrieve memory for a task, ask the model through the budget wrapper, run its tool calls.
 
-Two memories feed every request. Long-term memory is the `MemoryStore` (retrieved for the task).
+Two memories feed every request. Long-term memory is a `Store` (retrieved for the task).
 Short-term memory is a `ShortTermWindow`: the agent reads the session's recent turns from it on
 every `ask` and appends the exchange (the user's message and the final reply) when the ask is
 answered. With a `RedisWindow` that conversation outlives the process: a new process for the same
@@ -24,7 +24,7 @@ from .request import ChatModel, History, Request
 from .errors import CommittedThenFailedError, MemkitError, ModelError, ValidationError
 from .limits import check_text
 from .retrieval import RetrievedContext, retrieve
-from .store import MemoryStore
+from .store import Store
 from .models import ToolCall
 from .tools import MemoryTools, Unconfirmed
 from .window import InProcessWindow, ShortTermWindow
@@ -57,7 +57,7 @@ class AgentReply:
 
 
 class MemoryAgent:
-    """An agent bound to one user and session, with long-term memory in a `MemoryStore`.
+    """An agent bound to one user and session, with long-term memory in a `Store`.
 
     Args:
         store: the long-term store.
@@ -83,7 +83,7 @@ class MemoryAgent:
         'From memory: preference drink = tea.'
     """
 
-    def __init__(self, store: MemoryStore, user: str, session: str, model: ChatModel, *,
+    def __init__(self, store: Store, user: str, session: str, model: ChatModel, *,
                  approvals: Approvals | None = None, window: ShortTermWindow | None = None,
                  history: History | None = None,
                  budget_chars: int | None = None, max_turns: int = 4, max_tool_calls: int = 8,

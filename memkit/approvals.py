@@ -5,7 +5,7 @@ exactly that (kind, key, value) or (kind, key) is waiting, and spends it. A chan
 key or kind, or a confirmation already used is refused. Claims in the model's text count for nothing.
 
 A confirmation is made before the model proposes. The other way round, a person approving after
-the model proposed, is a stored proposal (`MemoryStore.propose_put`, `approve`; the tools keep one
+the model proposed, is a stored proposal (`Store.propose_put`, `approve`; the tools keep one
 when they are made with `unconfirmed="propose"`).
 """
 

@@ -35,7 +35,7 @@ from typing import Any
 from collections.abc import Iterable, Iterator
 
 from .errors import MemkitError, WindowError
-from .store import MemoryStore
+from .store import Store
 from .window import RedisWindow, ShortTermWindow, connect_redis
 from .window.places import REDIS, WORKSPACE, describe, server_url
 from .servers.redis_client import client_for, display_url, redis_module
@@ -54,7 +54,7 @@ class NoAnswer(WindowError):
     answers but refuses this shell (a password, still loading, a timeout) may hold turns."""
 
 
-def forget_user(store: MemoryStore, user: str, *, windows: Iterable[ShortTermWindow] = (),
+def forget_user(store: Store, user: str, *, windows: Iterable[ShortTermWindow] = (),
                 places: Iterable[str] = (), gone: Iterable[str] = (), redis_url: str | None = None,
                 wait: float = DEFAULT_WAIT_S) -> dict[str, Any]:
     """Remove `user` from every window of `store` and from the store; check that nothing is left.
@@ -180,7 +180,7 @@ def _why_gone(place: str, exc: Exception) -> str:
     return f"named gone for good by a person; it did not answer ({exc})"
 
 
-def find_place(store: MemoryStore, name: str, extra: Iterable[str] = ()) -> str:
+def find_place(store: Store, name: str, extra: Iterable[str] = ()) -> str:
     """The recorded window place a person named: its JSON text, a Redis URL (any password is ignored),
     or a workspace window's folder.
 
@@ -220,7 +220,7 @@ def _names(place: str, name: str) -> bool:
     return False
 
 
-def window_status(store: MemoryStore, *, redis_url: str | None = None) -> list[dict[str, Any]]:
+def window_status(store: Store, *, redis_url: str | None = None) -> list[dict[str, Any]]:
     """Every window place the store recorded, and whether each is there now; it only looks.
 
     Each entry: {"place": the JSON text (what `find_place` takes), "window": described, "kind",
@@ -255,7 +255,7 @@ def window_status(store: MemoryStore, *, redis_url: str | None = None) -> list[d
     return report
 
 
-def drop_window(store: MemoryStore, name: str, *, redis_url: str | None = None,
+def drop_window(store: Store, name: str, *, redis_url: str | None = None,
                 wait: float = DEFAULT_WAIT_S) -> dict[str, Any]:
     """Stop recording a window place gone for good, so forgetting a user no longer waits for it.
 
@@ -384,7 +384,7 @@ def _redis_url(data: dict[str, Any], redis_url: str | None, named: str | None) -
 
 
 @contextlib.contextmanager
-def _open_place(store: MemoryStore, place: str, redis_url: str | None, wait: float,
+def _open_place(store: Store, place: str, redis_url: str | None, wait: float,
                 named: str | None = None) -> Iterator[ShortTermWindow]:
     """A window of `store` at `place` for the block.
 

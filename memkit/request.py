@@ -51,7 +51,7 @@ class History:
         """The exchanges of `turns` (oldest first) within the bounds, oldest dropped first.
 
         Args:
-            retired_before: leave out every turn at or before this time (`MemoryStore.retired_before`:
+            retired_before: leave out every turn at or before this time (`Store.retired_before`:
                 the user's last delete), so a deleted value leaves the request's history too.
         """
         exchanges: list[dict[str, str]] = []

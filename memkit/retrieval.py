@@ -19,7 +19,7 @@ from .errors import ValidationError
 from .jsonutil import json_chars
 from .limits import DEFAULT_LIMITS, KINDS, Limits
 from .semantic import DEFAULT_MIN_SIMILARITY
-from .store import MemoryStore, Record
+from .store import Record, Store
 
 STOPWORDS = frozenset([
     "about", "after", "again", "also", "and", "any", "are", "because", "been", "before", "but", "can", "could",
@@ -89,7 +89,7 @@ class RetrievedContext:
     by_meaning: bool = False
 
 
-def retrieve(store: MemoryStore, user: str, task: str, limits: Limits | None = None, *,
+def retrieve(store: Store, user: str, task: str, limits: Limits | None = None, *,
              by_meaning: bool | None = None,
              min_similarity: float = DEFAULT_MIN_SIMILARITY) -> RetrievedContext:
     """Choose the memories of `user` to offer the model for `task`.

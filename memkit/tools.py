@@ -20,7 +20,7 @@ from .limits import shorten
 from .errors import MemkitError, ValidationError
 from .jsonutil import import_jsonschema
 from .limits import KEY_PATTERN, KINDS
-from .store import MemoryStore
+from .store import Store
 from .store.proposals import Proposal, describe
 
 Unconfirmed = Literal["refuse", "propose"]
@@ -40,7 +40,7 @@ DELETE_WHEN = (
 )
 
 
-def tool_schemas(store: MemoryStore, unconfirmed: Unconfirmed = "refuse") -> list[dict[str, Any]]:
+def tool_schemas(store: Store, unconfirmed: Unconfirmed = "refuse") -> list[dict[str, Any]]:
     """The four memory tools in chat-completions form, with the store's limits in their schemas.
 
     With `unconfirmed="propose"` the descriptions of `memory_put` and `memory_delete` tell a model
@@ -84,7 +84,7 @@ class MemoryTools:
             then, so the old value is not resent from recent history).
         unconfirmed: a write or delete with no waiting confirmation is refused (`"refuse"`), or
             kept in the store as a proposal of the user for a person to approve (`"propose"`; see
-            `MemoryStore.proposals`). Either way nothing is written until a person says so.
+            `Store.proposals`). Either way nothing is written until a person says so.
 
     Example:
         >>> tools = MemoryTools(store, "alice", "s1", Approvals("cli"))       # doctest: +SKIP
@@ -92,7 +92,7 @@ class MemoryTools:
         {'ok': True, 'result': None}
     """
 
-    def __init__(self, store: MemoryStore, user: str, session: str, approvals: Approvals,
+    def __init__(self, store: Store, user: str, session: str, approvals: Approvals,
                  on_delete: Callable[[str, str], None] | None = None,
                  unconfirmed: Unconfirmed = "refuse") -> None:
         self.store = store

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from memkit.lab import ROOMY_LIMITS
 from memkit.limits import KINDS
-from memkit.store import MemoryStore
+from memkit.store import Store
 
 FULL = os.environ.get("MEMKIT_FULL") == "1"
 """`make reliability` sets MEMKIT_FULL=1: hundreds of kills, many more generated cases."""
@@ -41,7 +41,7 @@ def examples(default: int, full: int):
                                            HealthCheck.function_scoped_fixture])
 
 
-def integrity(store: MemoryStore) -> str:
+def integrity(store: Store) -> str:
     """`PRAGMA integrity_check` of the store's file: "ok", or its first complaints."""
     rows = [row[0] for row in store.connection.execute("PRAGMA integrity_check")]
     return "ok" if rows == ["ok"] else "; ".join(rows[:3])

@@ -13,7 +13,7 @@ import pytest
 
 import lab
 from memkit.clock import FakeClock
-from memkit.store import MemoryStore
+from memkit.store import MemoryStore, Store
 
 
 DEBIAN_POSTGRES = Path("/usr/lib/postgresql/15/bin")
@@ -35,7 +35,7 @@ class Backend:
         self.name, self.url = name, url
         self.schemas: set[str] = set()
 
-    def open(self, path: Path, **options: Any) -> MemoryStore:
+    def open(self, path: Path, **options: Any) -> Store:
         if self.url is None:
             return MemoryStore(path, **options)
         from memkit.store import PostgresStore
@@ -53,7 +53,7 @@ ACTIVE: list[Backend] = [SQLITE]
 """The backend of the running test: the `backend` fixture (tests/conftest.py) pushes and pops it."""
 
 
-def open_store(path: Path, **options: Any) -> MemoryStore:
+def open_store(path: Path, **options: Any) -> Store:
     """A store on the backend under test whose clock moves one second per reading: distinct,
     ordered timestamps."""
     options.setdefault("clock", FakeClock(step_seconds=1))

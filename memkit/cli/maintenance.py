@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from ..errors import StoreError
-from ..store import SCHEMA_VERSION, MemoryStore, open_store
+from ..store import SCHEMA_VERSION, MemoryStore, Store, open_store
 from ..store.store_limits import (LIMIT_NAMES, check_floors, floors, has_table, parse_settings,
                                   recorded as recorded_limits, write as write_limits)
 from .options import CliError, database_url, db_path, require_confirm
@@ -63,7 +63,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
          committed=f"{where} migrated from schema version {before} to {after}")
 
 
-def _open_for_limits(args: argparse.Namespace, writing: bool) -> MemoryStore:
+def _open_for_limits(args: argparse.Namespace, writing: bool) -> Store:
     url = database_url(args)
     if url is not None:
         return open_store(url, create=False, read_only=not writing)

@@ -19,7 +19,7 @@ from ..clock import iso, utc_now
 from ..errors import MemkitError
 from ..limits import DEFAULT_LIMITS, Limits, check_text
 from ..semantic import DEFAULT_MIN_SIMILARITY
-from ..store import MemoryStore, is_database_url, open_store
+from ..store import MemoryStore, Store, is_database_url, open_store
 from ..store.targets import postgres_conninfo
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
 from ..servers.workspace import DEFAULT_WAIT_S, WorkspaceRedis, window_folder
@@ -74,7 +74,7 @@ def database_url(args: argparse.Namespace) -> str | None:
     return url
 
 
-def workspace_window(args: argparse.Namespace, store: MemoryStore) -> Path:
+def workspace_window(args: argparse.Namespace, store: Store) -> Path:
     """The folder of the workspace's own redis-server (the window when REDIS_URL is unset).
 
     Beside a SQLite file: `memory.sqlite3-window/`. For a PostgreSQL store, in the workspace
@@ -93,7 +93,7 @@ KEEPS_VECTORS = frozenset({"put", "chat", "approve", "import", "mcp"})
 """The commands that write records: on a store that keeps vectors, each write keeps its record's."""
 
 
-def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
+def store_for(args: argparse.Namespace, **options: Any) -> Store:
     """The store this command line names: a PostgreSQL URL, or a SQLite file (created only by a write).
 
     `options` go to the store (`embedder=` for the commands that search by meaning; `read_only=True`
@@ -121,7 +121,7 @@ def store_for(args: argparse.Namespace, **options: Any) -> MemoryStore:
     return store
 
 
-def keep_vectors(store: MemoryStore) -> None:
+def keep_vectors(store: Store) -> None:
     """Give a store that keeps vectors (it was searched by meaning) the model that made most of them,
     so a write keeps its record's vector current. Without the `semantic` extra the write goes on
     without one (literal search is unaffected) and `memkit reindex` makes it later; a note says so.
@@ -203,7 +203,7 @@ def check_args(args: argparse.Namespace) -> None:
             raise CliError(f"--budget is {args.budget}; it must be a positive number of characters")
 
 
-def cli_approvals(store: MemoryStore) -> Approvals:
+def cli_approvals(store: Store) -> Approvals:
     """The confirmations of one command line, named after the moment it ran.
 
     Each `memkit` command is its own confirmation ("cli@<time>#1"), so a key's history tells two
@@ -218,7 +218,7 @@ def require_confirm(args: argparse.Namespace, what: str) -> None:
 
 
 @contextlib.contextmanager
-def window_for(args: argparse.Namespace, store: MemoryStore) -> Iterator[ShortTermWindow]:
+def window_for(args: argparse.Namespace, store: Store) -> Iterator[ShortTermWindow]:
     """The short-term window of `chat`: Redis at `REDIS_URL`, else the workspace's own redis-server.
 
     The embedded server keeps its data (AOF, fsynced every second) in a folder beside the SQLite

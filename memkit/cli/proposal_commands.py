@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from collections.abc import Callable
 
 from ..errors import MemkitError
-from ..store import MemoryStore
+from ..store import Store
 from ..store.proposals import describe
 from .options import CliError, require_confirm, store_for
 from .output import emit
@@ -86,7 +86,7 @@ def at_terminal(stdin: TextIO | None, stderr: TextIO | None) -> bool:
         return False
 
 
-def settle_proposals(store: MemoryStore, user: str, tool_results: list[dict[str, Any]],
+def settle_proposals(store: Store, user: str, tool_results: list[dict[str, Any]],
                      on_delete: Callable[[], object] | None = None,
                      stdin: TextIO | None = None, stderr: TextIO | None = None) -> list[dict[str, Any]]:
     """The proposals one chat turn's tool calls made, each decided by a person at a terminal.

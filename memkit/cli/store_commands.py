@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..forgetting import drop_window, forget_user, window_status
-from ..store import MemoryStore
+from ..store import Store
 from ..store.files import write_private
 from ..window.places import url_place, workspace_place
 from .options import CliError, cli_approvals, require_confirm, store_for, window_wait, workspace_window
@@ -56,7 +56,7 @@ def cmd_history(args: argparse.Namespace) -> None:
         emit(store.history(args.user, args.kind, args.key))
 
 
-def _check_export_target(out: Path, store: MemoryStore, force: bool) -> None:
+def _check_export_target(out: Path, store: Store, force: bool) -> None:
     """Refuse an output path that is one of the store's own files, or an existing file without --force."""
     target = out.resolve()
     for own in store.files():
@@ -93,7 +93,7 @@ def cmd_import(args: argparse.Namespace) -> None:
         raise CliError(f"there is no bundle file at {bundle}")
     with store_for(args) as store:
         result = store.import_records(bundle, user=args.as_user)
-        report = {**result, "proposals_imported": 0}  # bundles carry none (see MemoryStore.export_user)
+        report = {**result, "proposals_imported": 0}  # bundles carry none (see Store.export_user)
         emit(report, committed=f"a bundle imported: {json.dumps(result)}")
 
 

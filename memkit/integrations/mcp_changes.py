@@ -14,14 +14,14 @@ from typing import Any, Literal
 
 from ..approvals import Approvals, Confirmation
 from ..errors import ApprovalError
-from ..store import MemoryStore, Record
+from ..store import Record, Store
 
 
 @dataclasses.dataclass(frozen=True)
 class Memory:
     """What every tool call of one server works with: the store, the fixed user, the confirmations."""
 
-    store: MemoryStore
+    store: Store
     user: str
     session: str
     approvals: Approvals
@@ -137,7 +137,7 @@ def write_confirmed(memory: Memory, question: Question, confirmation: Confirmati
 
 
 def propose(memory: Memory, question: Question) -> dict[str, Any]:
-    """Keep the unanswered change as a pending proposal of the server's user (see MemoryStore.propose_put)."""
+    """Keep the unanswered change as a pending proposal of the server's user (see Store.propose_put)."""
     store, q = memory.store, question
     if q.action == "put":
         assert q.value is not None

@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - depends on the installation
 from ..approvals import Approvals
 from ..clock import iso, utc_now
 from ..errors import MemkitError
-from ..store import MemoryStore
+from ..store import Store
 from ..tools import tool_schemas
 from .mcp_changes import Memory, Question, StaleAnswer, propose, read_state, write_confirmed
 
@@ -305,7 +305,7 @@ def _tool(fn: Any, description: str, annotations: ToolAnnotations, schema: dict[
     return tool
 
 
-def build_server(store: MemoryStore, user: str, *, session: str = "mcp") -> MCPServer[Memory]:
+def build_server(store: Store, user: str, *, session: str = "mcp") -> MCPServer[Memory]:
     """An MCP server whose four tools read and change `user`'s memory in `store`, and nobody else's.
 
     Args:
@@ -332,6 +332,6 @@ def build_server(store: MemoryStore, user: str, *, session: str = "mcp") -> MCPS
         tools=tools, lifespan=lifespan, log_level="WARNING")
 
 
-def serve_stdio(store: MemoryStore, user: str, *, session: str = "mcp") -> None:
+def serve_stdio(store: Store, user: str, *, session: str = "mcp") -> None:
     """Serve `build_server(store, user)` over stdin/stdout until the client closes the connection."""
     anyio.run(build_server(store, user, session=session).run_stdio_async)

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 from ..errors import ValidationError
 from ..limits import Limits
-from ..store import MemoryStore, open_store
+from ..store import Store, open_store
 
 __all__ = ["MAX_ITEM_CHARS", "ItemNotJSON", "MemkitSession"]
 
@@ -54,7 +54,7 @@ class MemkitSession:
     Args:
         session_id: the conversation's id (1-64 of `[A-Za-z0-9_.-]`, starting with a letter or digit).
         db_path: a memkit store file (created if missing; its folder must exist), a
-            `postgresql://` URL, or an open `MemoryStore` (then the caller closes it).
+            `postgresql://` URL, or an open `Store` (then the caller closes it).
         user: whose conversation this is; chosen by the application, never by the model.
         session_settings: openai-agents' `SessionSettings` (or a dict); `limit` is the default
             number of latest items `get_items` returns.
@@ -70,13 +70,13 @@ class MemkitSession:
 
     session_settings: SessionSettings | None = None
 
-    def __init__(self, session_id: str, db_path: str | os.PathLike[str] | MemoryStore, *, user: str,
+    def __init__(self, session_id: str, db_path: str | os.PathLike[str] | Store, *, user: str,
                  session_settings: SessionSettings | dict[str, Any] | None = None,
                  limits: Limits | None = None) -> None:
         self.session_settings = (coerce_session_settings(session_settings) if session_settings is not None
                                  else SessionSettings())
-        self._owns_store = not isinstance(db_path, MemoryStore)
-        if isinstance(db_path, MemoryStore):
+        self._owns_store = not isinstance(db_path, Store)
+        if isinstance(db_path, Store):
             self.store = db_path
         else:
             self.store = open_store(db_path, **({"limits": limits} if limits is not None else {}))

@@ -10,7 +10,7 @@ from typing import Any
 from collections.abc import Iterable
 
 from ..errors import MemkitError, StoreError
-from ..store import MemoryStore
+from ..store import MemoryStore, Store
 from .display import scrub, shorten
 from .workers import PathLike
 
@@ -20,7 +20,7 @@ def sha256_file(path: PathLike) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def attempt_puts(store: MemoryStore, attempts: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def attempt_puts(store: Store, attempts: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Try several `store.put` calls and report each outcome instead of raising.
 
     Args:
@@ -55,7 +55,7 @@ def attempt_puts(store: MemoryStore, attempts: Iterable[dict[str, Any]]) -> list
     return rows
 
 
-def _valid_target(store: MemoryStore, attempt: dict[str, Any]) -> bool:
+def _valid_target(store: Store, attempt: dict[str, Any]) -> bool:
     try:
         store.limits.check_id("user", attempt["user"])
         store.limits.check_kind(attempt["kind"])

@@ -21,7 +21,7 @@ from typing import Any
 from collections.abc import Mapping, Sequence
 
 from ..errors import LockedError, QuotaError, StoreError, ValidationError
-from ..store import MemoryStore, is_database_url, open_store
+from ..store import Store, is_database_url, open_store
 from .workers import (ROOMY_LIMITS, WORKER_TIMEOUT_S, PathLike, answer, expect, limits_from, read_answer, send,
                       start_worker, stop, worker)
 
@@ -47,7 +47,7 @@ def store_options(target: str, schema: str | None, limits: Mapping[str, int] | N
     return options
 
 
-def open_target(payload: Mapping[str, Any]) -> MemoryStore:
+def open_target(payload: Mapping[str, Any]) -> Store:
     """A worker's store: `open_store(payload["target"])` with the payload's schema, limits and pool size."""
     target = payload["target"]
     return open_store(target, **store_options(target, payload.get("schema"), payload.get("limits"),
@@ -114,7 +114,7 @@ class _Writers:
         self.close()
 
 
-def _outcome(store: MemoryStore, user: str, kind: str, key: str, value: str) -> dict[str, Any]:
+def _outcome(store: Store, user: str, kind: str, key: str, value: str) -> dict[str, Any]:
     try:
         return {"outcome": "ok", "revision": store.put(user, "scaling", kind, key, value)["revision"]}
     except QuotaError:
@@ -125,7 +125,7 @@ def _outcome(store: MemoryStore, user: str, kind: str, key: str, value: str) -> 
         return {"outcome": "error", "error": str(exc)}
 
 
-def _write_for(store: MemoryStore, user: str, first: int, seconds: float | None, count: int | None) -> dict[str, Any]:
+def _write_for(store: Store, user: str, first: int, seconds: float | None, count: int | None) -> dict[str, Any]:
     """Put new episodes `e{first}`, `e{first+1}`, ... for `user` until `seconds` pass or `count` are confirmed."""
     done = busy = errors = 0
     start = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process of the machine
@@ -199,7 +199,7 @@ def writer_throughput(target: PathLike, writers: int, *, seconds: float | None =
     Each writer is a fresh process with its own store: its own SQLite connection to the file, or
     its own PostgreSQL connection. All open their store first, then start together; each puts new
     episode records (`e0`, `e1`, ...) for a user of its own (`writer-1`, `writer-2`, ...) through
-    `MemoryStore.put`, the kit's real write (quota check, revision, event history, one durable
+    `Store.put`, the kit's real write (quota check, revision, event history, one durable
     commit each: SQLite `synchronous=FULL`, PostgreSQL `synchronous_commit=on`), and counts the
     puts that returned. A SQLite file takes one writer at a time (the others wait on its lock).
     On PostgreSQL the writers' statements run side by side, each a round trip to the server, but

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from ..agent import MemoryAgent
 from ..errors import BudgetError
 from ..models import ModelReply, ScriptedModel, call, say, user_envelope
-from ..store import MemoryStore
+from ..store import Store
 from ._support import optional, pandas as _pandas, run_sync
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
@@ -60,7 +60,7 @@ def measurement_rows(measurements: Iterable[Any], turn: int | None = None) -> li
     return rows
 
 
-def conversation_rows(store: MemoryStore, user: str, budget_chars: int, *,
+def conversation_rows(store: Store, user: str, budget_chars: int, *,
                       tasks: Sequence[str] = DEFAULT_TASKS, answer_chars: int = 600,
                       session: str = "budget-demo") -> list[dict[str, Any]]:
     """Replay a scripted, growing conversation under a request budget; one row per model request.

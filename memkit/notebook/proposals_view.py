@@ -1,13 +1,13 @@
 """The proposals panel: a person approves or rejects what the model proposed, one click each.
 
 The model proposes a save or a delete; with no confirmation waiting, the store keeps it as a
-pending proposal of that user (`MemoryStore.propose_put`). This panel lists a user's pending
+pending proposal of that user (`Store.propose_put`). This panel lists a user's pending
 proposals with an Approve and a Reject button each. Every button calls `decide`, a plain function
 that a notebook's next cell (or a test) calls too, so what a click did can be checked headless.
 
 `decide` never raises for a refusal: an unknown or another user's id, an already decided, expired
 or stale proposal, a quota, a closed store come back as `{"ok": False, "reason": ..., "error": ...}`
-(one line), and the store is unchanged, as `MemoryStore.approve` and `reject` guarantee.
+(one line), and the store is unchanged, as `Store.approve` and `reject` guarantee.
 
 The panel holds no state of its own beyond the store and the user: it reads the store again after
 every decision, so it shows the truth even after another process (or a second Run All) decided.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
-from ..store import MemoryStore
+from ..store import Store
 from ..store.proposals import Proposal, confirmation_of, describe
 from ._support import View, pandas as _pandas, status_html, widgets as _widgets
 from .tables import text_table
@@ -36,7 +36,7 @@ MAX_ROWS = 15
 """The most proposals the panel lists at once (a screen's worth); the rest are counted."""
 
 
-def decide(store: MemoryStore, user: str, proposal_id: int, decision: str,
+def decide(store: Store, user: str, proposal_id: int, decision: str,
            origin: str = "notebook") -> dict[str, Any]:
     """Approve or reject one pending proposal of `user`; what the panel's buttons call.
 
@@ -91,7 +91,7 @@ def outcome_line(result: dict[str, Any]) -> str:
     return f"proposal {result['proposal']} refused ({result['reason']}): {result['error']}"
 
 
-def pending_table(store: MemoryStore, user: str) -> pandas.DataFrame:
+def pending_table(store: Store, user: str) -> pandas.DataFrame:
     """`user`'s proposals waiting for a person, oldest first: what the panel lists, as a table
     (a DataFrame shown with text columns left-aligned and at most 15 rows).
 
@@ -137,7 +137,7 @@ class ProposalsPanel(View):
         >>> panel.buttons[1][0].click()  # Approve proposal 1, as a person would   # doctest: +SKIP
     """
 
-    def __init__(self, store: MemoryStore, user: str, origin: str = "notebook",
+    def __init__(self, store: Store, user: str, origin: str = "notebook",
                  on_decide: Callable[[dict[str, Any]], None] | None = None) -> None:
         store.limits.check_id("user", user)
         store.limits.check_id("origin", origin)

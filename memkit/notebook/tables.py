@@ -1,6 +1,6 @@
 """Tables: records, histories, tool results, messages and confirmations as pandas DataFrames.
 
-Each function takes what the package already returns (records, `MemoryStore.history` events,
+Each function takes what the package already returns (records, `Store.history` events,
 `AgentReply.tool_results`, a request's messages, an `Approvals`) and gives a DataFrame with fixed
 columns, so a notebook shows the same table on every run and a widget can render it as HTML.
 
@@ -43,7 +43,7 @@ def records_table(records: Iterable[Record]) -> pandas.DataFrame:
 
 
 def history_table(events: Iterable[Mapping[str, Any]]) -> pandas.DataFrame:
-    """`MemoryStore.history` events as a table, oldest first; missing values shown as empty cells."""
+    """`Store.history` events as a table, oldest first; missing values shown as empty cells."""
     pd = _pandas()
     rows = [{c: ("" if e[c] is None else e[c]) for c in HISTORY_COLUMNS} for e in events]
     return text_table(pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)))

@@ -22,7 +22,7 @@ from ..approvals import Approvals, Confirmation
 from ..errors import MemkitError, ValidationError
 from ..limits import KINDS
 from ..models import FixtureModel, user_envelope
-from ..store import MemoryStore
+from ..store import Store
 from ._support import View, pandas as _pandas, run_sync, status_html, widgets as _widgets
 from .charts import budget_chart, budget_summary, png
 from .tables import approvals_table, html_table
@@ -219,7 +219,7 @@ def scan_requests(requests: Sequence[Mapping[str, Any]], memories: Mapping[str, 
     return pd.DataFrame(rows, columns=["memory", "value", "requests scanned", "hits", "in requests"])
 
 
-def cross_user_scan(store: MemoryStore, requests_by_user: Mapping[str, Sequence[Mapping[str, Any]]], *,
+def cross_user_scan(store: Store, requests_by_user: Mapping[str, Sequence[Mapping[str, Any]]], *,
                     roles: Sequence[str] | None = None) -> pandas.DataFrame:
     """Scan each user's model requests for the values of every *other* user in the store.
 
@@ -246,7 +246,7 @@ def cross_user_scan(store: MemoryStore, requests_by_user: Mapping[str, Sequence[
     return pd.concat(frames, ignore_index=True)
 
 
-def what_user_sees(store: MemoryStore, user: str, task: str, *, session: str = "switcher") -> dict[str, Any]:
+def what_user_sees(store: Store, user: str, task: str, *, session: str = "switcher") -> dict[str, Any]:
     """Run one `ask` of `user`'s agent (fixture model) and return what that agent saw and said.
 
     Returns:
@@ -274,7 +274,7 @@ class UserSwitcher(View):
         users: the user ids offered (default: every user with records).
     """
 
-    def __init__(self, store: MemoryStore, task: str, users: Sequence[str] | None = None) -> None:
+    def __init__(self, store: Store, task: str, users: Sequence[str] | None = None) -> None:
         w = _widgets()
         self.store, self.task = store, task
         options = list(users) if users is not None else list(store.users())

@@ -1,19 +1,20 @@
 """The long-term store: user-scoped memories in one SQLite file, or in a PostgreSQL database.
 
-`MemoryStore` is the one façade, over either backend; `PostgresStore` opens it on PostgreSQL;
+`Store` is the one façade, over either backend; `MemoryStore` opens it on a SQLite file and
+`PostgresStore` on PostgreSQL (neither is the other, neither overrides a method of `Store`);
 `open_store` opens either from a path or a `postgresql://` URL. Each concept lives in one module:
 
 - `backend`: the `Backend` protocol, what the façade and the shared modules ask of a database
   (transactions, reads, the per-user lock, the quota and size checks, identity), and the quota and
   size refusals both backends raise.
-- `memory`: `MemoryStore`, made of parts by concept: `store_core` (state, limits, transactions,
+- `facade`: `Store`, made of parts by concept: `store_core` (state, limits, transactions,
   identity: `path`, `location`, `files()`, `store_id`), `store_records` (records, history, search
   literal and by meaning, forgetting), `store_proposals`, `store_sessions` (the transcript
   archive, agent items, window places, export and import).
 - `steps`: the schema, declared once: an append-only list of steps, each in its SQLite and PostgreSQL form.
 - `schema`: one runner and one check at open for either backend, what a version holds derived from the steps.
 - `statements`: each backend's write statements and search SQL (`Statements`), public through
-  `MemoryStore.statements()`.
+  `MemoryStore.statements()` and `PostgresStore.statements()`.
 - `search`: the literal, case-folded substring rule on either backend, by scan or a trigram index
   (SQLite's FTS5, kept only where the limits can use it; PostgreSQL's `pg_trgm`).
 - `bundle`: the export bundle format (JSON Lines, a JSON Schema per line, a SHA-256).
@@ -31,6 +32,7 @@
 
 SQLite:
 
+- `memory`: `MemoryStore`, which opens a `SqliteDatabase` (or a `ReadOnlyDatabase`) under the façade.
 - `db`: the SQLite backend: one connection, its lock, `transaction()`, reads, the checks.
 - `readonly`: reading a file without changing it (`MemoryStore(path, read_only=True)`): `mode=ro` or
   `immutable=1`, an older schema from a migrated copy in memory, every write refused.
@@ -62,6 +64,7 @@ from .db import SqliteDatabase, is_busy
 from ..servers.postgres import EmbeddedPostgres, start_embedded_postgres
 from .files import SQLITE_MAGIC, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
+from .facade import Store
 from .memory import MemoryStore
 from .opening import is_database_url, open_store
 from .proposals import Proposal
@@ -87,6 +90,7 @@ __all__ = [
     "Record",
     "SqliteDatabase",
     "Statements",
+    "Store",
     "counters_consistent",
     "expected_columns",
     "expected_objects",

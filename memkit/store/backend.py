@@ -1,6 +1,6 @@
 """What the store's façade asks of a database: the `Backend` protocol, and the two checks both keep.
 
-`MemoryStore` (memory.py) and the modules it runs through (archive, browse, bundle, health,
+`Store` (facade.py) and the modules it runs through (archive, browse, bundle, health,
 proposals, agent_items, embeddings, ...) see a database only through `Backend`. Two classes
 implement it, one file each: `SqliteDatabase` (db.py; `ReadOnlyDatabase` in readonly.py) and
 `PostgresDatabase` (postgres.py). Where the two databases differ (opening, the per-user lock, the

@@ -21,7 +21,7 @@ from .steps import MEASURED_BYTES_SQL
 
 if TYPE_CHECKING:
     from .backend import Backend
-    from .memory import MemoryStore
+    from .facade import Store
 
 
 def health(db: Backend) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def inspect_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {"integrity": integrity, "records": records, "counted": counted, "counters_consistent": consistent}
 
 
-def fingerprint(store: MemoryStore) -> dict[str, Any]:
+def fingerprint(store: Store) -> dict[str, Any]:
     """Row counts and a SHA-256 of every memory and event row: equal fingerprints, unchanged database.
 
     The digest covers the content of every user's records and events, read in one snapshot on a

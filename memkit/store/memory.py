@@ -1,9 +1,8 @@
-"""MemoryStore: the long-term memory, every read and write bound to one user, in a SQLite file or
-(through `PostgresStore`, pg_store.py) a PostgreSQL database.
+"""MemoryStore: the long-term memory, every read and write bound to one user, in a SQLite file.
 
-The one façade of the store package over either backend (`Backend`, backend.py): it checks every
-argument against its `Limits`, then runs the operation on its database through the modules that
-own each concept. Its methods are grouped in parts by concept (store_core.py says which).
+A constructor, no more: it opens a `SqliteDatabase` (db.py; `ReadOnlyDatabase`, readonly.py, for
+`read_only=True`) and hands it to the façade, `Store` (facade.py), which runs every operation the
+same way on either backend. `PostgresStore` (pg_store.py) is its twin on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,14 +16,15 @@ from ..errors import ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..semantic import Embedder
 from .db import SqliteDatabase
+from .facade import Store
 from .readonly import ReadOnlyDatabase
-from .store_proposals import StoreProposals
-from .store_sessions import StoreSessions
+from .statements import SQLITE_STATEMENTS
 from .targets import check_sqlite_target
 
 
-class MemoryStore(StoreProposals, StoreSessions):
-    """A user-scoped long-term memory in a SQLite file (or, opened by `PostgresStore`, in PostgreSQL).
+class MemoryStore(Store):
+    """A user-scoped long-term memory in a SQLite file: the façade (`Store`), with its promises,
+    over a `SqliteDatabase` (db.py). This class only opens it: every method is the façade's.
 
     Threads may share one store: the connection is opened with `check_same_thread=False` and every
     operation holds the store's lock, so calls from several threads run one at a time. Processes
@@ -65,6 +65,8 @@ class MemoryStore(StoreProposals, StoreSessions):
         ...     store.put("alice", "s1", "preference", "drink", "tea")["revision"]
         1
     """
+
+    _statements = SQLITE_STATEMENTS
 
     def __init__(
         self,

@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .facade import Store
 from .memory import MemoryStore
 from .targets import is_database_url, masked, postgres_conninfo
 
 __all__ = ["is_database_url", "masked", "open_store"]
 
 
-def open_store(target: str | os.PathLike[str], **options: Any) -> MemoryStore:
+def open_store(target: str | os.PathLike[str], **options: Any) -> Store:
     """Open the long-term store at `target`, on whichever backend it names.
 
     Args:

@@ -1,7 +1,8 @@
 """PostgresStore: the same long-term memory, its tables in a PostgreSQL database.
 
 A constructor, no more: it opens a `PostgresDatabase` (postgres.py, the PostgreSQL `Backend`) and
-hands it to `MemoryStore`'s façade, which runs every operation the same way on either backend.
+hands it to the façade, `Store` (facade.py), which runs every operation the same way on either
+backend. `MemoryStore` (memory.py) is its twin on SQLite.
 Where PostgreSQL differs (opening, the per-user and proposal locks, search, the archive's insert
 count, health's settings, pgvector), the difference lives in postgres.py and its modules.
 """
@@ -14,14 +15,14 @@ from ..clock import Clock, utc_now
 from ..errors import ValidationError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..semantic import Embedder
-from .memory import MemoryStore
+from .facade import Store
 from .pg_vectors import ensure_pgvector
 from .postgres import PostgresDatabase
 from .statements import PG_STATEMENTS
 
 
-class PostgresStore(MemoryStore):
-    """A user-scoped long-term memory in a PostgreSQL database: `MemoryStore`'s façade, with its promises,
+class PostgresStore(Store):
+    """A user-scoped long-term memory in a PostgreSQL database: the façade (`Store`), with its promises,
     over a `PostgresDatabase` (postgres.py). This class only opens it: every method is the façade's.
 
     One row per (user, kind, key); revisions and the append-only event history; quotas and the size

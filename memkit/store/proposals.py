@@ -15,7 +15,7 @@ in the `proposals` table, apart from the memories: it is a question to a person,
   "unknown": the newest `max_pending_proposals_per_user` of them per user; older ones are removed
   when the user's next proposal is made.
 
-This module holds the SQL and the rules; `MemoryStore.propose_put`, `propose_delete`, `proposals`,
+This module holds the SQL and the rules; `Store.propose_put`, `propose_delete`, `proposals`,
 `approve` and `reject` run them inside the store's write transaction, on SQLite and PostgreSQL alike.
 """
 

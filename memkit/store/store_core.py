@@ -1,6 +1,7 @@
-"""The store façade's core: the state every part of `MemoryStore` shares, and what they all use.
+"""The store façade's core: the state every part of `Store` shares, and what they all use.
 
-`MemoryStore` (memory.py) is one class over either backend (`Backend`, backend.py); its methods are
+`Store` (facade.py) is one class over either backend (`Backend`, backend.py), opened by
+`MemoryStore` (SQLite) or `PostgresStore` (PostgreSQL); its methods are
 grouped by concept in parts that each extend `StoreCore`: store_records.py (records, their history,
 search literal and by meaning, forgetting), store_proposals.py (extending the records part: an
 approval writes through `put` and `delete`) and store_sessions.py (conversations, window places,
@@ -21,7 +22,7 @@ from ..limits import Limits
 from ..semantic import Embedder
 from . import embeddings, health
 from .backend import Backend
-from .statements import SQLITE_STATEMENTS, Statements
+from .statements import Statements
 from .store_limits import has_table as has_limits_table, limits_from, record as record_limits
 from .store_limits import recorded as recorded_limits
 
@@ -41,7 +42,7 @@ class StoreCore:
     synchronous: str
     embedder: Embedder | None
     _clock: Clock
-    _statements: ClassVar[Statements] = SQLITE_STATEMENTS
+    _statements: ClassVar[Statements]  # each constructor's own: SQLite's or PostgreSQL's
     _store_id: str | None = None
 
     fts_min_user_rows: int = 1000
@@ -97,8 +98,15 @@ class StoreCore:
 
         Public so that a benchmark can run exactly the store's statements on its schema, and follow
         a schema change without copying SQL (bench/contenders.py's raw limit does).
+
+        Raises:
+            TypeError: asked of the façade `Store` itself, which runs whichever backend's it opens.
         """
-        return cls._statements
+        statements: Statements | None = getattr(cls, "_statements", None)
+        if statements is None:
+            raise TypeError(f"{cls.__name__} runs whichever backend's SQL it is opened on: ask "
+                            "MemoryStore.statements() (SQLite) or PostgresStore.statements() (PostgreSQL)")
+        return statements
 
     # -- what this store is ------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The façade's proposals: saves and deletes the model proposed, waiting for a person.
 
-Part of `MemoryStore` (see store_core.py); the rules live in proposals.py. Approving applies the
+Part of `Store`, the façade (see store_core.py); the rules live in proposals.py. Approving applies the
 change through `put` or `delete` (store_records.py) in the same transaction as the check.
 """
 
@@ -15,7 +15,7 @@ from .store_records import StoreRecords
 
 
 class StoreProposals(StoreRecords):
-    """`MemoryStore`'s proposals: propose_put, propose_delete, proposals, approve, reject."""
+    """`Store`'s proposals: propose_put, propose_delete, proposals, approve, reject."""
 
     # -- proposals: what the model proposed, waiting for a person (see memkit.store.proposals) ----
 

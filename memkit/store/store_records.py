@@ -1,7 +1,7 @@
 """The façade's records: write, read, delete, search (literal and by meaning), browse and forget one
 user's memories.
 
-Part of `MemoryStore` (see store_core.py): every argument is checked against the store's `Limits`,
+Part of `Store`, the façade (see store_core.py): every argument is checked against the store's `Limits`,
 then the operation runs on its backend, in one transaction for a write. The vectors' SQL is
 embeddings.py's; a search by meaning is ranked by the backend (in Python, or by pgvector).
 """
@@ -21,7 +21,7 @@ from .store_core import StoreCore
 
 
 class StoreRecords(StoreCore):
-    """`MemoryStore`'s records: put, get, delete, search, search_by_meaning, reindex, records, history,
+    """`Store`'s records: put, get, delete, search, search_by_meaning, reindex, records, history,
     forget_user, ..."""
 
     # -- the memory API ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The façade's conversations and transfers: the transcript archive, openai-agents session items,
 where the store's windows are, and export and import.
 
-Part of `MemoryStore` (see store_core.py); the formats live in archive.py, agent_items.py and
+Part of `Store`, the façade (see store_core.py); the formats live in archive.py, agent_items.py and
 bundle.py.
 """
 
@@ -21,7 +21,7 @@ from .store_core import StoreCore
 
 
 class StoreSessions(StoreCore):
-    """`MemoryStore`'s conversations and transfers: archive_turns, agent items, note_window, export_user, ..."""
+    """`Store`'s conversations and transfers: archive_turns, agent items, note_window, export_user, ..."""
 
     def note_window(self, place: str) -> bool:
         """Record that a short-term window of this store lives at `place` (a JSON description made by

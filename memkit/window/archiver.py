@@ -1,6 +1,6 @@
 """The archiver of the Redis window: turns that left the window go into SQLite, exactly once.
 
-Archiving is *copy, then trim*. The copy (`MemoryStore.archive_turns`) is keyed by (user,
+Archiving is *copy, then trim*. The copy (`Store.archive_turns`) is keyed by (user,
 session, turn), so a process killed between the SQLite commit and the Redis trim leaves the turn
 in both places for a moment; the next pass (any instance) copies it again (ignored) and trims it.
 
@@ -23,7 +23,7 @@ import threading
 from typing import TYPE_CHECKING, Any, cast
 from collections.abc import Callable
 
-from ..store import MemoryStore
+from ..store import Store
 from ..store.archive import ArchiveConflictError
 from ..transcript import Turn
 from ..servers.redis_client import as_text, redis_errors
@@ -50,7 +50,7 @@ class Archiver:
             SQLite and before they are removed from Redis.
     """
 
-    def __init__(self, client: redis.Redis, store: MemoryStore, layout: KeyLayout, scripts: Scripts, *, where: str,
+    def __init__(self, client: redis.Redis, store: Store, layout: KeyLayout, scripts: Scripts, *, where: str,
                  sweep_margin: float, interval: float, on_archived: OnArchived | None = None) -> None:
         self.client = client
         self.store = store

@@ -17,7 +17,7 @@ from .. import codec
 from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError
 from ..limits import DEFAULT_LIMITS, Limits, check_text
-from ..store import MemoryStore
+from ..store import Store
 from ..transcript import TURN_ROLES, Turn, merge_turns
 
 DEFAULT_SIZE = 10
@@ -31,9 +31,9 @@ class ShortTermWindow(abc.ABC):
     """
 
     size: int
-    store: MemoryStore | None
+    store: Store | None
 
-    def __init__(self, size: int, store: MemoryStore | None, clock: Clock, limits: Limits,
+    def __init__(self, size: int, store: Store | None, clock: Clock, limits: Limits,
                  max_content_chars: int) -> None:
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise ValidationError(f"window size is {size!r}; it must be a positive integer")
@@ -143,7 +143,7 @@ class InProcessWindow(ShortTermWindow):
         ['hello', 'tea?']
     """
 
-    def __init__(self, size: int = DEFAULT_SIZE, *, store: MemoryStore | None = None, clock: Clock = utc_now,
+    def __init__(self, size: int = DEFAULT_SIZE, *, store: Store | None = None, clock: Clock = utc_now,
                  limits: Limits = DEFAULT_LIMITS, max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS) -> None:
         super().__init__(size, store, clock, limits, max_content_chars)
         self._turns: dict[tuple[str, str], collections.deque[Turn]] = {}

@@ -3,7 +3,7 @@
 The keys: one layout per key prefix and store, one set of keys per session.
 
 Every key starts with `{prefix}:{store}`: the operator's prefix (default `memkit`; separate
-deployments on one server may choose their own) and the store's id (`MemoryStore.store_id`, its
+deployments on one server may choose their own) and the store's id (`Store.store_id`, its
 first 16 hex digits). Two databases that share one Redis server (two workspaces, two students on a
 class Redis) therefore never see each other's windows: one store's chat cannot recall the other's
 turns, its archiver cannot copy them, its forget cannot remove them. User and session ids are
@@ -88,7 +88,7 @@ class KeyLayout:
 
     Args:
         prefix: the operator's part (letters, digits, '_', '.', '-').
-        store_id: the store's id (`MemoryStore.store_id`); its first 16 hex digits follow the prefix.
+        store_id: the store's id (`Store.store_id`); its first 16 hex digits follow the prefix.
 
     Raises:
         ValidationError: the prefix has characters other than letters, digits, '_', '.', '-', or

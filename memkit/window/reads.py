@@ -12,7 +12,7 @@ import collections
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..store import MemoryStore
+from ..store import Store
 from ..transcript import Turn, merge_turns
 from ..servers.redis_client import as_text, redis_errors
 from .protocol import KeyLayout, Scripts, decode
@@ -30,7 +30,7 @@ class WindowReads:
         ttl: seconds of inactivity after which Redis drops a session (a read restarts it).
     """
 
-    def __init__(self, client: redis.Redis, store: MemoryStore, layout: KeyLayout, scripts: Scripts, *,
+    def __init__(self, client: redis.Redis, store: Store, layout: KeyLayout, scripts: Scripts, *,
                  where: str, ttl: float) -> None:
         self.client = client
         self.store = store

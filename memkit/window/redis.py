@@ -35,7 +35,7 @@ from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError, WindowError
 from ..servers.redis import Persistence, RedisHandle, connect_redis, embedded_handle
 from ..servers.redis_client import DEFAULT_TIMEOUT_S, as_text, display_url, notes_server_life, redis_errors
-from ..store import MemoryStore
+from ..store import Store
 from ..transcript import Turn
 from .archiver import Archiver, OnArchived
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
@@ -123,7 +123,7 @@ class RedisWindow(ShortTermWindow):
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: Store,
         client: redis.Redis | None = None,
         *,
         url: str | None = None,
@@ -143,7 +143,7 @@ class RedisWindow(ShortTermWindow):
     ) -> None:
         super().__init__(size, store, clock, store.limits, max_content_chars)
         self.layout = KeyLayout(prefix, store.limits, store_id=store.store_id)
-        self.store: MemoryStore = store
+        self.store: Store = store
         self._ttl = check_ttl(ttl)
         sweep_margin = float(sweep_margin if sweep_margin is not None else min(60.0, ttl / 4))
         if not 0 < sweep_margin < self._ttl:

@@ -26,17 +26,17 @@ from typing import Any
 from collections.abc import Mapping
 
 from memkit.errors import LockedError, ProposalError, QuotaError
-from memkit.store import MemoryStore, is_database_url, open_store
+from memkit.store import Store, is_database_url, open_store
 from memkit.lab.scaling import backend_of, open_target, prepare_store, store_options
 from .workers import (WORKER_TIMEOUT_S, PathLike, answer, expect, run_together, send, start_worker,
                       stop, wait_for_go, worker)
 
 
-def _open(target: str, schema: str | None, limits: Mapping[str, int]) -> MemoryStore:
+def _open(target: str, schema: str | None, limits: Mapping[str, int]) -> Store:
     return open_store(target, **store_options(target, schema, limits, 1))
 
 
-def seed(store: MemoryStore, user: str, *, records: int, new_keys: int, updates: int) -> list[int]:
+def seed(store: Store, user: str, *, records: int, new_keys: int, updates: int) -> list[int]:
     """Give `user` `records` records, then proposals: `new_keys` saves of new keys and `updates`
     saves of new values for existing ones, interleaved. Returns the proposal ids."""
     for number in range(records):
@@ -50,7 +50,7 @@ def seed(store: MemoryStore, user: str, *, records: int, new_keys: int, updates:
     return ids
 
 
-def applied(store: MemoryStore, user: str, ids: list[int]) -> dict[int, dict[str, Any]]:
+def applied(store: Store, user: str, ids: list[int]) -> dict[int, dict[str, Any]]:
     """Per proposal: its status, how many events name it, and whether the record holds its value."""
     kept = {p["id"]: p for p in store.proposals(user, pending_only=False)}
     named: dict[int, int] = {}

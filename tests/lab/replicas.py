@@ -21,7 +21,7 @@ from memkit.lab.replicas import HOP_SCRIPT, Instance, reply_figures
 from memkit.lab.scaling import open_target
 from memkit.models import FixtureModel
 from memkit.request import History
-from memkit.store import MemoryStore
+from memkit.store import Store
 from memkit.window import InProcessWindow, RedisWindow, ShortTermWindow
 
 from .workers import PathLike, answer, expect, skip_iri_grammar, start_worker, stop, worker
@@ -92,7 +92,7 @@ def _instance_worker(payload: dict[str, Any]) -> None:
                     answer({"error": f"{type(exc).__name__}: {exc}"})
 
 
-def _serve(request: dict[str, Any], store: MemoryStore, window: ShortTermWindow, model: FixtureModel,
+def _serve(request: dict[str, Any], store: Store, window: ShortTermWindow, model: FixtureModel,
            approvals: Approvals, agents: dict[tuple[str, str], MemoryAgent]) -> dict[str, Any]:
     user, session = request["user"], request["session"]
     agent = agents.get((user, session))

@@ -17,11 +17,11 @@ from _reliability import arguments, examples, hostile, ids, json_wrong_types, ke
 from _store_helpers import snapshot
 from memkit.errors import QuotaError, StoreError, ValidationError
 from memkit.limits import Limits
-from memkit.store import MemoryStore, seal_bundle
+from memkit.store import MemoryStore, Store, seal_bundle
 from memkit.store.archive import ArchiveConflictError
 
 
-def round_trips(store: MemoryStore, name: str, args: tuple, result: Any) -> None:
+def round_trips(store: Store, name: str, args: tuple, result: Any) -> None:
     """What a call that was not refused must have done, checked by reading back."""
     if name == "put":
         user, _session, kind, key, value = args[:5]

@@ -1,8 +1,9 @@
 """The store's one façade over either backend: what it declares about the store, the same on both.
 
-`MemoryStore` runs over a `Backend` (memkit/store/backend.py): `SqliteDatabase` or
-`PostgresDatabase`. Callers read where a store is from the façade (`path`, `location`, `files()`,
-`read_only`) instead of probing for attributes one backend has and the other lacks.
+`Store` (memkit/store/facade.py) runs over a `Backend` (memkit/store/backend.py): `SqliteDatabase`,
+opened by `MemoryStore(path)`, or `PostgresDatabase`, opened by `PostgresStore(url)`. Callers read
+where a store is from the façade (`path`, `location`, `files()`, `read_only`) instead of probing
+for attributes one backend has and the other lacks.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from _store_helpers import open_store
-from memkit.store import Backend, MemoryStore
+from memkit.store import Backend, MemoryStore, Store
 
 pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
 
@@ -54,3 +55,46 @@ def test_postgres_store_only_opens_the_facade_and_overrides_none_of_it():
     assert not overridden, f"PostgresStore overrides {sorted(overridden)}: the difference belongs in postgres.py"
     assert PostgresStore.statements() is not MemoryStore.statements()
     assert PostgresStore.statements().take_sequence != MemoryStore.statements().take_sequence
+
+
+@pytest.mark.sqlite_only
+def test_each_constructor_only_opens_the_facade_and_neither_is_the_other():
+    from memkit.store import PostgresStore
+
+    for constructor in (MemoryStore, PostgresStore):
+        assert constructor.__bases__ == (Store,)
+        overridden = {name for name, value in vars(constructor).items()
+                      if callable(value) and hasattr(Store, name)} - {"__init__", "__repr__"}
+        assert not overridden, f"{constructor.__name__} overrides {sorted(overridden)}: it belongs in its backend"
+    assert not issubclass(PostgresStore, MemoryStore) and not issubclass(MemoryStore, PostgresStore)
+    assert MemoryStore.statements().take_sequence != PostgresStore.statements().take_sequence
+
+
+def test_a_store_of_every_backend_is_a_store_and_of_its_own_constructor(store, backend):
+    assert isinstance(store, Store)
+    if backend.name == "sqlite":
+        assert type(store) is MemoryStore
+    else:
+        from memkit.store import PostgresStore
+
+        assert type(store) is PostgresStore and not isinstance(store, MemoryStore)
+
+
+@pytest.mark.sqlite_only
+def test_the_facade_is_not_opened_itself_and_names_the_constructors_that_open_it(tmp_path):
+    path = tmp_path / "memory.sqlite3"
+    for attempt in (lambda: Store(path), lambda: Store(path, read_only=True), lambda: Store()):
+        with pytest.raises(TypeError, match=r"MemoryStore\(path\).*PostgresStore\(url\).*open_store\(target\)"):
+            attempt()
+    assert list(tmp_path.iterdir()) == []  # nothing was made
+    with pytest.raises(TypeError, match=r"MemoryStore\.statements\(\).*PostgresStore\.statements\(\)"):
+        Store.statements()  # the façade runs whichever backend's SQL it is opened on
+
+
+@pytest.mark.sqlite_only
+def test_the_facade_is_public_under_its_own_name():
+    import memkit
+    import memkit.store
+
+    assert "Store" in memkit.__all__ and "Store" in memkit.store.__all__
+    assert memkit.Store is memkit.store.Store is Store

@@ -20,7 +20,7 @@ import os
 from typing import Any
 
 from ...errors import StoreError
-from ...store import MemoryStore
+from ...store import Store
 from ...store.peers import what_is
 from ...store.targets import postgres_conninfo
 from ..peer_views import NotInspectable, PeerInspector
@@ -29,7 +29,7 @@ from .core import MemoryInspector
 __all__ = ["MemoryInspector", "NotInspectable", "PeerInspector", "inspect"]
 
 
-def inspect(target: MemoryStore | str | os.PathLike[str],
+def inspect(target: Store | str | os.PathLike[str],
             **options: Any) -> MemoryInspector | PeerInspector | NotInspectable:
     """Open whatever `target` is for inspection, read-only, without ever raising for the file itself.
 
@@ -41,7 +41,7 @@ def inspect(target: MemoryStore | str | os.PathLike[str],
         >>> inspect("peer/agent_memory.db")      # doctest: +SKIP
         PeerInspector('agent_memory.db', format='openai-agents SQLiteSession', session='alice-1')
     """
-    if isinstance(target, MemoryStore):
+    if isinstance(target, Store):
         return MemoryInspector(target, **options)
     try:
         if isinstance(target, str) and postgres_conninfo(target) is not None:

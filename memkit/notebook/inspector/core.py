@@ -17,7 +17,7 @@ from collections.abc import Callable
 from ...approvals import Approvals
 from ...errors import ApprovalError, MemkitError, ValidationError
 from ...limits import Limits
-from ...store import SCHEMA_VERSION, MemoryStore, Record
+from ...store import SCHEMA_VERSION, Record, Store
 from ...tools import MemoryTools
 from .._support import View
 from ..proposals_view import decide, refusal
@@ -61,7 +61,7 @@ class MemoryInspector(View):
     event history, and spends it, provided the record is still exactly the one shown when staging.
 
     Args:
-        target: an open `MemoryStore` (left open on `close`; editable unless it was opened
+        target: an open `Store` (left open on `close`; editable unless it was opened
             read-only), the path of an existing database file, or a PostgreSQL URL (any spelling
             `open_store` takes; its password is never shown). A path or URL is opened here, closed on
             `close`, and never created.
@@ -87,13 +87,13 @@ class MemoryInspector(View):
     ALL = "all"
     SORTS = SORTS
 
-    def __init__(self, target: MemoryStore | str | os.PathLike[str], *, edit: bool = False,
+    def __init__(self, target: Store | str | os.PathLike[str], *, edit: bool = False,
                  approvals: Approvals | None = None, session: str = "inspector", limits: Limits | None = None,
                  page_size: int = 20, window: ShortTermWindow | None = None) -> None:
         if not isinstance(page_size, int) or isinstance(page_size, bool) or not 1 <= page_size <= 500:
             raise ValidationError(f"page_size is {page_size!r}; use 1 to 500 records a page")
         self._limits = limits
-        if isinstance(target, MemoryStore):
+        if isinstance(target, Store):
             self.store, self._owns_store, self._target = target, False, None
         else:
             self._target = target

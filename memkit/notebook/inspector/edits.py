@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from ...approvals import Approvals
 from ...errors import ApprovalError, MemkitError, StoreError
-from ...store import MemoryStore, Record
+from ...store import Record, Store
 from ...tools import MemoryTools
 
 SHOWN_FIELDS = ("value", "revision", "created_at", "updated_at", "source_session")
@@ -21,7 +21,7 @@ SHOWN_FIELDS = ("value", "revision", "created_at", "updated_at", "source_session
 `make` does the change only if all of it is still what was shown."""
 
 
-def stage(store: MemoryStore, user: str, action: str, record: Record, new_value: str | None,
+def stage(store: Store, user: str, action: str, record: Record, new_value: str | None,
           describe: str) -> dict[str, Any]:
     """A staged change of `record` (`edit` to `new_value`, or `delete`); nothing is written.
 
@@ -42,7 +42,7 @@ def staged_view(staged: Mapping[str, Any]) -> dict[str, Any]:
             "written": False, "next": "press Confirm to do exactly this, or Cancel"}
 
 
-def differences(store: MemoryStore, staged: Mapping[str, Any], current: Record | None) -> list[str]:
+def differences(store: Store, staged: Mapping[str, Any], current: Record | None) -> list[str]:
     """How `current` differs from the record shown when `staged` was made (empty: not at all)."""
     if current is None:
         return ["deleted"]
@@ -54,7 +54,7 @@ def differences(store: MemoryStore, staged: Mapping[str, Any], current: Record |
     return [f"{field} {staged['shown'][field]!r} -> {now[field]!r}" for field in changed if field != "write"]
 
 
-def make(store: MemoryStore, approvals: Approvals, tools: MemoryTools, staged: Mapping[str, Any]) -> dict[str, Any]:
+def make(store: Store, approvals: Approvals, tools: MemoryTools, staged: Mapping[str, Any]) -> dict[str, Any]:
     """Do exactly the staged change under a new one-time confirmation from `approvals`.
 
     The record is checked before the confirmation is made, and again inside the write's

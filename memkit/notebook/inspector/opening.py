@@ -14,11 +14,11 @@ from pathlib import Path
 from ...errors import StoreError
 from ...jsonutil import import_jsonschema
 from ...limits import Limits
-from ...store import MemoryStore, open_store
+from ...store import Store, open_store
 from ...store.targets import postgres_conninfo
 
 
-def open_target(target: str | os.PathLike[str], limits: Limits | None, edit: bool) -> MemoryStore:
+def open_target(target: str | os.PathLike[str], limits: Limits | None, edit: bool) -> Store:
     """Open an existing database file or a PostgreSQL URL, for writing only when `edit`.
 
     Raises:
@@ -33,9 +33,9 @@ def open_target(target: str | os.PathLike[str], limits: Limits | None, edit: boo
     return open_store(conninfo, limits=limits, read_only=not edit, create=False)
 
 
-def where(store: MemoryStore) -> str:
+def where(store: Store) -> str:
     """The database shown, as it may be printed: a file name, or PostgreSQL's host, port, database and
-    schema (`MemoryStore.location`: no user, no password)."""
+    schema (`Store.location`: no user, no password)."""
     return store.path.name if store.path is not None else store.location
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...store import MemoryStore, Record
+from ...store import Record, Store
 from .._support import pandas as _pandas
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
@@ -17,10 +17,10 @@ SORTS = ("kind, key", "newest", "key")
 """How the records table can be ordered: by kind then key (the store's order), newest first, by key."""
 
 
-def records(store: MemoryStore, user: str, kind: str | None, query: str, sort: str) -> list[Record]:
+def records(store: Store, user: str, kind: str | None, query: str, sort: str) -> list[Record]:
     """`user`'s records of `kind` (None: any) matching `query` (empty: all), in `sort` order.
 
-    With a query these are the store's own search results (`MemoryStore.search`: a literal,
+    With a query these are the store's own search results (`Store.search`: a literal,
     case-insensitive substring of key or value), at most `Limits.max_search_limit`, the newest.
     """
     if not query:
@@ -34,13 +34,13 @@ def records(store: MemoryStore, user: str, kind: str | None, query: str, sort: s
     return sorted(found, key=lambda r: (r["kind"], r["key"]))
 
 
-def deleted(store: MemoryStore, user: str | None) -> pandas.DataFrame:
+def deleted(store: Store, user: str | None) -> pandas.DataFrame:
     """`user`'s deleted keys (their history ends in a delete), newest first."""
     rows = store.deleted_keys(user) if user is not None else []
     return _pandas().DataFrame(rows, columns=["kind", "key", "value", "revision", "deleted_at", "events"])
 
 
-def sessions(store: MemoryStore, user: str | None, window: ShortTermWindow | None) -> pandas.DataFrame:
+def sessions(store: Store, user: str | None, window: ShortTermWindow | None) -> pandas.DataFrame:
     """`user`'s sessions: archived turns (and live ones, when a window is given)."""
     rows = store.sessions(user) if user is not None else []
     if window is not None and user is not None:
@@ -50,7 +50,7 @@ def sessions(store: MemoryStore, user: str | None, window: ShortTermWindow | Non
     return _pandas().DataFrame(rows, columns=columns)
 
 
-def turns(store: MemoryStore, user: str | None, session: str, window: ShortTermWindow | None) -> pandas.DataFrame:
+def turns(store: Store, user: str | None, session: str, window: ShortTermWindow | None) -> pandas.DataFrame:
     """What was said in one session of `user`: archived turns, then the live window's turns not
     archived yet (when a window is given), in turn order."""
     rows: list[dict[str, Any]] = []
