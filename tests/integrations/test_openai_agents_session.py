@@ -211,3 +211,15 @@ def test_a_postgresql_store_keeps_sessions_apart_per_user(pg_url):
         assert run(again.pop_item()) == ITEMS[-1]
         run(again.clear_session())
         assert run(again.get_items()) == []
+
+
+@pytest.mark.postgres
+def test_an_open_postgresql_store_is_used_as_it_is_and_left_open(pg_url):
+    from memkit.store import PostgresStore
+
+    with PostgresStore(pg_url, schema=f"t_{uuid.uuid4().hex[:16]}") as store:
+        with MemkitSession("trip", store, user="alice") as session:  # a Store, not a path or a URL
+            assert session.store is store
+            run(session.add_items(ITEMS[:2]))
+            assert run(session.get_items()) == ITEMS[:2]
+        assert store.forget_user("alice")["transcript"] == 2  # the session left the given store open

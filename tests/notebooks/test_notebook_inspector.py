@@ -471,6 +471,21 @@ def _fresh_database(pg_url: str, name: str) -> str:
     return pg_url.replace("/postgres?", f"/{name}?", 1)
 
 
+def test_an_open_postgresql_store_is_inspected_as_it_is_and_left_open(pg_url):
+    pytest.importorskip("psycopg")
+    import uuid
+
+    from memkit.store import PostgresStore
+
+    with PostgresStore(pg_url, schema=f"t_{uuid.uuid4().hex[:16]}") as store:
+        store.put("alice", "s0", "preference", "drink", "tea")
+        for viewer in (inspect(store), MemoryInspector(store)):  # a Store, not a path or a URL
+            assert isinstance(viewer, MemoryInspector) and viewer.store is store
+            assert viewer.users() == ["alice"] and viewer.editing  # a store passed in keeps its own mode
+            viewer.close()
+        assert store.get("alice", "preference", "drink")["value"] == "tea"  # left open: still usable
+
+
 def test_a_url_string_opens_postgresql_read_only_and_never_shows_the_password(pg_url, caplog):
     pytest.importorskip("psycopg")
     caplog.set_level("DEBUG")
