@@ -62,9 +62,9 @@ from .backend import Backend
 from .bundle import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, LINE_SCHEMAS, seal_bundle
 from .db import SqliteDatabase, is_busy
 from ..servers.postgres import EmbeddedPostgres, start_embedded_postgres
+from .facade import Store
 from .files import SQLITE_MAGIC, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
-from .facade import Store
 from .memory import MemoryStore
 from .opening import is_database_url, open_store
 from .proposals import Proposal
