@@ -4,19 +4,7 @@ agent instances sharing a Redis session, writers racing at a quota, replicas beh
 Every experiment that involves "another process" starts a real one through the one worker
 protocol of `memkit.lab.workers` (`python -m memkit.lab MODE`, a JSON payload on stdin); a
 function written in a notebook cell runs through the same protocol (`memkit.notebook.processes`).
-Public functions return plain dicts and lists, easy to put in a pandas DataFrame or to assert on:
-
-- `sessions`: `run_session`, one session step of an agent in a fresh process with a persistent
-  `MemoryStore`; `GoldfishAgent`, the agent whose memory is a dict of its own process.
-- `instances`: `spawn_instance`, an agent instance appending to a Redis session in its own process.
-- `conversation`: `told_then_killed`, a `memkit chat` process killed with SIGKILL after it
-  acknowledged a reply (`memkit demo`).
-- `replicas`: `Instance`, an agent instance process answering one message at a time;
-  `HOP_SCRIPT`; `isolation_scan` of every model request for another user's data; `reply_figures`,
-  what an instance hands back (notebook 09 writes its own instance and round-robin).
-- `scaling`: `writer_throughput` and `writer_curve`, SQLite and PostgreSQL with several writer
-  processes; `quota_race`, writer processes racing one user at its quota on either backend.
-- `refusals` and `display`: `attempt_puts`, `try_open`, `sha256_file`, `scrub` for tables of refusals.
+Public functions return plain dicts and lists, easy to put in a pandas DataFrame or to assert on.
 
 The test suite's own experiments (racing and killed writers, held locks, Redis faults, sidecar
 files, approvals under SIGKILL, the conversation crash experiment) live beside the tests, in

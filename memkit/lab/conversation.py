@@ -14,21 +14,20 @@ from pathlib import Path
 from typing import Any
 
 
-def start_chat(db: Path, user: str, session: str, env: dict[str, str] | None,
-               window: str = "workspace") -> subprocess.Popen[str]:
+def start_chat(db: Path, user: str, session: str, env: dict[str, str] | None) -> subprocess.Popen[str]:
     """A `memkit chat` process reading messages on stdin (one JSON line out per stored exchange)."""
     return subprocess.Popen([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", user,
-                             "--session", session, "--window", window], stdin=subprocess.PIPE,
+                             "--session", session, "--window", "workspace"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def told_then_killed(db: Path, message: str, *, user: str = "alice", session: str = "support",
-                     window: str = "workspace", env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Tell a `memkit chat` process `message` on stdin, wait for its acknowledged reply, SIGKILL it.
+def told_then_killed(db: Path, message: str) -> dict[str, Any]:
+    """Tell a `memkit chat` process of alice's session `support` `message` on stdin, wait for its
+    acknowledged reply, SIGKILL it.
 
     Returns the reply line (message, reply, ...) and the pid that was killed.
     """
-    process = start_chat(db, user, session, env, window)
+    process = start_chat(db, "alice", "support", None)
     assert process.stdin is not None and process.stdout is not None
     try:
         process.stdin.write(message + "\n")

@@ -65,7 +65,7 @@ def _valid_target(store: Store, attempt: dict[str, Any]) -> bool:
     return True
 
 
-def try_open(path: PathLike, **store_options: Any) -> dict[str, Any]:
+def try_open(path: PathLike) -> dict[str, Any]:
     """Open `path` as a `MemoryStore`, close it again, and report whether the file was changed.
 
     Returns:
@@ -76,7 +76,7 @@ def try_open(path: PathLike, **store_options: Any) -> dict[str, Any]:
     before = sha256_file(path) if path.is_file() else None
     error = ""
     try:
-        MemoryStore(path, **store_options).close()
+        MemoryStore(path).close()
     except StoreError as exc:
         error = scrub(str(exc), path)
     after = sha256_file(path) if path.is_file() else None

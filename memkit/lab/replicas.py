@@ -28,7 +28,6 @@ HOP_SCRIPT: tuple[dict[str, Any], ...] = (
 the window, the confirmed preference in the long-term store)."""
 
 
-
 class Instance:
     """One agent instance: a real process answering messages for any user and session.
 

@@ -2,10 +2,7 @@
 (the writer curve), and writer processes racing one user at its quota on either backend.
 
 A writer is a `python -m memkit.lab scaling-writer` process with its own store (its own SQLite
-connection to the file, or its own PostgreSQL connection pool). Writers open their store and say
-"ready"; each round then hands them their work at the same moment and collects one answer each.
-Started once, writers serve many rounds, so a curve does not pay an interpreter start per point.
-The agent instances behind a round-robin are in `memkit.lab.replicas`.
+connection to the file, or its own PostgreSQL connection pool); `_Writers` runs them in rounds.
 """
 
 from __future__ import annotations

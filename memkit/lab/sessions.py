@@ -50,8 +50,7 @@ class GoldfishAgent:
 
 
 def run_session(path: PathLike, user: str, session: str, tasks: Sequence[str], *,
-                confirm_puts: Iterable[Sequence[str]] = (), confirm_deletes: Iterable[Sequence[str]] = (),
-                limits: dict[str, int] | None = None) -> dict[str, Any]:
+                confirm_puts: Iterable[Sequence[str]] = (), limits: dict[str, int] | None = None) -> dict[str, Any]:
     """Run one session of `MemoryAgent` + `FixtureModel` over the store at `path` in a fresh process.
 
     The process opens the store, records the confirmations a person gave for this session, asks
@@ -64,7 +63,6 @@ def run_session(path: PathLike, user: str, session: str, tasks: Sequence[str], *
         session: the session id (kept as `source_session` of what it saves).
         tasks: what the user says, in order.
         confirm_puts: (kind, key, value) triples the person confirmed, each allowing one save.
-        confirm_deletes: (kind, key) pairs the person confirmed, each allowing one delete.
         limits: `Limits` fields to change for this store.
 
     Returns:
@@ -72,8 +70,7 @@ def run_session(path: PathLike, user: str, session: str, tasks: Sequence[str], *
         tool call: `tool`, `ok`, and `error` or `result`).
     """
     payload = {"path": str(Path(path).absolute()), "user": user, "session": session, "tasks": list(tasks),
-               "confirm_puts": [list(c) for c in confirm_puts],
-               "confirm_deletes": [list(c) for c in confirm_deletes], "limits": limits}
+               "confirm_puts": [list(c) for c in confirm_puts], "limits": limits}
     result = run_worker("session", payload)
     for reply in result["replies"]:
         for tool in reply["tools"]:
@@ -94,8 +91,6 @@ def _session_worker(payload: dict[str, Any]) -> dict[str, Any]:
     approvals = Approvals(f"{payload['session']}-confirm")
     for kind, key, value in payload["confirm_puts"]:
         approvals.confirm_put(kind, key, value)
-    for kind, key in payload["confirm_deletes"]:
-        approvals.confirm_delete(kind, key)
     replies = []
     with MemoryStore(payload["path"], limits=limits_from(payload["limits"])) as store:
         agent = MemoryAgent(store, payload["user"], payload["session"], FixtureModel(), approvals=approvals)
