@@ -60,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "the folder for this machine's state (chat's window) instead of ./memkit-workspace")
         return sub
 
-    def identity(sub: argparse.ArgumentParser, key: bool = True, user_required: bool = True) -> None:
-        sub.add_argument("--user", required=user_required, help="whose memory (chosen by you, not by a model)")
+    def identity(sub: argparse.ArgumentParser, key: bool = True) -> None:
+        sub.add_argument("--user", required=True, help="whose memory (chosen by you, not by a model)")
         sub.add_argument("--session", default="cli", help="the session recorded with a write (default: cli)")
         if key:
             sub.add_argument("--kind", default="preference", choices=KINDS)

@@ -33,9 +33,6 @@ def _messages(args: argparse.Namespace) -> Iterator[str]:
     if args.message:
         yield from args.message
         return
-    if sys.stdin is None or sys.stdin.closed:
-        raise CliError("chat needs --message TEXT (repeatable) or lines on standard input, "
-                       "and standard input is closed")
     try:
         for line in sys.stdin:
             if line.strip():

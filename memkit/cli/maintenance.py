@@ -15,6 +15,7 @@ from ..store import SCHEMA_VERSION, MemoryStore, Store, open_store
 from ..store.store_limits import (LIMIT_NAMES, check_floors, floors, has_table, parse_settings,
                                   recorded as recorded_limits, write as write_limits)
 from .options import CliError, database_url, db_path, require_confirm
+from .output import emit
 
 OLDER_PROGRAM = ("a memkit older than this one refuses the migrated store as 'newer than this memkit "
                  "knows' and leaves it unchanged; upgrade every program that opens it")
@@ -45,8 +46,6 @@ def _file_version(args: argparse.Namespace) -> tuple[str, int]:
 
 def cmd_migrate(args: argparse.Namespace) -> None:
     """Bring a store to this memkit's schema version, on purpose (`--confirm`), saying from which to which."""
-    from .output import emit
-
     where, before = _file_version(args)
     if before == 0:
         raise CliError(f"{where} holds no memkit store; nothing to migrate (a write creates one)")
@@ -76,8 +75,6 @@ def _open_for_limits(args: argparse.Namespace, writing: bool) -> Store:
 def cmd_limits(args: argparse.Namespace) -> None:
     """Show the limits the store recorded, and what it holds against them; with `--set name=value`
     (repeatable) and `--confirm`, change them, never below what it holds."""
-    from .output import emit
-
     changes = parse_settings(args.set) if args.set else {}
     if changes:
         require_confirm(args, f"limits --set {' '.join(args.set)}")

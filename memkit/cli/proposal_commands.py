@@ -87,8 +87,7 @@ def at_terminal(stdin: TextIO | None, stderr: TextIO | None) -> bool:
 
 
 def settle_proposals(store: Store, user: str, tool_results: list[dict[str, Any]],
-                     on_delete: Callable[[], object] | None = None,
-                     stdin: TextIO | None = None, stderr: TextIO | None = None) -> list[dict[str, Any]]:
+                     on_delete: Callable[[], object]) -> list[dict[str, Any]]:
     """The proposals one chat turn's tool calls made, each decided by a person at a terminal.
 
     At a terminal each is asked about on stderr and answered on stdin: `y`/`yes` approves it
@@ -98,8 +97,7 @@ def settle_proposals(store: Store, user: str, tool_results: list[dict[str, Any]]
     `error` says why, and nothing was changed). `on_delete` runs after an approved delete (chat
     retires the user's recent turns then, as after a confirmed one, so the old value is not resent).
     """
-    stdin = sys.stdin if stdin is None else stdin
-    stderr = sys.stderr if stderr is None else stderr
+    stdin, stderr = sys.stdin, sys.stderr
     asking = at_terminal(stdin, stderr)
     settled: list[dict[str, Any]] = []
     for row in tool_results:
@@ -119,7 +117,7 @@ def settle_proposals(store: Store, user: str, tool_results: list[dict[str, Any]]
             if answer in ("y", "yes"):
                 done = store.approve(user, number, origin=TERMINAL_ORIGIN)
                 entry["decision"] = "approved"
-                if done.get("deleted") and on_delete is not None:
+                if done.get("deleted"):
                     on_delete()
             elif answer in ("n", "no"):
                 store.reject(user, number, origin=TERMINAL_ORIGIN)
