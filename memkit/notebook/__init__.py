@@ -1,17 +1,5 @@
 """What the notebooks show: tables, charts, small views (ipywidgets) and the memory inspector.
 
-- `tables`: records, histories, tool results, messages and confirmations as DataFrames, shown
-  projector-ready (`text_table`: text columns left-aligned, at most 15 rows);
-- `charts`: a request's parts against its budget, and the scripted conversation behind the chart;
-- `views`: the budget explorer, the confirm form, the user switcher and the isolation scans;
-- `inspector`: `MemoryInspector`, for any memkit database (read-only unless asked), with
-  confirm-gated corrections; `inspect` opens whatever it is given;
-- `peer_views`: `PeerInspector` for other frameworks' memory files, `NotInspectable` for the rest;
-- `peer_samples`: sample memory files of openai-agents, LangGraph and mem0, to have one to open;
-- `workspace`: a notebook run's own temporary folder, and fresh names for its experiments;
-- `processes`: a function written in a cell, run in new processes (to race them, or to kill one);
-- `exercises`: the verdicts of the exercises' check cells.
-
 Every view is a thin skin over a plain function that returns data, so a notebook can call the same
 function in the next cell and nbval can check it headless. ipywidgets, pandas and matplotlib are
 optional (`pip install 'memkit[notebooks]'`) and imported on first use: importing this package

@@ -27,9 +27,6 @@ from collections.abc import Callable, Sequence
 
 from ..lab.workers import WORKER_TIMEOUT_S, expect, last_line, send, start_worker
 
-TIMEOUT_S = WORKER_TIMEOUT_S
-"""How long a process may run before it is killed and the run fails."""
-
 
 def _source(function: Callable[..., Any]) -> str:
     try:
@@ -102,18 +99,19 @@ class Process:
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGKILL)
 
-    def finish(self, timeout: float = TIMEOUT_S) -> Finished:
-        """Wait for the process to end; every line it printed, and its last error line if it failed."""
+    def finish(self) -> Finished:
+        """Wait for the process to end (killed after `WORKER_TIMEOUT_S`); every line it printed, and
+        its last error line if it failed."""
         try:
             # The rest through the same buffered file readline() used, so no line is skipped.
             rest = self._stdout().read()
             assert self.popen.stderr is not None
             errors = self.popen.stderr.read()
-            self.popen.wait(timeout=timeout)
+            self.popen.wait(timeout=WORKER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self.kill()
             self.popen.wait()
-            raise RuntimeError(f"the process did not finish within {timeout} s and was killed") from None
+            raise RuntimeError(f"the process did not finish within {WORKER_TIMEOUT_S} s and was killed") from None
         finally:
             for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
                 if stream is not None:

@@ -135,7 +135,7 @@ class ConfirmForm(View):
         self.status = w.HTML()
         self.table = w.HTML(html_table(approvals_table(approvals), "no confirmations yet"))
         self.last: dict[str, Any] | None = None
-        self.button.on_click(self._on_click)
+        self.button.on_click(lambda _button: self.submit())
 
     def submit(self) -> dict[str, Any]:
         """Confirm what the form holds (the button's handler); returns `confirm_from_form`'s result."""
@@ -147,9 +147,6 @@ class ConfirmForm(View):
             self.status.value = status_html(self.last["error"], ok=False)
         self.table.value = html_table(approvals_table(self.approvals), "no confirmations yet")
         return self.last
-
-    def _on_click(self, _button: Any) -> None:
-        self.submit()
 
     def _build(self) -> Any:
         w = _widgets()
@@ -246,7 +243,7 @@ def cross_user_scan(store: Store, requests_by_user: Mapping[str, Sequence[Mappin
     return pd.concat(frames, ignore_index=True)
 
 
-def what_user_sees(store: Store, user: str, task: str, *, session: str = "switcher") -> dict[str, Any]:
+def what_user_sees(store: Store, user: str, task: str) -> dict[str, Any]:
     """Run one `ask` of `user`'s agent (fixture model) and return what that agent saw and said.
 
     Returns:
@@ -255,7 +252,7 @@ def what_user_sees(store: Store, user: str, task: str, *, session: str = "switch
         itself, and `requests` counts the model's requests.
     """
     model = FixtureModel()
-    agent = MemoryAgent(store, user, session, model)
+    agent = MemoryAgent(store, user, "switcher", model)
     reply = run_sync(agent.ask(task))
     envelope = user_envelope(model.requests[0]["messages"])
     return {"user": user, "task": task, "retrieved": envelope["retrieved_memory"], "answer": reply.text,

@@ -8,10 +8,6 @@ Every control of the widget calls a plain method that returns data, so a noteboo
 call the same methods to see, headless, what the widget shows. A correction goes the way an agent's
 does: a one-time confirmation in an `Approvals`, then the `memory_put` or `memory_delete` tool of
 `MemoryTools`, which finds that confirmation, writes with its id in the event history, and spends it.
-
-- `core`: `MemoryInspector`, its state and plain methods;
-- `layout`: its widget; `edits`: staging a correction and making it; `opening`: opening a path or
-  URL, how the store is open, the warm-up of the first Confirm.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""`MemoryInspector`: the inspector's state and the plain methods every control of its widget calls.
-
-Each method returns data, so a notebook (or a test) calls the same methods to see, headless, what
-the widget shows. The widget itself is `layout`; the corrections are the plain functions of
-`edits`, the reads those of `reading`; opening a database, read-only unless editing is asked for,
-is `opening`.
+"""`MemoryInspector`: the inspector's state and the plain methods every control of its widget calls
+(the widget is `layout`; corrections are `edits`, reads `reading`, opening a database `opening`).
 """
 
 from __future__ import annotations
