@@ -24,7 +24,7 @@ from collections.abc import Callable
 from ..errors import ValidationError, WindowError
 from .redis_client import (DEFAULT_TIMEOUT_S, check_redis_url, check_timeout, client_for, display_url, redis_module,
                            socket_folder)
-from .watchdog import Watchdog
+from .watchdog import Watchdog, start_token
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -36,12 +36,7 @@ Persistence = Literal["aof", "none"]
 
 def _is_alive(pid: int) -> bool:
     """True while `pid` runs (a zombie waiting to be reaped counts as gone)."""
-    try:
-        import psutil  # type: ignore[import-untyped]  # no type information of its own
-
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except Exception:  # psutil.NoSuchProcess and friends: gone
-        return False
+    return start_token(pid) is not None
 
 
 _EMBEDDED: weakref.WeakValueDictionary[int, RedisHandle] = weakref.WeakValueDictionary()
