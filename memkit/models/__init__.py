@@ -2,10 +2,6 @@
 
 All of them speak chat-completions messages and answer with a `ModelReply`. Fixtures record every
 request they receive, so a notebook or a test can look at exactly what a model was shown.
-
-- `scripted`: `ModelReply`, `ToolCall`, `say`, `call`, `ScriptedModel`, `user_envelope`;
-- `fixture`: `FixtureModel` and its phrase table (`propose`, `STATEMENTS`, `PROFILE_KEYS`);
-- `live`: `OpenAIModel` (the `live` extra).
 """
 
 from __future__ import annotations
