@@ -186,7 +186,6 @@ class MemoryAgent:
         self.window.append_exchange(self.user, self.session, task, text)
         return AgentReply(text, stop_reason, tool_results, self.model.measurements[first:], retrieved)
 
-
     def _forget_recent(self, kind: str, key: str) -> None:
         """After a confirmed delete: retire the user's recent turns from the window, every session.
 
