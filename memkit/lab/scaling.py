@@ -159,9 +159,8 @@ def _writer_worker(payload: dict[str, Any]) -> None:
                 answer({"failed": f"{type(exc).__name__}: {exc}"})
 
 
-def _writers_for(target: str, count: int, schema: str | None, busy_timeout_ms: int, *,
-                 wait: bool = True) -> _Writers:
-    limits = {**ROOMY_LIMITS, "busy_timeout_ms": busy_timeout_ms}
+def _writers_for(target: str, count: int, schema: str | None, *, wait: bool = True) -> _Writers:
+    limits = {**ROOMY_LIMITS, "busy_timeout_ms": 60_000}
     prepare_store(target, schema=schema, limits=limits)
     return _Writers([{"target": target, "schema": schema, "limits": limits, "user": f"writer-{n}"}
                      for n in range(1, count + 1)], wait=wait)
@@ -190,7 +189,7 @@ def _check_run(writers: object, seconds: float | None, puts: int | None) -> floa
 
 
 def writer_throughput(target: PathLike, writers: int, *, seconds: float | None = None, puts: int | None = None,
-                      schema: str | None = None, busy_timeout_ms: int = 60_000) -> dict[str, Any]:
+                      schema: str | None = None) -> dict[str, Any]:
     """Measure confirmed puts per second into one store from `writers` writer processes at once.
 
     Each writer is a fresh process with its own store: its own SQLite connection to the file, or
@@ -211,12 +210,11 @@ def writer_throughput(target: PathLike, writers: int, *, seconds: float | None =
             neither this nor `puts` is given).
         puts: instead of `seconds`, the number of confirmed puts of each writer.
         schema: the PostgreSQL schema to write into (URL only; default the store's).
-        busy_timeout_ms: how long a write waits for the lock before it counts as `busy`.
 
     Returns:
         `backend`, `writers`, `puts` (confirmed), `seconds` (from the first writer's start to the
         last one's end), `puts_per_s`, `ms_per_put` (the mean time one writer spent per confirmed
-        put), `busy` and `errors` (writes refused: lock wait past the timeout, anything else).
+        put), `busy` and `errors` (writes refused: a lock wait past 60 s, anything else).
 
     Raises:
         ValidationError: `writers` below 1, `seconds` or `puts` not positive, or both given.
@@ -228,13 +226,13 @@ def writer_throughput(target: PathLike, writers: int, *, seconds: float | None =
     """
     seconds = _check_run(writers, seconds, puts)
     target = os.fspath(target)
-    with _writers_for(target, writers, schema, busy_timeout_ms) as started:
+    with _writers_for(target, writers, schema) as started:
         return _throughput(target, started, writers, seconds, puts)
 
 
 def writer_curve(targets: Mapping[str, PathLike], *, writer_counts: Sequence[int] = WRITER_COUNTS,
-                 seconds: float | None = None, puts: int | None = None, schema: str | None = None,
-                 busy_timeout_ms: int = 60_000) -> list[dict[str, Any]]:
+                 seconds: float | None = None, puts: int | None = None,
+                 schema: str | None = None) -> list[dict[str, Any]]:
     """`writer_throughput` for each target and each writer count, one row each (with its `label`).
 
     The same measurement, but the writer processes of a target are started once (as many as the
@@ -244,7 +242,7 @@ def writer_curve(targets: Mapping[str, PathLike], *, writer_counts: Sequence[int
     Args:
         targets: label -> SQLite path or `postgresql://` URL.
         writer_counts: the numbers of writers (each 1 or more).
-        seconds, puts, schema, busy_timeout_ms: as in `writer_throughput`.
+        seconds, puts, schema: as in `writer_throughput`.
     """
     if not writer_counts:
         raise ValidationError("writer_counts is empty; give at least one number of writers")
@@ -255,7 +253,7 @@ def writer_curve(targets: Mapping[str, PathLike], *, writer_counts: Sequence[int
         # Every target's writers start (and import, and open their store) before any measurement: a
         # writer waiting for its work uses no CPU, and the curve does not wait for each start in turn.
         started = {label: (os.fspath(target), stack.enter_context(
-                       _writers_for(os.fspath(target), max(writer_counts), schema, busy_timeout_ms, wait=False)))
+                       _writers_for(os.fspath(target), max(writer_counts), schema, wait=False)))
                    for label, target in targets.items()}
         for _, writers in started.values():
             writers.wait_ready()
@@ -265,10 +263,10 @@ def writer_curve(targets: Mapping[str, PathLike], *, writer_counts: Sequence[int
 
 
 def quota_race(target: PathLike, *, writers: int = 3, quota: int = 6, creates_per_writer: int = 3,
-               updates_per_writer: int = 5, schema: str | None = None, user: str = "racer") -> dict[str, Any]:
+               updates_per_writer: int = 5, schema: str | None = None) -> dict[str, Any]:
     """Several processes write one user at the quota's edge at the same moment; count what got in.
 
-    The user is filled to `quota - 1` records first (one of them `shared`), so one free slot is
+    The user (`racer`) is filled to `quota - 1` records first (one of them `shared`), so one free slot is
     left; then each writer process creates `creates_per_writer` keys of its own and updates
     `shared` `updates_per_writer` times, interleaved, all writers starting together.
 
@@ -280,7 +278,7 @@ def quota_race(target: PathLike, *, writers: int = 3, quota: int = 6, creates_pe
     """
     if quota < 2:
         raise ValidationError(f"quota is {quota!r}; the race needs a quota of at least 2")
-    target = os.fspath(target)
+    target, user = os.fspath(target), "racer"
     limits = {"max_records_per_user": quota, "max_records_total": 1_000_000, "busy_timeout_ms": 60_000}
     prepare_store(target, schema=schema, limits=limits)
     with open_store(target, **store_options(target, schema, limits, 1)) as store:
