@@ -93,12 +93,10 @@ class Approvals:
         """The waiting confirmation for this delete, or None."""
         return self._waiting(Confirmation("", "delete", kind, key, None))
 
-    def _waiting(self, wanted: Confirmation) -> Confirmation | None:
-        for confirmation in self._pending:
-            if (confirmation.action, confirmation.kind, confirmation.key, confirmation.value) == (
-                    wanted.action, wanted.kind, wanted.key, wanted.value):
-                return confirmation
-        return None
+    def _waiting(self, wanted: Confirmation, among: list[Confirmation] | None = None) -> Confirmation | None:
+        """The first of `among` (default: the waiting ones) that allows what `wanted` (its id "") does."""
+        return next((c for c in (self._pending if among is None else among)
+                     if dataclasses.replace(c, id="") == wanted), None)
 
     def spend(self, confirmation: Confirmation) -> None:
         """Mark a confirmation used; it will not allow anything again."""
@@ -106,18 +104,15 @@ class Approvals:
         self._spent.append(confirmation)
 
     def _find(self, wanted: Confirmation) -> Confirmation:
-        def same(c: Confirmation) -> bool:
-            return (c.action, c.kind, c.key, c.value) == (wanted.action, wanted.kind, wanted.key, wanted.value)
-
-        for confirmation in self._pending:
-            if same(confirmation):
-                return confirmation
-        for confirmation in self._spent:
-            if same(confirmation):
-                raise ApprovalError(
-                    f"the confirmation to {wanted.describe()} ({confirmation.id}) was already used; "
-                    "a person must confirm again"
-                )
+        confirmation = self._waiting(wanted)
+        if confirmation is not None:
+            return confirmation
+        spent = self._waiting(wanted, self._spent)
+        if spent is not None:
+            raise ApprovalError(
+                f"the confirmation to {wanted.describe()} ({spent.id}) was already used; "
+                "a person must confirm again"
+            )
         if wanted.action == "put" and any(
             (c.action, c.kind, c.key) == ("put", wanted.kind, wanted.key) for c in self._pending
         ):

@@ -26,10 +26,9 @@ class DemoFailed(MemkitError):
     """One of the demo's checks did not hold."""
 
 
-def _memkit(*argv: str, stdin: str | None = None) -> dict[str, Any]:
+def _memkit(*argv: str) -> dict[str, Any]:
     """One `memkit` command in a new Python process, as a restart would start it."""
-    done = subprocess.run([sys.executable, "-m", "memkit", *argv], input=stdin, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise DemoFailed(f"a demo session failed: {done.stderr.strip()}")
     return json.loads(done.stdout)

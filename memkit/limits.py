@@ -9,7 +9,6 @@ from typing import Any
 from .errors import ValidationError
 
 KINDS = ("preference", "episode")
-SHORTENED_MARKER = " …[shortened: {n} more characters]"
 """The two kinds of long-term memory: stable facts about the user, and things that happened."""
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -175,6 +174,8 @@ def check_text(what: str, text: str) -> None:
 
 
 DEFAULT_LIMITS = Limits()
+
+SHORTENED_MARKER = " …[shortened: {n} more characters]"
 
 
 def shorten(text: str, max_chars: int) -> str:

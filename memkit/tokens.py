@@ -21,7 +21,7 @@ import functools
 import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from .errors import ValidationError
 from .jsonutil import canonical_json
@@ -134,21 +134,17 @@ def request_tokens(request: Request, encoding: str = DEFAULT_ENCODING) -> int:
     return count_tokens(request_json(request), encoding)
 
 
-def chars_per_token(samples: Mapping[str, str] | None = None,
-                    encodings: Sequence[str] = ENCODINGS) -> list[dict[str, Any]]:
-    """Characters and tokens of each sample text in each encoding: rows for a table.
-
-    Args:
-        samples: name -> text (default `SAMPLES`: English, Chinese and JSON).
-        encodings: the vocabularies to count with (default both).
+def chars_per_token() -> list[dict[str, Any]]:
+    """Characters and tokens of each of `SAMPLES` (English, Chinese and JSON) in both `ENCODINGS`:
+    rows for a table.
 
     Returns:
         One row per sample and encoding: `sample`, `encoding`, `chars`, `tokens` and
         `chars_per_token` (rounded to two decimals).
     """
     rows = []
-    for name, text in (SAMPLES if samples is None else samples).items():
-        for encoding in encodings:
+    for name, text in SAMPLES.items():
+        for encoding in ENCODINGS:
             tokens = count_tokens(text, encoding)
             rows.append({"sample": name, "encoding": encoding, "chars": len(text), "tokens": tokens,
                          "chars_per_token": round(len(text) / tokens, 2) if tokens else 0.0})
