@@ -288,8 +288,6 @@ def private_folders(folder: Path) -> None:
             os.chmod(path, 0o700)
 
 
-def need(args: argparse.Namespace, name: str) -> Any:
-    value = getattr(args, name)
-    if value is None:
+def need(args: argparse.Namespace, name: str) -> None:
+    if getattr(args, name) is None:
         raise CliError(f"{args.command} needs --{name.replace('_', '-')}")
-    return value
