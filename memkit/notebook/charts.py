@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 from typing import TYPE_CHECKING, Any
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from ..agent import MemoryAgent
 from ..errors import BudgetError
@@ -60,15 +60,14 @@ def measurement_rows(measurements: Iterable[Any], turn: int | None = None) -> li
     return rows
 
 
-def conversation_rows(store: Store, user: str, budget_chars: int, *,
-                      tasks: Sequence[str] = DEFAULT_TASKS, answer_chars: int = 600,
-                      session: str = "budget-demo") -> list[dict[str, Any]]:
+def conversation_rows(store: Store, user: str, budget_chars: int) -> list[dict[str, Any]]:
     """Replay a scripted, growing conversation under a request budget; one row per model request.
 
-    Each task is one `MemoryAgent.ask`: the scripted model first calls `memory_search` with the
-    task's first word of 4+ letters, then answers with `answer_chars` characters, so the history
-    grows by one long exchange per turn and the budget wrapper must trim it. A turn the wrapper
-    refuses (`BudgetError`) gets a row with `sent=False` and the conversation goes on.
+    Each task of `DEFAULT_TASKS` is one `MemoryAgent.ask` (session `budget-demo`): the scripted model
+    first calls `memory_search` with the task's first word of 4+ letters, then answers with 600
+    characters, so the history grows by one long exchange per turn and the budget wrapper must trim
+    it. A turn the wrapper refuses (`BudgetError`) gets a row with `sent=False` and the conversation
+    goes on.
 
     The store is only read, so replaying under another budget sees the same memory; the scripted
     model numbers its tool calls itself, so a replay measures the same sizes however often it runs.
@@ -77,25 +76,22 @@ def conversation_rows(store: Store, user: str, budget_chars: int, *,
         store: the long-term store holding `user`'s memory.
         user: whose agent talks.
         budget_chars: the request budget of the `BudgetedModel`.
-        tasks: one ask per task.
-        answer_chars: the length of each scripted answer.
-        session: the session id of the agent.
 
     Returns:
         Rows of `Measurement.row()` plus `turn` (1-based) and `refused` (the BudgetError message or "").
     """
     def step(messages: list[dict[str, Any]]) -> ModelReply:
         if messages[-1]["role"] == "tool":
-            return say(f"Answer {len(messages)}: " + "·" * answer_chars)
+            return say(f"Answer {len(messages)}: " + "·" * 600)
         task = user_envelope(messages)["task"]
         words = [w.strip("?,.!").lower() for w in task.split() if len(w.strip("?,.!")) >= 4]
         return call("memory_search", json.dumps({"query": words[0] if words else task[:20]}))
 
     # A step per request is enough however the budget trims: each step looks at the messages.
-    model = ScriptedModel([step] * (2 * len(tasks) + 2))
-    agent = MemoryAgent(store, user, session, model, budget_chars=budget_chars)
+    model = ScriptedModel([step] * (2 * len(DEFAULT_TASKS) + 2))
+    agent = MemoryAgent(store, user, "budget-demo", model, budget_chars=budget_chars)
     rows: list[dict[str, Any]] = []
-    for turn, task in enumerate(tasks, start=1):
+    for turn, task in enumerate(DEFAULT_TASKS, start=1):
         first = len(agent.model.measurements)
         refused = ""
         try:
@@ -107,13 +103,12 @@ def conversation_rows(store: Store, user: str, budget_chars: int, *,
     return rows
 
 
-def budget_chart(rows: Any, budget: int | None = None, *, title: str | None = None) -> Figure:
+def budget_chart(rows: Any, budget: int | None = None) -> Figure:
     """A stacked bar per model request: its characters by part, against the budget line.
 
     Args:
         rows: `conversation_rows(...)` or `measurement_rows(...)` (a list of dicts or a DataFrame).
         budget: where to draw the budget line (default: the rows' own `budget`).
-        title: the chart title.
 
     Returns:
         A matplotlib Figure (not registered with pyplot; display it or save it).
@@ -146,7 +141,7 @@ def budget_chart(rows: Any, budget: int | None = None, *, title: str | None = No
     ax.tick_params(axis="y", labelsize=10)
     ax.set_ylabel("characters (canonical JSON)", fontsize=10)
     ax.set_ylim(0, max([budget, *bottom]) * 1.12 if bottom or budget else 1)
-    ax.set_title(title or f"Each request by part, budget {budget} characters")
+    ax.set_title(f"Each request by part, budget {budget} characters")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=10, frameon=False)
     figure.tight_layout()
     return figure

@@ -60,7 +60,7 @@ PREDICT_FIRST = "Record your prediction above first"
 """The start of the one line an experiment cell prints while its prediction is not recorded."""
 
 
-def prediction_recorded(prediction: Any, where: str = "the answer cell") -> bool:
+def prediction_recorded(prediction: Any) -> bool:
     """Whether an experiment may reveal its result: True once `prediction` holds no placeholder.
 
     While it does, prints one line asking for it and returns False, so the experiment cell shows
@@ -72,7 +72,7 @@ def prediction_recorded(prediction: Any, where: str = "the answer cell") -> bool
         False
     """
     if unanswered(prediction):
-        print(f"{PREDICT_FIRST}: replace each None in {where}, run it, then run this cell.")
+        print(f"{PREDICT_FIRST}: replace each None in the answer cell, run it, then run this cell.")
         return False
     return True
 

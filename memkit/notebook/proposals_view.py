@@ -24,16 +24,13 @@ from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
 from ..store import Store
 from ..store.proposals import Proposal, confirmation_of, describe
 from ._support import View, pandas as _pandas, status_html, widgets as _widgets
-from .tables import text_table
+from .tables import MAX_ROWS, text_table
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
 
 DECISIONS = ("approve", "reject")
 """What a person may decide about a proposal."""
-
-MAX_ROWS = 15
-"""The most proposals the panel lists at once (a screen's worth); the rest are counted."""
 
 
 def decide(store: Store, user: str, proposal_id: int, decision: str,

@@ -49,11 +49,11 @@ def history_table(events: Iterable[Mapping[str, Any]]) -> pandas.DataFrame:
     return text_table(pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)))
 
 
-def tool_results_table(tool_results: Iterable[Mapping[str, Any]], max_chars: int = 100) -> pandas.DataFrame:
+def tool_results_table(tool_results: Iterable[Mapping[str, Any]]) -> pandas.DataFrame:
     """`AgentReply.tool_results` as a table: tool, arguments the model wrote, ok, and result or error.
 
     A result is shown as JSON with a space after each comma and colon, so a table cell can wrap it
-    between values, and cut to `max_chars` with a visible marker, like the arguments: the table
+    between values, and cut to 100 characters with a visible marker, like the arguments: the table
     stays as wide as the notebook. An error is shown whole: it is the explanation.
     """
     pd = _pandas()
@@ -61,10 +61,10 @@ def tool_results_table(tool_results: Iterable[Mapping[str, Any]], max_chars: int
     for item in tool_results:
         outcome = item["outcome"]
         if outcome.get("ok"):
-            detail = shorten(json.dumps(outcome.get("result"), ensure_ascii=False, sort_keys=True), max_chars)
+            detail = shorten(json.dumps(outcome.get("result"), ensure_ascii=False, sort_keys=True), 100)
         else:
             detail = str(outcome.get("error"))
-        values = (item["name"], shorten(item["arguments"], max_chars), bool(outcome.get("ok")), detail)
+        values = (item["name"], shorten(item["arguments"], 100), bool(outcome.get("ok")), detail)
         rows.append(dict(zip(TOOL_RESULT_COLUMNS, values, strict=True)))
     return text_table(pd.DataFrame(rows, columns=list(TOOL_RESULT_COLUMNS)))
 

@@ -267,14 +267,13 @@ class UserSwitcher(View):
 
     Args:
         store: the long-term store.
-        task: the task each user's agent is asked.
-        users: the user ids offered (default: every user with records).
+        task: the task each user's agent is asked (every user with records is offered).
     """
 
-    def __init__(self, store: Store, task: str, users: Sequence[str] | None = None) -> None:
+    def __init__(self, store: Store, task: str) -> None:
         w = _widgets()
         self.store, self.task = store, task
-        options = list(users) if users is not None else list(store.users())
+        options = list(store.users())
         if not options:
             raise ValidationError("there are no users to switch between; save a memory first")
         self.dropdown = w.Dropdown(options=options, value=options[0], description="user")

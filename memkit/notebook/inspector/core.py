@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 from ...approvals import Approvals
 from ...errors import ApprovalError, MemkitError, ValidationError
-from ...limits import Limits
 from ...store import SCHEMA_VERSION, Record, Store
 from ...tools import MemoryTools
 from .._support import View
@@ -63,9 +62,8 @@ class MemoryInspector(View):
             `close`, and never created.
         edit: open a path or URL for writing; without it the store is read-only (see
             `memkit.notebook.inspector`) and `set_edit(True)` (the Edit switch) reopens it for writing.
-        approvals: where confirmations come from (default: a new `Approvals("inspector")`).
-        session: the session id recorded with the inspector's writes.
-        limits: the limits to open a path or URL with (default: the ones the store recorded).
+            A path or URL is opened with the limits the store recorded; the inspector's writes are
+            recorded under session `inspector`, with confirmations of its own `Approvals("inspector")`.
         page_size: records per page of the records table.
         window: a short-term window to show a session's live turns from (beside the archived ones).
 
@@ -83,19 +81,17 @@ class MemoryInspector(View):
     ALL = "all"
     SORTS = SORTS
 
-    def __init__(self, target: Store | str | os.PathLike[str], *, edit: bool = False,
-                 approvals: Approvals | None = None, session: str = "inspector", limits: Limits | None = None,
-                 page_size: int = 20, window: ShortTermWindow | None = None) -> None:
+    def __init__(self, target: Store | str | os.PathLike[str], *, edit: bool = False, page_size: int = 20,
+                 window: ShortTermWindow | None = None) -> None:
         if not isinstance(page_size, int) or isinstance(page_size, bool) or not 1 <= page_size <= 500:
             raise ValidationError(f"page_size is {page_size!r}; use 1 to 500 records a page")
-        self._limits = limits
         if isinstance(target, Store):
             self.store, self._owns_store, self._target = target, False, None
         else:
             self._target = target
-            self.store, self._owns_store = open_target(target, limits, edit), True
-        self.session = self.store.limits.check_id("session", session)
-        self.approvals = approvals if approvals is not None else Approvals("inspector", self.store.limits)
+            self.store, self._owns_store = open_target(target, edit), True
+        self.session = "inspector"
+        self.approvals = Approvals("inspector", self.store.limits)
         self.window = window
         self.user: str | None = next(iter(self.users()), None)  # the first user, if there is one
         self.kind: str | None = None
@@ -169,7 +165,7 @@ class MemoryInspector(View):
         if not self._owns_store or self._target is None:
             raise ValidationError("the inspector was given an open store; it cannot reopen it. Pass a path or "
                                   "URL to switch, or give it a store opened for writing")
-        reopened = open_target(self._target, self._limits, on)  # before closing: a refusal leaves the old store in use
+        reopened = open_target(self._target, on)  # before closing: a refusal leaves the old store in use
         self.store.close()
         self.store, self.staged, self._tools = reopened, None, {}
         self.notice = (self.note(), True)

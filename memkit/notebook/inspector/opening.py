@@ -13,13 +13,13 @@ from pathlib import Path
 
 from ...errors import StoreError
 from ...jsonutil import import_jsonschema
-from ...limits import Limits
 from ...store import Store, open_store
 from ...store.targets import postgres_conninfo
 
 
-def open_target(target: str | os.PathLike[str], limits: Limits | None, edit: bool) -> Store:
-    """Open an existing database file or a PostgreSQL URL, for writing only when `edit`.
+def open_target(target: str | os.PathLike[str], edit: bool) -> Store:
+    """Open an existing database file or a PostgreSQL URL, for writing only when `edit`, with the
+    limits the store recorded.
 
     Raises:
         StoreError: there is no file at the path, or the store cannot be opened.
@@ -29,8 +29,8 @@ def open_target(target: str | os.PathLike[str], limits: Limits | None, edit: boo
         path = Path(target)
         if not path.exists():
             raise StoreError(f"there is no database at {path}; the inspector opens existing files only")
-        return open_store(path, limits=limits, read_only=not edit)
-    return open_store(conninfo, limits=limits, read_only=not edit, create=False)
+        return open_store(path, read_only=not edit)
+    return open_store(conninfo, read_only=not edit, create=False)
 
 
 def where(store: Store) -> str:
