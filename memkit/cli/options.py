@@ -105,17 +105,15 @@ def store_for(args: argparse.Namespace, **options: Any) -> Store:
     if url is not None:  # PostgreSQL; a read-only command never creates the store's tables
         store = open_store(url, create=args.command in WRITE_COMMANDS and not read_only,
                            **({"read_only": True} if asked_read_only else {}), **options)
-        if args.command in KEEPS_VECTORS and "embedder" not in options:
-            keep_vectors(store)
-        return store
-    path, is_workspace = db_path(args)
-    if not path.exists() and not path.is_symlink():
-        if args.command not in WRITE_COMMANDS:
-            raise CliError(f"there is no database at {path}; "
-                           "create one with `memkit put ... --confirm` or `memkit chat`")
-        if is_workspace:
-            private_folders(path.parent)
-    store = MemoryStore(path, read_only=read_only, **options)
+    else:
+        path, is_workspace = db_path(args)
+        if not path.exists() and not path.is_symlink():
+            if args.command not in WRITE_COMMANDS:
+                raise CliError(f"there is no database at {path}; "
+                               "create one with `memkit put ... --confirm` or `memkit chat`")
+            if is_workspace:
+                private_folders(path.parent)
+        store = MemoryStore(path, read_only=read_only, **options)
     if args.command in KEEPS_VECTORS and "embedder" not in options:
         keep_vectors(store)
     return store
