@@ -1,7 +1,5 @@
-"""`memkit chat` processes killed with SIGKILL: `told_then_killed` tells one a fact, waits for its
-acknowledged reply (printed only once the exchange is stored in the window) and kills it; `memkit
-demo` shows the next process still has the exchange. (The test suite's conversation crash
-experiment kills many such processes at random moments: `start_chat` starts each.)
+"""`memkit chat` processes killed with SIGKILL right after an acknowledged reply (`memkit demo` shows the
+next process still has the exchange; the test suite's crash experiment starts its own with `start_chat`).
 """
 
 from __future__ import annotations

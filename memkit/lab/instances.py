@@ -1,10 +1,5 @@
 """Agent instances as real processes sharing one Redis session, and killed between the SQLite commit
 and the Redis trim: every promised turn is still kept, exactly once.
-
-An instance (`spawn_instance`) does not run an agent: it appends turns to one session of a
-`RedisWindow` and prints `turn <number> <name> <i>` once each append has returned (a promise:
-that turn must never be lost), and `archived <highest turn>` when it pauses between an archive
-commit and the trim (where a test kills it with SIGKILL).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Scaling out, the instances: agent instances as real processes behind a round-robin, one user's
-conversation hopping between them, and every model request scanned for another user's data.
-
-An `Instance` wraps a real process running a `MemoryAgent` (notebook 09 writes that process's
-function in a cell): it answers one message at a time, one JSON line in and one out, and hands
-back the model requests it sent (`reply_figures`), so the caller can look inside them.
+conversation hopping between them, and every model request scanned for another user's data
+(notebook 09 writes the instance's function in a cell).
 """
 
 from __future__ import annotations

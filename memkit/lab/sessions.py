@@ -1,9 +1,4 @@
-"""Sessions in fresh processes: what an agent remembers once the process that talked to it is gone.
-
-Each function starts a real interpreter (`workers.start_worker`) that opens the store, does its
-part and exits; only what reached the SQLite file is left for the next one. The `GoldfishAgent`
-keeps its memory in a dict of its own process instead, and forgets at exit.
-"""
+"""Sessions in fresh processes: what an agent remembers once the process that talked to it is gone."""
 
 from __future__ import annotations
 
