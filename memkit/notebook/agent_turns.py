@@ -1,9 +1,8 @@
-"""An openai-agents agent with a local stand-in model, whose conversation lives in a `MemkitSession`.
+"""An openai-agents agent with a local stand-in model (`RecallModel`, no network), whose conversation
+lives in a `MemkitSession`.
 
-`RecallModel` implements openai-agents' `Model` interface without any network: it answers from
-the conversation it receives, so what it says shows what the session gave it. `run_turn` runs one
-turn in this process; `run_turn_in_new_process` runs it in a new Python process (the restart).
-`python -m memkit.notebook.agent_turns --db DB --user U --session S --message TEXT` is that process.
+`python -m memkit.notebook.agent_turns --db DB --user U --session S --message TEXT` is the new
+process of `run_turn_in_new_process` (the restart).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Charts: what a request is made of, part by part, against its budget; and the runs behind them.
 
-`conversation_rows` replays a growing, scripted conversation under a budget and returns one row per
-model request; `budget_chart` draws those rows as stacked bars; `budget_summary` says what the run
-came to. A chart is a bare matplotlib `Figure` (not pyplot): nothing is registered globally, so a
-chart made in a widget callback never shows up a second time at the end of some later cell.
+A chart is a bare matplotlib `Figure` (not pyplot): nothing is registered globally, so a chart
+made in a widget callback never shows up a second time at the end of some later cell.
 """
 
 from __future__ import annotations
