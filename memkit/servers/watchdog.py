@@ -14,8 +14,6 @@ The watchdog runs this file as a script (`python -P .../watchdog.py`: without it
 module path), so it imports nothing of memkit. It runs in a session of its own, so a kill of the
 starter's process group (which is how Jupyter stops a kernel) does not take it along.
 
-This module imports nothing else of memkit (a leaf).
-
 Example:
     >>> guard = Watchdog(stop_signal=signal.SIGTERM, grace=5.0)        # doctest: +SKIP
     >>> server = start_the_server()                                     # doctest: +SKIP
