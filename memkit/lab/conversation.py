@@ -20,7 +20,7 @@ def start_chat(db: Path, user: str, session: str, env: dict[str, str] | None) ->
 
 
 def told_then_killed(db: Path, message: str) -> dict[str, Any]:
-    """Tell a `memkit chat` process of alice's session `support` `message` on stdin, wait for its
+    """Tell a `memkit chat` process (user alice, session support) `message` on stdin, wait for its
     acknowledged reply, SIGKILL it.
 
     Returns the reply line (message, reply, ...) and the pid that was killed.

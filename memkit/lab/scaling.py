@@ -266,8 +266,8 @@ def quota_race(target: PathLike, *, writers: int = 3, quota: int = 6, creates_pe
                updates_per_writer: int = 5, schema: str | None = None) -> dict[str, Any]:
     """Several processes write one user at the quota's edge at the same moment; count what got in.
 
-    The user (`racer`) is filled to `quota - 1` records first (one of them `shared`), so one free slot is
-    left; then each writer process creates `creates_per_writer` keys of its own and updates
+    The user (`racer`) is filled to `quota - 1` records first (one of them `shared`), so one free
+    slot is left; then each writer process creates `creates_per_writer` keys of its own and updates
     `shared` `updates_per_writer` times, interleaved, all writers starting together.
 
     Returns:
