@@ -119,11 +119,10 @@ def retrieve(store: Store, user: str, task: str, limits: Limits | None = None, *
 
     # Candidates with the terms that found them; a record found by more terms ranks higher.
     # One search_many call gives what a search per term and kind would, reading the user's rows once.
-    kinds = KINDS
-    hits = store.search_many(user, terms, limit=per_term, kinds=kinds)
+    hits = store.search_many(user, terms, limit=per_term, kinds=KINDS)
     found: dict[tuple[str, str], tuple[Record, list[str]]] = {}
     for term in terms:
-        for kind in kinds:
+        for kind in KINDS:
             for record in hits[(term, kind)]:
                 found.setdefault((record["kind"], record["key"]), (record, []))[1].append(term)
 
@@ -178,4 +177,4 @@ def retrieve(store: Store, user: str, task: str, limits: Limits | None = None, *
         else:
             packing.append({**row, "status": "skipped",
                            "reason": f"would make memory {size + cost} chars; budget {limits.retrieval_budget_chars}"})
-    return RetrievedContext(memory, packing, terms, size, limits.retrieval_budget_chars, bool(by_meaning))
+    return RetrievedContext(memory, packing, terms, size, limits.retrieval_budget_chars, by_meaning)
