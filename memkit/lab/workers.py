@@ -1,16 +1,11 @@
 """The lab's one worker protocol: another process, started fresh, told what to do in one JSON line.
 
-`start_worker(MODE, payload)` runs `python -m memkit.lab MODE` with `sys.executable` and this very
-memkit first on its path, and writes the payload as one JSON line on its stdin. (The test suite's
-own experiments run the same protocol from another entry module: `start_worker(..., entry=...)`.) The worker answers
-with lines on stdout: JSON lines (`answer`) for handshakes ("ready", "locked") and results, and
-plain progress lines where a stream is read as it happens (`ack N REVISION`, `turn N ...`). A
-parent may send further lines on stdin ("go"). Nothing is simulated inside the calling process.
-
-Each concept module of the lab registers its workers with `@worker("mode")`; `main` dispatches.
-One mode, `function`, runs a function given by its source: `memkit.notebook.processes` starts a
-function written in a notebook cell through it, so a notebook's processes and the lab's are one
-protocol.
+`start_worker(MODE, payload)` starts it (the test suite's experiments from another entry module:
+`entry=`). The worker answers with lines on stdout: JSON lines (`answer`) for handshakes ("ready",
+"locked") and results, and plain progress lines where a stream is read as it happens (`ack N
+REVISION`, `turn N ...`). A parent may send further lines on stdin ("go"). Nothing is simulated
+inside the calling process. A function written in a notebook cell runs through the same protocol
+(mode `function`, `memkit.notebook.processes`).
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ holds the write end of a pipe, and a small process of its own blocks on the read
 starter dies, in any way, the operating system closes the pipe and the watchdog reads end-of-file:
 it stops the server the way a clean close would (redis-server: SIGTERM, which fsyncs the
 append-only file; PostgreSQL: SIGINT, a fast shutdown), removes the folders it was given and
-exits. A normal close stops the server itself and then calls `disarm()`, which ends the watchdog
-before it could act and reaps it: nothing is left behind.
+exits.
 
 The watchdog runs this file as a script (`python -P .../watchdog.py`: without its folder on the
 module path), so it imports nothing of memkit. It runs in a session of its own, so a kill of the
