@@ -16,16 +16,16 @@ nothing. So writers of different users run side by side to their commits, each i
 own, and meet only at the quota's or the cap's edge, where they take turns at the advisory lock.
 Both caps stay exact (pg_counters.py: the shards, their allowances under the caps, and why).
 
-No cycle: a writer waits for the advisory lock holding no shard: it locks only a shard that takes
-its change, and tries inside a block whose rollback lets go of any row it locked that stopped
-fitting (READ COMMITTED rechecks a row's newest version after locking it). The holder of the
-advisory lock waits only for shards, whose holders wait for nothing more (they are committing). A
-transaction of several writes that already holds a shard from an earlier one cannot let it go: it
-only tries the advisory lock and, if another writer rebalances, fails with a LockedError (nothing
-written) rather than wait in a cycle. Writers of one user still run one at a time (revisions never
-skip or repeat, no update is lost). A writer that bypasses memkit (psql) settles in its triggers:
-it takes the advisory lock and every shard, and closes every allowance, so the next memkit writer
-rebalances.
+No cycle among these locks: a writer waits for the advisory lock holding no shard (it locks only a
+shard that takes its change; pg_counters.py: how). The holder of the advisory lock waits only for
+shards, whose holders wait for nothing more (they are committing). A transaction of several writes
+that already holds a shard from an earlier one cannot let it go: it only tries the advisory lock
+and, if another writer rebalances, fails with a LockedError (nothing written) rather than wait in a
+cycle. Writers of one user still run one at a time (revisions never skip or repeat, no update is
+lost). A writer that bypasses memkit (psql) settles in its triggers (pg_counters.py). A caller's
+block of several writes that locks two users in the opposite order of another's can deadlock with
+it: PostgreSQL stops one, which fails with a LockedError that says so (rolled back whole, nothing
+written, safe to run again), and the other goes on.
 
 Why row locks and not SERIALIZABLE with a bounded retry: writes change counter rows that racing
 writers change too (a user's, and at the edge of a cap every shard), so under SERIALIZABLE they
@@ -62,7 +62,7 @@ from psycopg import errors as pg_errors
 from ..errors import LockedError, StoreError
 from ..limits import Limits
 from . import embeddings, pg_counters, pg_vectors
-from .pg_connection import PgConnection, Row, connect, password_of, scrub
+from .pg_connection import PgConnection, Row, connect, password_of, scrub, with_settings
 from .pg_pool import PgPool, closed_error, unreachable_error
 from .pg_schema import check_schema_name, open_schema, read_version
 from .statements import PG_STATEMENTS, Record, Statements
@@ -123,7 +123,14 @@ class PostgresDatabase:
         self.where = scrub(conninfo, self._secret)
         """The connection string with its password masked: what every message shows."""
         self._wait_s = max(limits.busy_timeout_ms / 1000, 0.1)
-        self._conninfo = self._configured(conninfo, synchronous)
+        settings = (f"-c search_path={self.schema} -c lock_timeout={int(limits.busy_timeout_ms)}"
+                    f" -c synchronous_commit={'on' if synchronous == 'FULL' else 'off'}")
+        if read_only:  # the server itself refuses every write of this store's sessions
+            settings += " -c default_transaction_read_only=on"
+        try:
+            self._conninfo = with_settings(conninfo, settings, connect_timeout=max(2, math.ceil(self._wait_s)))
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where} is not a valid PostgreSQL URL: {self._text(exc)}") from None
         self.location = ""
         """host, port, dbname and schema: which store this is, whatever the URL's spelling (as the
         server reports them; the host is its address, or the Unix socket's folder)."""
@@ -138,22 +145,6 @@ class PostgresDatabase:
             raise
 
     # -- opening -----------------------------------------------------------------------------------
-
-    def _configured(self, conninfo: str, synchronous: str) -> str:
-        """The connection string with the store's session settings added to its `options`."""
-        try:
-            given = psycopg.conninfo.conninfo_to_dict(conninfo)
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.where} is not a valid PostgreSQL URL: {self._text(exc)}") from None
-        settings = (f"-c search_path={self.schema} -c lock_timeout={int(self.limits.busy_timeout_ms)}"
-                    f" -c synchronous_commit={'on' if synchronous == 'FULL' else 'off'}")
-        if self.read_only:  # the server itself refuses every write of this store's sessions
-            settings += " -c default_transaction_read_only=on"
-        extra: dict[str, Any] = {"options": f"{given.get('options', '')} {settings}".strip()}
-        extra.setdefault("application_name", given.get("application_name", "memkit"))
-        if "connect_timeout" not in given:
-            extra["connect_timeout"] = max(2, math.ceil(self._wait_s))
-        return psycopg.conninfo.make_conninfo(conninfo, **extra)
 
     def _open_first(self, create: bool) -> psycopg.Connection[Row]:
         """Connect once, check the schema, migrate it, make the search index: the pool comes after."""
@@ -210,7 +201,13 @@ class PostgresDatabase:
     def _text(self, exc: BaseException) -> str:
         return scrub(" ".join(str(exc).split()), self._secret)
 
-    def _error(self, exc: psycopg.Error, doing: str) -> StoreError:
+    def _error(self, exc: psycopg.Error, doing: str, nested: bool = False) -> StoreError:
+        if isinstance(exc, pg_errors.DeadlockDetected):  # not a wait that timed out: PostgreSQL broke a cycle
+            undone = ("this block was rolled back to its savepoint, and the transaction around it is rolled back "
+                      "whole when this error leaves it" if nested else "it was rolled back whole")
+            return LockedError(
+                f"{self.where}: a deadlock with another transaction (each waited for a lock the other held); "
+                f"PostgreSQL stopped this one and {undone}: nothing was written. Running it again is safe")
         if isinstance(exc, _LOCK_ERRORS):
             return LockedError(
                 f"{self.where} is locked by another writer and stayed locked past the busy timeout "
@@ -280,6 +277,8 @@ class PostgresDatabase:
                         "the write may or may not have been made: read it back before retrying"
                     ) from exc
                 self._rollback(conn)
+                if isinstance(exc, pg_errors.DeadlockDetected):
+                    raise self._error(exc, "commit to") from exc
                 error = LockedError if isinstance(exc, _LOCK_ERRORS) else StoreError
                 raise error(f"commit to {self.where} failed and was rolled back: {self._text(exc)}") from exc
 
@@ -303,7 +302,7 @@ class PostgresDatabase:
                 conn.execute("ROLLBACK TO SAVEPOINT memkit_nested")
                 conn.execute("RELEASE SAVEPOINT memkit_nested")
             if isinstance(exc, psycopg.Error):
-                raise self._error(exc, "write to") from exc
+                raise self._error(exc, "write to", nested=True) from exc
             raise
         conn.execute("RELEASE SAVEPOINT memkit_nested")
 
