@@ -32,7 +32,7 @@ from collections.abc import Iterator
 
 from ..errors import ReadOnlyError, StoreError
 from .db import SqliteDatabase
-from .files import SQLITE_MAGIC, check_length, check_wal, sqlite_uri
+from .files import check_header, check_wal, sqlite_uri
 from .schema import SCHEMA_VERSION, SqliteSchema, check_schema, migrate
 
 
@@ -56,13 +56,7 @@ def check_readable(path: Path) -> None:
             header = handle.read(100)
     except PermissionError:
         raise StoreError(f"{path} cannot be read by this user (mode {stat.filemode(path.stat().st_mode)})") from None
-    if not header:
-        raise StoreError(f"{path} is empty (0 bytes), not a database")
-    if not header.startswith(SQLITE_MAGIC):
-        raise StoreError(f"{path} is not a SQLite database (it starts with {header[:16]!r})")
-    if len(header) < 100:
-        raise StoreError(f"{path} is truncated ({len(header)} bytes, shorter than a SQLite header)")
-    check_length(path, header)
+    check_header(path, header, "not a database")
 
 
 def connect_read_only(path: Path, timeout_s: float = 5.0) -> tuple[sqlite3.Connection, str]:
