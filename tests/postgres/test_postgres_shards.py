@@ -1,4 +1,4 @@
-"""PostgreSQL's store-wide counters in shards (steps.py, step 13; postgres.py, the lock order):
+"""PostgreSQL's store-wide counters in shards (pg_counters.py, schema step 13; postgres.py, the lock order):
 writers of different users commit side by side, and the global quota and the size cap stay exact
 however many race for the last of them.
 
