@@ -23,7 +23,6 @@ store works on it. The copy is a snapshot of the moment of opening (`ReadOnlyDat
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import stat
 from pathlib import Path
@@ -174,8 +173,3 @@ class ReadOnlyDatabase(SqliteDatabase):
             self._fresh()
             with super().reading() as conn:
                 yield conn
-
-
-def file_mode(path: str | os.PathLike[str]) -> str:
-    """`-rw-------`-style mode of `path` (for the inspector's note about the file it reads)."""
-    return stat.filemode(Path(path).stat().st_mode)
