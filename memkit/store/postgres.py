@@ -81,8 +81,6 @@ _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_error
 _CHECK_USER_SQL, _SETTLE_SQL = pg_counters.CHECK_USER_SQL, pg_counters.SETTLE_SQL  # bench/ imports these names
 
 
-
-
 class PostgresDatabase:
     """The store's tables in one PostgreSQL schema, reached through a connection pool: the
     PostgreSQL `Backend` (backend.py).
