@@ -32,6 +32,11 @@ def sqlite_uri(path: str | os.PathLike[str], mode: str) -> str:
     return "file:" + urllib.parse.quote(str(Path(path).absolute())) + f"?mode={mode}"
 
 
+def sidecars(path: Path) -> list[Path]:
+    """The `-wal` and `-shm` files beside `path` that exist now."""
+    return [p for p in (Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+
+
 def check_path(path: Path) -> bool:
     """Refuse what SQLite should not be pointed at; return True when the file is still to be made.
 
@@ -55,13 +60,13 @@ def check_path(path: Path) -> bool:
         )
     # Looked for before the database itself: a creator links a whole file into place before its
     # connection makes a -wal, so a -wal seen first means the database was there too.
-    sidecars = [name for name in (f"{path.name}-wal", f"{path.name}-shm") if (folder / name).exists()]
+    left = " and ".join(p.name for p in sidecars(path))
     if not path.exists():
-        if sidecars:
+        if left:
             raise StoreError(
-                f"{path} does not exist, but {' and '.join(sidecars)} beside it are left from a database that "
+                f"{path} does not exist, but {left} beside it are left from a database that "
                 "was there before (deleted after a writer was killed?); a new database would take its last "
-                f"commits from them. Move or remove {' and '.join(sidecars)} (or put that database back) and "
+                f"commits from them. Move or remove {left} (or put that database back) and "
                 "open again; memkit left every file as it was"
             )
         return True

@@ -31,13 +31,8 @@ from collections.abc import Iterator
 
 from ..errors import ReadOnlyError, StoreError
 from .db import SqliteDatabase
-from .files import check_header, check_wal, sqlite_uri
+from .files import check_header, check_wal, sidecars, sqlite_uri
 from .schema import SCHEMA_VERSION, SqliteSchema, check_schema, migrate
-
-
-def sidecars(path: Path) -> list[Path]:
-    """The `-wal` and `-shm` files beside `path` that exist now."""
-    return [p for p in (Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
 
 
 def check_readable(path: Path) -> None:
