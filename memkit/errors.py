@@ -28,7 +28,10 @@ class StoreError(MemkitError):
 class LockedError(StoreError):
     """Another connection holds the database's write lock past the busy timeout; nothing was written.
 
-    Chosen by SQLite's error code (`SQLITE_BUSY` or `SQLITE_LOCKED`), never by the message text.
+    Chosen by SQLite's error code (`SQLITE_BUSY` or `SQLITE_LOCKED`), never by the message text. On
+    PostgreSQL by the error's class (a lock timeout), and also raised, rolled back whole, for a
+    deadlock PostgreSQL broke and for a block of writes that met a rebalance of the counter shards:
+    each message says which; running the write again is safe.
     """
 
 

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from .errors import MemkitError, WindowError
 from .store import Store
 from .window import RedisWindow, ShortTermWindow, connect_redis
-from .window.places import REDIS, WORKSPACE, describe, server_url
+from .window.places import REDIS, WORKSPACE, describe, read_place, server_url
 from .servers.redis_client import client_for, display_url, redis_module
 from .servers.workspace import DEFAULT_WAIT_S, WorkspaceRedis
 
@@ -204,19 +204,19 @@ def find_place(store: Store, name: str, extra: Iterable[str] = ()) -> str:
 def _names(place: str, name: str) -> bool:
     """Whether `name` (a Redis URL or a folder) names `place`."""
     try:
-        data = json.loads(place)
+        read = read_place(place)
     except ValueError:
         return False
-    if data.get("kind") == REDIS and "://" in name:
+    if read.kind == REDIS and "://" in name:
         try:
-            return bool(server_url(name) == data.get("url"))
+            return server_url(name) == read.url
         except WindowError:
             return False
-    if data.get("kind") == WORKSPACE and "://" not in name:
+    if read.kind == WORKSPACE and "://" not in name:
         # Recorded folders are resolved (`workspace_place`), so a name through a symlink matches;
         # the plain absolute path too, for a folder whose symlink is gone.
         path = os.path.expanduser(name)
-        return data.get("folder") in (os.path.abspath(path), os.path.realpath(path))
+        return read.folder in (os.path.abspath(path), os.path.realpath(path))
     return False
 
 
@@ -238,18 +238,18 @@ def window_status(store: Store, *, redis_url: str | None = None) -> list[dict[st
     for place in store.window_places():
         entry: dict[str, Any] = {"place": place, "window": describe(place), "kind": _kind(place)}
         try:
-            data = json.loads(place)
-            if entry["kind"] == WORKSPACE:
-                _check_folder(data["folder"])
+            read = read_place(place)
+            if read.kind == WORKSPACE:
+                _check_folder(read.folder)
                 entry["state"] = "folder present"
-            elif entry["kind"] == REDIS:
-                _probe_redis(_redis_url(data, redis_url, None))
+            elif read.kind == REDIS:
+                _probe_redis(_redis_url(read.url, redis_url, None))
                 entry["state"] = "answers"
             else:
                 raise WindowError("this memkit does not know that kind of window place")
         except NoAnswer as exc:
             entry.update(state="gone or moved" if entry["kind"] == WORKSPACE else "no answer", error=str(exc))
-        except (MemkitError, OSError, ValueError, KeyError, TypeError) as exc:
+        except (MemkitError, OSError, ValueError) as exc:
             entry.update(state="refuses", error=str(exc))
         report.append(entry)
     return report
@@ -294,8 +294,8 @@ def drop_window(store: Store, name: str, *, redis_url: str | None = None,
 
 def _refuse_existing_folder(place: str) -> None:
     """Refuse to call a workspace window gone while its folder (and so perhaps its turns) exists."""
-    data = json.loads(place)
-    if data.get("kind") == WORKSPACE and not _folder_gone(data["folder"]):
+    read = read_place(place)
+    if read.kind == WORKSPACE and not _folder_gone(read.folder):
         raise WindowError(f"{describe(place)} is not gone: its folder still exists, and its append-only file may "
                           "hold turns even with no server running. Remove the folder if it is meant to go, or let "
                           "forgetting clear it. Nothing was changed")
@@ -336,8 +336,8 @@ def _check_folder(folder: str) -> None:
 
 def _kind(place: str) -> str:
     try:
-        return str(json.loads(place).get("kind", "unknown"))
-    except (ValueError, AttributeError):
+        return read_place(place).kind
+    except ValueError:
         return "unknown"
 
 
@@ -373,14 +373,14 @@ def _probe_redis(url: str) -> None:
         client.close()
 
 
-def _redis_url(data: dict[str, Any], redis_url: str | None, named: str | None) -> str:
-    """The URL to reach a recorded Redis place with: the one a person named (with its password),
-    else this shell's REDIS_URL when it names the same server, else the recorded URL."""
+def _redis_url(recorded: str, redis_url: str | None, named: str | None) -> str:
+    """The URL to reach a recorded Redis place (at the `recorded` URL) with: the one a person named
+    (with its password), else this shell's REDIS_URL when it names the same server, else `recorded`."""
     for url in (named, redis_url):
         with contextlib.suppress(WindowError):
-            if url and server_url(url) == data["url"]:
+            if url and server_url(url) == recorded:
                 return url
-    return str(data["url"])
+    return recorded
 
 
 @contextlib.contextmanager
@@ -392,21 +392,19 @@ def _open_place(store: Store, place: str, redis_url: str | None, wait: float,
         NoAnswer: nothing answers there (only this may let a person call it gone for good).
         WindowError, OSError: it could not be opened for another reason (it is not gone).
     """
-    data = json.loads(place)
-    prefix = str(data.get("prefix", "memkit"))
+    read = read_place(place)
     handle: Any
-    if data.get("kind") == WORKSPACE:
-        folder = data["folder"]
-        _check_folder(folder)
-        handle = WorkspaceRedis(folder, wait=wait)
-    elif data.get("kind") == REDIS:
-        url = _redis_url(data, redis_url, named)
+    if read.kind == WORKSPACE:
+        _check_folder(read.folder)
+        handle = WorkspaceRedis(read.folder, wait=wait)
+    elif read.kind == REDIS:
+        url = _redis_url(read.url, redis_url, named)
         _probe_redis(url)
         handle = connect_redis(url)
     else:
         raise WindowError("this memkit does not know that kind of window place")
     try:
-        with RedisWindow(store, handle.client, prefix=prefix, background=False, accept_eviction=True) as window:
+        with RedisWindow(store, handle.client, prefix=read.prefix, background=False, accept_eviction=True) as window:
             yield window
     finally:
         handle.close()

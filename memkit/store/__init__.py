@@ -43,6 +43,8 @@ SQLite:
 PostgreSQL (psycopg and psycopg_pool are imported only when a URL is opened):
 
 - `postgres`: the PostgreSQL backend: transactions, the per-user lock, the quota and size checks.
+- `pg_counters`: its counters: each user's row (their lock, the per-user quota) and the store-wide
+  counts in shards (the global quota and the size cap; step 13's statements), settled by each write.
 - `pg_pool`: its connection pool (a connection of its own when the pool is slow).
 - `pg_connection`: a psycopg connection that runs the store's `?` SQL; passwords masked in messages.
 - `pg_schema`: PostgreSQL's part in the schema runner and check (version, lock, catalog), the

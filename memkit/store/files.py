@@ -32,6 +32,11 @@ def sqlite_uri(path: str | os.PathLike[str], mode: str) -> str:
     return "file:" + urllib.parse.quote(str(Path(path).absolute())) + f"?mode={mode}"
 
 
+def sidecars(path: Path) -> list[Path]:
+    """The `-wal` and `-shm` files beside `path` that exist now."""
+    return [p for p in (Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+
+
 def check_path(path: Path) -> bool:
     """Refuse what SQLite should not be pointed at; return True when the file is still to be made.
 
@@ -55,13 +60,13 @@ def check_path(path: Path) -> bool:
         )
     # Looked for before the database itself: a creator links a whole file into place before its
     # connection makes a -wal, so a -wal seen first means the database was there too.
-    sidecars = [name for name in (f"{path.name}-wal", f"{path.name}-shm") if (folder / name).exists()]
+    left = " and ".join(p.name for p in sidecars(path))
     if not path.exists():
-        if sidecars:
+        if left:
             raise StoreError(
-                f"{path} does not exist, but {' and '.join(sidecars)} beside it are left from a database that "
+                f"{path} does not exist, but {left} beside it are left from a database that "
                 "was there before (deleted after a writer was killed?); a new database would take its last "
-                f"commits from them. Move or remove {' and '.join(sidecars)} (or put that database back) and "
+                f"commits from them. Move or remove {left} (or put that database back) and "
                 "open again; memkit left every file as it was"
             )
         return True
@@ -73,13 +78,7 @@ def check_path(path: Path) -> bool:
         raise StoreError(f"{path} is read-only; memkit needs to write to it (copy it, or change its mode)")
     with path.open("rb") as handle:
         header = handle.read(100)
-    if not header:
-        raise StoreError(f"{path} is empty (0 bytes), not a memkit database; remove it or choose another path")
-    if not header.startswith(SQLITE_MAGIC):
-        raise StoreError(f"{path} is not a SQLite database (it starts with {header[:16]!r}); memkit left it as it was")
-    if len(header) < 100:
-        raise StoreError(f"{path} is truncated ({len(header)} bytes, shorter than a SQLite header)")
-    check_length(path, header)
+    check_header(path, header, "not a memkit database; remove it or choose another path", "; memkit left it as it was")
     return False
 
 
@@ -91,14 +90,26 @@ def _size(path: Path) -> int:
         return 0
 
 
-def check_length(path: Path, header: bytes) -> None:
-    """Refuse a file cut short: SQLite reads missing bytes of its last page as zeros.
+def check_header(path: Path, header: bytes, empty: str, foreign: str = "") -> None:
+    """Refuse a file by its first 100 bytes (`header`) and its length: empty, not SQLite, shorter
+    than a SQLite header, or cut short. `empty` ends the message for an empty file, `foreign` the one
+    for a file of another kind (each caller says what it leaves as it was).
 
-    A cut inside the last page (a copy that stopped early, a full disk) passes `quick_check`
-    and silently loses the end of a record, so the length is checked against the header: whole
-    pages, and at least as many as the header counts. Skipped while a non-empty `-wal` file is
-    beside it: a crashed checkpoint may have left the file short, and the WAL completes it.
+    Cut short: SQLite reads missing bytes of its last page as zeros, so a cut inside the last page (a
+    copy that stopped early, a full disk) passes `quick_check` and silently loses the end of a
+    record; the length is checked against the header: whole pages, and at least as many as the
+    header counts. Skipped while a non-empty `-wal` file is beside it: a crashed checkpoint may have
+    left the file short, and the WAL completes it.
+
+    Raises:
+        StoreError: the file is not a whole SQLite database.
     """
+    if not header:
+        raise StoreError(f"{path} is empty (0 bytes), {empty}")
+    if not header.startswith(SQLITE_MAGIC):
+        raise StoreError(f"{path} is not a SQLite database (it starts with {header[:16]!r}){foreign}")
+    if len(header) < 100:
+        raise StoreError(f"{path} is truncated ({len(header)} bytes, shorter than a SQLite header)")
     if _size(Path(f"{path}-wal")):
         return
     page_size = int.from_bytes(header[16:18], "big")

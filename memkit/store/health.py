@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ValidationError
 from ..jsonutil import canonical_json
 from .files import sqlite_uri
+from .pg_counters import MEASURED_BYTES_SQL
 from .statements import total_records_sql
-from .steps import MEASURED_BYTES_SQL
 
 if TYPE_CHECKING:
     from .backend import Backend

@@ -124,6 +124,21 @@ def connect(conninfo: str, **options: Any) -> psycopg.Connection[Row]:
     return psycopg.Connection.connect(conninfo, **CONNECTION_OPTIONS, **options)
 
 
+def with_settings(conninfo: str, settings: str, connect_timeout: int) -> str:
+    """`conninfo` with the store's session `settings` (`-c name=value ...`) added to its `options`,
+    and `application_name` (memkit) and `connect_timeout` (seconds) unless it names them.
+
+    Raises:
+        psycopg.Error: `conninfo` is not a valid connection string.
+    """
+    given = psycopg.conninfo.conninfo_to_dict(conninfo)
+    extra: dict[str, Any] = {"options": f"{given.get('options', '')} {settings}".strip()}
+    extra.setdefault("application_name", given.get("application_name", "memkit"))
+    if "connect_timeout" not in given:
+        extra["connect_timeout"] = connect_timeout
+    return psycopg.conninfo.make_conninfo(conninfo, **extra)
+
+
 class PgConnection:
     """A psycopg connection that runs the store's `?` SQL and returns `Row`s.
 

@@ -18,7 +18,7 @@ import psycopg
 
 from ..errors import StoreError, ValidationError
 from .pg_connection import PgConnection
-from .schema import Dialect, SchemaPart
+from .schema import PG_SCHEMA_VERSION, Dialect, SchemaPart, check_schema, migrate
 
 LOCK_CLASS = 0x6D6D6B  # "mmk": the first key of memkit's advisory locks (the second: the namespace)
 
@@ -176,3 +176,27 @@ def ensure_search_index(conn: PgConnection, schema: str) -> bool:
             raise
         conn.execute("COMMIT")
     return True
+
+
+def open_schema(conn: PgConnection, where: str, schema: str, create: bool, read_only: bool) -> bool:
+    """The store's schema at open: checked, then migrated and given the search index; read-only,
+    never migrated nor indexed: an older schema is refused, not changed.
+
+    Returns:
+        Whether searches may use the trigram index.
+
+    Raises:
+        StoreError: the schema holds no store and `create` is False (nothing was created), or,
+            read-only, an older version; and what `check_schema` and `migrate` raise.
+    """
+    if check_schema(PgSchema(conn, where, schema)) == 0 and not create:
+        raise StoreError(f"schema {schema!r} of {where} holds no memkit store; nothing was created")
+    if read_only:
+        if read_version(conn, schema) < PG_SCHEMA_VERSION:
+            raise StoreError(
+                f"schema {schema!r} of {where} is at version {read_version(conn, schema)}, "
+                f"older than this memkit's {PG_SCHEMA_VERSION}; it was not changed. Migrate it with "
+                "`memkit migrate --db URL --confirm`, or inspect it with an older memkit")
+        return has_search_index(conn, schema)
+    migrate(PgSchema(conn, where, schema))
+    return ensure_search_index(conn, schema)

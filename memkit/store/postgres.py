@@ -5,31 +5,27 @@ Concurrency. Writers run READ COMMITTED transactions and take locks in one order
 
 1. their user's row of `user_counts` (`lock_user`), before they read anything of that user; the
    per-user quota is checked there (`check_quotas`);
-2. one row of `memkit_shards` (steps.py, step 13), when the write settles its counts (`_settle`:
-   at the size check, or just before the commit): the store's records and bytes are split over
-   these rows, each with an allowance of each granted under the caps, the allowances summing to the
-   caps. A writer locks a shard that no one holds (SKIP LOCKED: it never waits for one) and whose
-   allowances take its change, adds the change there and holds the row until commit;
+2. one row of `memkit_shards`, when the write settles its counts (`pg_counters.settle`: at the size
+   check, or just before the commit): a shard no one holds (SKIP LOCKED: it never waits for one)
+   whose allowances take its change, held until commit;
 3. only when no free shard takes it: the shards' advisory lock (`SHARD_LOCK_CLASS`), then every
-   shard in shard order. Holding them all, it refuses on the exact totals (the same QuotaError as
-   ever), or adds its change and shares the room left among the shards.
+   shard in shard order (`pg_counters.rebalance`: it refuses on the exact totals, or shares the room).
 
-Until it settles, a write's triggers only add its changes to transaction-local settings
-(`memkit_tx.pending_*`): they lock nothing. So writers of different users run side by side to their
-commits, each in a shard of its own, and meet only at the quota's or the cap's edge, where they
-take turns at the advisory lock. Both caps stay exact: the allowances sum to at most the cap, and a
-shard's change passes without the others only within its own allowance.
+Until it settles, a write's triggers only add its changes to transaction-local settings: they lock
+nothing. So writers of different users run side by side to their commits, each in a shard of its
+own, and meet only at the quota's or the cap's edge, where they take turns at the advisory lock.
+Both caps stay exact (pg_counters.py: the shards, their allowances under the caps, and why).
 
-No cycle: a writer waits for the advisory lock holding no shard: it locks only a shard that takes
-its change, and tries inside a block whose rollback lets go of any row it locked that stopped
-fitting (READ COMMITTED rechecks a row's newest version after locking it). The holder of the
-advisory lock waits only for shards, whose holders wait for nothing more (they are committing). A
-transaction of several writes that already holds a shard from an earlier one cannot let it go: it
-only tries the advisory lock and, if another writer rebalances, fails with a LockedError (nothing
-written) rather than wait in a cycle. Writers of one user still run one at a time (revisions never
-skip or repeat, no update is lost). A writer that bypasses memkit (psql) settles in its triggers:
-it takes the advisory lock and every shard, and closes every allowance, so the next memkit writer
-rebalances.
+No cycle among these locks: a writer waits for the advisory lock holding no shard (it locks only a
+shard that takes its change; pg_counters.py: how). The holder of the advisory lock waits only for
+shards, whose holders wait for nothing more (they are committing). A transaction of several writes
+that already holds a shard from an earlier one cannot let it go: it only tries the advisory lock
+and, if another writer rebalances, fails with a LockedError (nothing written) rather than wait in a
+cycle. Writers of one user still run one at a time (revisions never skip or repeat, no update is
+lost). A writer that bypasses memkit (psql) settles in its triggers (pg_counters.py). A caller's
+block of several writes that locks two users in the opposite order of another's can deadlock with
+it: PostgreSQL stops one, which fails with a LockedError that says so (rolled back whole, nothing
+written, safe to run again), and the other goes on.
 
 Why row locks and not SERIALIZABLE with a bounded retry: writes change counter rows that racing
 writers change too (a user's, and at the edge of a cap every shard), so under SERIALIZABLE they
@@ -65,64 +61,24 @@ from psycopg import errors as pg_errors
 
 from ..errors import LockedError, StoreError
 from ..limits import Limits
-from . import embeddings, pg_vectors
-from .backend import refuse_past_quotas, refuse_past_size
-from .pg_connection import PgConnection, Row, connect, password_of, scrub
+from . import embeddings, pg_counters, pg_vectors
+from .pg_connection import PgConnection, Row, connect, password_of, scrub, with_settings
 from .pg_pool import PgPool, closed_error, unreachable_error
-from .pg_schema import PgSchema, check_schema_name, ensure_search_index, has_search_index, read_version
-from .schema import PG_SCHEMA_VERSION, check_schema, migrate
+from .pg_schema import check_schema_name, open_schema, read_version
 from .statements import PG_STATEMENTS, Record, Statements
-from .steps import SHARD_LOCK_CLASS, SHARDS
 
 if TYPE_CHECKING:
     import numpy
-
-PAGE_BYTES = 8192
-"""The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
-steps.py), rounded up to 8 KiB."""
 
 PROPOSAL_LOCK_CLASS = 0x6D6D70
 """The first key of a user's proposal lock ("mmp"; the second: a hash of the schema and the user)."""
 
 _BEGIN_SETTLING = "BEGIN; SET LOCAL memkit_tx.settles = on"
-"""A write transaction: its counting triggers leave the store-wide counts to it (`_settle`)."""
+"""A write transaction: its counting triggers leave the store-wide counts to it (`pg_counters.settle`)."""
 
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
-
-def db_bytes(conn: PgConnection) -> int:
-    """The store's size as the cap counts it: its rows' bytes (the shards', plus this transaction's
-    changes not yet settled into one), in whole 8 KiB pages."""
-    stored = conn.value(f"SELECT (SELECT sum(bytes) FROM memkit_shards) + {_PENDING.format('bytes')}")
-    return math.ceil(stored / PAGE_BYTES) * PAGE_BYTES
-
-
-_PENDING = "coalesce(nullif(current_setting('memkit_tx.pending_{0}', true), ''), '0')::bigint"
-"""A transaction's record or byte change not yet settled into a shard (the triggers add to it)."""
-
-_CHECK_USER_SQL = (f"SELECT records, set_config('memkit_tx.pending_checking',"
-                   f" ({_PENDING.format('checking')} + ?)::text, true) FROM user_counts WHERE user_id = ? FOR UPDATE")
-_ADD_CHECKING = f"SELECT set_config('memkit_tx.pending_checking', ({_PENDING.format('checking')} + ?)::text, true)"
-_SETTLED_SQL = ("SELECT set_config('memkit_tx.pending_records', '0', true),"
-                " set_config('memkit_tx.pending_bytes', '0', true),"
-                " set_config('memkit_tx.pending_checking', '0', true), set_config('memkit_tx.shard', ?, true)")
-_SETTLE_SQL = "SELECT * FROM memkit_settle(?, ?, ?)"
-"""The fast path of `_settle` (steps.py, step 13), given the caps: the pending changes, the shard
-this transaction took before (if any), and the shard that took them now (None: none did)."""
-_REBALANCE_SQL = (
-    "UPDATE memkit_shards AS s SET records = v.records, bytes = v.bytes, records_cap = ?, bytes_cap = ?,"
-    " records_allowed = v.records_allowed, bytes_allowed = v.bytes_allowed"
-    " FROM unnest(?::integer[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[])"
-    " AS v(shard, records, bytes, records_allowed, bytes_allowed) WHERE s.shard = v.shard")
-
-
-def _shares(used: list[int], shards: list[int], target: int, room: int) -> list[int | None]:
-    """Each shard's allowance: what it uses plus an equal part of the `room` left under the cap (the
-    rest of the division to `target`, the shard that asked); none at all where no room is left."""
-    if room < 0:
-        return [None] * len(used)
-    part, rest = divmod(room, len(used))
-    return [n + part + (rest if shard == target else 0) for n, shard in zip(used, shards, strict=True)]
+_CHECK_USER_SQL, _SETTLE_SQL = pg_counters.CHECK_USER_SQL, pg_counters.SETTLE_SQL  # bench/ imports these names
 
 
 class PostgresDatabase:
@@ -165,7 +121,14 @@ class PostgresDatabase:
         self.where = scrub(conninfo, self._secret)
         """The connection string with its password masked: what every message shows."""
         self._wait_s = max(limits.busy_timeout_ms / 1000, 0.1)
-        self._conninfo = self._configured(conninfo, synchronous)
+        settings = (f"-c search_path={self.schema} -c lock_timeout={int(limits.busy_timeout_ms)}"
+                    f" -c synchronous_commit={'on' if synchronous == 'FULL' else 'off'}")
+        if read_only:  # the server itself refuses every write of this store's sessions
+            settings += " -c default_transaction_read_only=on"
+        try:
+            self._conninfo = with_settings(conninfo, settings, connect_timeout=max(2, math.ceil(self._wait_s)))
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where} is not a valid PostgreSQL URL: {self._text(exc)}") from None
         self.location = ""
         """host, port, dbname and schema: which store this is, whatever the URL's spelling (as the
         server reports them; the host is its address, or the Unix socket's folder)."""
@@ -181,22 +144,6 @@ class PostgresDatabase:
 
     # -- opening -----------------------------------------------------------------------------------
 
-    def _configured(self, conninfo: str, synchronous: str) -> str:
-        """The connection string with the store's session settings added to its `options`."""
-        try:
-            given = psycopg.conninfo.conninfo_to_dict(conninfo)
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.where} is not a valid PostgreSQL URL: {self._text(exc)}") from None
-        settings = (f"-c search_path={self.schema} -c lock_timeout={int(self.limits.busy_timeout_ms)}"
-                    f" -c synchronous_commit={'on' if synchronous == 'FULL' else 'off'}")
-        if self.read_only:  # the server itself refuses every write of this store's sessions
-            settings += " -c default_transaction_read_only=on"
-        extra: dict[str, Any] = {"options": f"{given.get('options', '')} {settings}".strip()}
-        extra.setdefault("application_name", given.get("application_name", "memkit"))
-        if "connect_timeout" not in given:
-            extra["connect_timeout"] = max(2, math.ceil(self._wait_s))
-        return psycopg.conninfo.make_conninfo(conninfo, **extra)
-
     def _open_first(self, create: bool) -> psycopg.Connection[Row]:
         """Connect once, check the schema, migrate it, make the search index: the pool comes after."""
         try:
@@ -207,18 +154,7 @@ class PostgresDatabase:
             ) from None
         conn = PgConnection(raw)
         try:
-            if check_schema(PgSchema(conn, self.where, self.schema)) == 0 and not create:
-                raise StoreError(f"schema {self.schema!r} of {self.where} holds no memkit store; nothing was created")
-            if self.read_only:  # never migrated nor indexed: an older schema is refused, not changed
-                if read_version(conn, self.schema) < PG_SCHEMA_VERSION:
-                    raise StoreError(
-                        f"schema {self.schema!r} of {self.where} is at version {read_version(conn, self.schema)}, "
-                        f"older than this memkit's {PG_SCHEMA_VERSION}; it was not changed. Migrate it with "
-                        "`memkit migrate --db URL --confirm`, or inspect it with an older memkit")
-                self.search_index = has_search_index(conn, self.schema)
-            else:
-                migrate(PgSchema(conn, self.where, self.schema))
-                self.search_index = ensure_search_index(conn, self.schema)
+            self.search_index = open_schema(conn, self.where, self.schema, create, self.read_only)
             host, port, dbname = conn.execute(
                 "SELECT host(inet_server_addr()), current_setting('port'), current_database()").fetchall()[0]
             self.location = f"host={host or raw.info.host} port={port} dbname={dbname} schema={self.schema}"
@@ -263,7 +199,13 @@ class PostgresDatabase:
     def _text(self, exc: BaseException) -> str:
         return scrub(" ".join(str(exc).split()), self._secret)
 
-    def _error(self, exc: psycopg.Error, doing: str) -> StoreError:
+    def _error(self, exc: psycopg.Error, doing: str, nested: bool = False) -> StoreError:
+        if isinstance(exc, pg_errors.DeadlockDetected):  # not a wait that timed out: PostgreSQL broke a cycle
+            undone = ("this block was rolled back to its savepoint, and the transaction around it is rolled back "
+                      "whole when this error leaves it" if nested else "it was rolled back whole")
+            return LockedError(
+                f"{self.where}: a deadlock with another transaction (each waited for a lock the other held); "
+                f"PostgreSQL stopped this one and {undone}: nothing was written. Running it again is safe")
         if isinstance(exc, _LOCK_ERRORS):
             return LockedError(
                 f"{self.where} is locked by another writer and stayed locked past the busy timeout "
@@ -313,7 +255,7 @@ class PostgresDatabase:
             try:
                 yield conn
                 if conn.settled_at != conn.sent:  # a statement since the last settle: a delete's, say
-                    self._settle(conn, check_size=False)
+                    pg_counters.settle(conn, self.limits, self.schema, self.where, check_size=False)
             except BaseException as exc:
                 self._rollback(conn)
                 if isinstance(exc, psycopg.Error) and conn.broken:  # COMMIT was never sent: the server rolls back
@@ -333,6 +275,8 @@ class PostgresDatabase:
                         "the write may or may not have been made: read it back before retrying"
                     ) from exc
                 self._rollback(conn)
+                if isinstance(exc, pg_errors.DeadlockDetected):
+                    raise self._error(exc, "commit to") from exc
                 error = LockedError if isinstance(exc, _LOCK_ERRORS) else StoreError
                 raise error(f"commit to {self.where} failed and was rolled back: {self._text(exc)}") from exc
 
@@ -356,7 +300,7 @@ class PostgresDatabase:
                 conn.execute("ROLLBACK TO SAVEPOINT memkit_nested")
                 conn.execute("RELEASE SAVEPOINT memkit_nested")
             if isinstance(exc, psycopg.Error):
-                raise self._error(exc, "write to") from exc
+                raise self._error(exc, "write to", nested=True) from exc
             raise
         conn.execute("RELEASE SAVEPOINT memkit_nested")
 
@@ -408,22 +352,8 @@ class PostgresDatabase:
     # -- locks and checks inside write transactions -------------------------------------------------
 
     def lock_user(self, conn: PgConnection, user: str, creating: bool) -> None:
-        """Lock `user`'s counter row until the transaction ends (see `_counter_row`)."""
-        self._counter_row(conn, user, creating)
-
-    def _counter_row(self, conn: PgConnection, user: str, creating: bool) -> int:
-        """Lock `user`'s counter row until the transaction ends; return their record count.
-
-        Every write of a user takes this lock before it reads that user's rows, so the rows it reads
-        stay as read until it commits. A user without records has no row: `creating` makes one (at 0;
-        the insert trigger counts the record), otherwise there is nothing of theirs to lock.
-        """
-        for _ in range(3):  # the row may vanish under us once: its last record deleted by the holder
-            row = conn.execute("SELECT records FROM user_counts WHERE user_id = ? FOR UPDATE", (user,)).fetchone()
-            if row is not None or not creating:
-                return int(row[0]) if row is not None else 0
-            conn.execute("INSERT INTO user_counts VALUES (?, 0) ON CONFLICT (user_id) DO NOTHING", (user,))
-        raise LockedError(f"the counter row of user {user!r} in {self.where} kept changing; try again")
+        """Lock `user`'s counter row until the transaction ends (`pg_counters.lock_user`)."""
+        pg_counters.lock_user(conn, user, creating, self.where)
 
     def take_sequence(self, conn: PgConnection, count: int = 1) -> int:
         """Take the next `count` numbers of the store's sequence (inside a transaction); return the last.
@@ -446,85 +376,16 @@ class PostgresDatabase:
     def check_quotas(self, conn: PgConnection, user: str, adding: int = 1,
                      counts: tuple[int | None, int] | None = None) -> None:
         """Refuse (QuotaError) `adding` new records of `user` past the per-user quota now, and past
-        the global quota when the write settles (`check_size`, or the commit).
-
-        The per-user figure is read holding the user's counter row, so no racing writer of the user
-        passes the same check with the same room. The global one is checked where the write's records
-        are moved into a shard (`_settle`): before then, a writer holds no row other users need.
-        `counts` (the counters a caller read without locking them) is not used: the figures that
-        count are the ones read under the row locks.
-        """
-        # One round trip where the user's row exists (a put locked it already): read it and note
-        # the global check for the settle; a refusal below rolls the note back with the write.
-        row = conn.execute(_CHECK_USER_SQL, (adding, user)).fetchone()
-        if row is None:
-            mine = self._counter_row(conn, user, creating=True)
-            conn.execute(_ADD_CHECKING, (adding,))
-        else:
-            mine = int(row[0])
-        if mine + adding > self.limits.max_records_per_user:
-            refuse_past_quotas(self.limits, user, mine, 0, adding)
+        the global quota when the write settles (`pg_counters.check_quotas`). `counts` (the counters
+        a caller read without locking them) is not used: the figures that count are the ones read
+        under the row locks."""
+        pg_counters.check_quotas(conn, self.limits, user, adding, self.where)
 
     def check_size(self, conn: PgConnection) -> None:
         """Settle the write's counts into a shard, refusing (QuotaError) past the global quota (if
         `check_quotas` asked) or the size cap: inside the transaction, so a refused write is rolled
-        back whole. The figures are exact (`_settle`)."""
-        self._settle(conn, check_size=True)
-
-    def _caps(self) -> tuple[int, int]:
-        """The global quota and the size cap as shards count them: records, and bytes whose whole
-        pages fit within `max_db_bytes`."""
-        return self.limits.max_records_total, self.limits.max_db_bytes // PAGE_BYTES * PAGE_BYTES
-
-    def _settle(self, conn: PgConnection, check_size: bool) -> None:
-        """Move the transaction's pending record and byte changes into one shard it locks.
-
-        The fast path is one call (`memkit_settle`, steps.py): lock a shard that no other
-        transaction holds (SKIP LOCKED) and whose allowances, granted under this store's caps, take
-        the changes, and add them there. When none does, it holds no shard it tried, and this
-        writer rebalances (`_rebalance`). A checked write (a record added under `check_quotas`, or
-        `check_size`) needs a shard within its allowances whatever the sign of its change, so a store
-        past a cap (lowered between opens, or written by psql: no allowance then) refuses it there on
-        the exact totals, as it did before the shards and as SQLite does, however busy the shards are.
-        """
-        settle = (*self._caps(), check_size)
-        records, size, checking, held, taken = conn.execute(_SETTLE_SQL, settle).fetchall()[0]
-        if taken is None and (records or size or checking):
-            self._rebalance(conn, records, size, checking, held, check_size, self._caps())
-        conn.settled_at = conn.sent  # nothing pending now; a later statement may add some
-
-    def _rebalance(self, conn: PgConnection, records: int, size: int, checking: int, held: int | None,
-                   check_size: bool, caps: tuple[int, int]) -> None:
-        """The slow path: the rebalance lock, then every shard in shard order; refuse on the exact
-        totals, or apply the changes and share the room left among the shards (none where a total
-        is past its cap: every later write that grows it comes here and is refused)."""
-        key = (SHARD_LOCK_CLASS, self.schema)
-        if held is None:
-            conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", key)
-        elif not conn.value("SELECT pg_try_advisory_xact_lock(?, hashtext(?))", key):
-            # This transaction holds a shard from an earlier write of its own, and the writer that
-            # rebalances now may be waiting for it: waiting here would close the cycle.
-            raise LockedError(
-                f"{self.where}: another writer is rebalancing the store's counters, and this transaction "
-                "holds one of them from an earlier write; it was rolled back and nothing was written. "
-                "Try again")
-        shards = conn.execute("SELECT shard, records, bytes FROM memkit_shards ORDER BY shard FOR UPDATE").fetchall()
-        total_records = sum(row[1] for row in shards) + records
-        total_bytes = sum(row[2] for row in shards) + size
-        if checking and total_records > caps[0]:
-            # The per-user quota was checked under the user's lock (`check_quotas`): the global
-            # one only here (mine = -checking keeps the per-user check of this call quiet).
-            refuse_past_quotas(self.limits, "", -checking, total_records - checking, checking)
-        if check_size:
-            refuse_past_size(self.limits, math.ceil(total_bytes / PAGE_BYTES) * PAGE_BYTES)
-        target = held if held is not None else int(conn.value(f"SELECT pg_backend_pid() % {SHARDS}"))
-        numbers = [row[0] for row in shards]
-        used_records = [row[1] + (records if row[0] == target else 0) for row in shards]
-        used_bytes = [row[2] + (size if row[0] == target else 0) for row in shards]
-        conn.execute(_REBALANCE_SQL, (caps[0], caps[1], numbers, used_records, used_bytes,
-                                      _shares(used_records, numbers, target, caps[0] - total_records),
-                                      _shares(used_bytes, numbers, target, caps[1] - total_bytes)))
-        conn.execute(_SETTLED_SQL, (str(target),))
+        back whole. The figures are exact (`pg_counters.settle`)."""
+        pg_counters.settle(conn, self.limits, self.schema, self.where, check_size=True)
 
     def changed(self, conn: PgConnection, sql: str, rows: list[tuple[Any, ...]]) -> int:
         """Run `sql` for every row (multi-row inserts); return how many rows it changed."""
@@ -553,7 +414,7 @@ class PostgresDatabase:
 
     def db_bytes(self, conn: PgConnection) -> int:
         """The store's size as the cap counts it (`db_bytes`)."""
-        return db_bytes(conn)
+        return pg_counters.db_bytes(conn)
 
     def fit_search_index(self, fts_min_user_rows: int) -> None:
         """Nothing to do: the trigram index was made (where the server has `pg_trgm`) at open."""

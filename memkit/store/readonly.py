@@ -23,7 +23,6 @@ store works on it. The copy is a snapshot of the moment of opening (`ReadOnlyDat
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import stat
 from pathlib import Path
@@ -32,13 +31,8 @@ from collections.abc import Iterator
 
 from ..errors import ReadOnlyError, StoreError
 from .db import SqliteDatabase
-from .files import SQLITE_MAGIC, check_length, check_wal, sqlite_uri
+from .files import check_header, check_wal, sidecars, sqlite_uri
 from .schema import SCHEMA_VERSION, SqliteSchema, check_schema, migrate
-
-
-def sidecars(path: Path) -> list[Path]:
-    """The `-wal` and `-shm` files beside `path` that exist now."""
-    return [p for p in (Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
 
 
 def check_readable(path: Path) -> None:
@@ -56,13 +50,7 @@ def check_readable(path: Path) -> None:
             header = handle.read(100)
     except PermissionError:
         raise StoreError(f"{path} cannot be read by this user (mode {stat.filemode(path.stat().st_mode)})") from None
-    if not header:
-        raise StoreError(f"{path} is empty (0 bytes), not a database")
-    if not header.startswith(SQLITE_MAGIC):
-        raise StoreError(f"{path} is not a SQLite database (it starts with {header[:16]!r})")
-    if len(header) < 100:
-        raise StoreError(f"{path} is truncated ({len(header)} bytes, shorter than a SQLite header)")
-    check_length(path, header)
+    check_header(path, header, "not a database")
 
 
 def connect_read_only(path: Path, timeout_s: float = 5.0) -> tuple[sqlite3.Connection, str]:
@@ -180,8 +168,3 @@ class ReadOnlyDatabase(SqliteDatabase):
             self._fresh()
             with super().reading() as conn:
                 yield conn
-
-
-def file_mode(path: str | os.PathLike[str]) -> str:
-    """`-rw-------`-style mode of `path` (for the inspector's note about the file it reads)."""
-    return stat.filemode(Path(path).stat().st_mode)

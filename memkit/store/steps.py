@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from .pg_counters import SHARDS_STEP
+
 
 @dataclasses.dataclass(frozen=True)
 class Step:
@@ -56,21 +58,6 @@ def _size_triggers(*tables: str) -> list[str]:
             for table in tables
             for event, transition in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
                                       ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))]
-
-
-SHARDS = 16
-"""PostgreSQL: how many rows the store-wide counters are split into (step 13, `memkit_shards`)."""
-
-SHARD_LOCK_CLASS = 0x6D6D73
-"""The first key of the advisory lock a rebalance of the shards takes ("mms"; the second: a hash of
-the store's schema): one rebalance at a time, and none beside a writer that bypasses memkit."""
-
-MEASURED_BYTES_SQL = "(" + " + ".join(
-    f"(SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM {table} AS r)"
-    for table in ("memories", "memory_events", "transcript", "proposals", "memory_embeddings", "agent_items")) + ")"
-"""PostgreSQL: the bytes of the rows the size triggers count, measured the way they count them."""
-
-_PENDING = "coalesce(nullif(current_setting('memkit_tx.pending_{0}', true), ''), '0')::bigint"
 
 
 STEPS: list[Step] = [
@@ -457,140 +444,7 @@ STEPS: list[Step] = [
         END""",
         "DROP TABLE total_count",
     ], postgres=[]),
-    # 13: PostgreSQL's store-wide counters in shards, so writers of different users commit side by
-    # side. Until now every write of every user updated the one-row `store_size` (and every create
-    # `total_count`) and held it until commit: writers queued there. Now each shard row holds its part
-    # of the records and bytes and an allowance of each, granted under the caps named beside them; the
-    # allowances sum to at most the caps, so shards within their allowance together stay within the
-    # caps. The counting triggers of a memkit transaction (which sets `memkit_tx.settles`) only add the
-    # change to transaction-local settings; the writer then moves it into one shard it locks
-    # (`memkit_settle`), rebalancing all of them only when no free shard takes it (postgres.py: the
-    # lock order and why). `memkit_settle` tries inside a block of its own: READ COMMITTED can leave a
-    # row locked that stopped fitting as a rebalance committed (it rechecks the newest version after
-    # locking it), and the block's rollback lets go of it, so a writer that goes to wait for the
-    # rebalance lock holds no shard. A writer that bypasses memkit (psql, another program) has no one
-    # to settle for it: its triggers take the rebalance lock and every shard, add the change to shard
-    # 0 and close every allowance, so the next memkit writer rebalances against the real totals. The
-    # records start from `total_count`; the bytes are measured anew from the rows, because step 4's
-    # added column changed every existing row's text where no trigger saw it (`store_size` had drifted
-    # by that on stores with rows from before it; health now checks the bytes too). `total_count` and
-    # `store_size` stay, as views of the sums with the columns the tables had: what read them reads
-    # the same figures.
-    Step("PostgreSQL's store-wide counters split into shards", sqlite=[], postgres=[
-        """CREATE TABLE memkit_shards (
-            shard integer PRIMARY KEY CHECK (shard >= 0),
-            records bigint NOT NULL,
-            bytes bigint NOT NULL,
-            records_cap bigint,
-            records_allowed bigint,
-            bytes_cap bigint,
-            bytes_allowed bigint
-        )""",
-        f"""INSERT INTO memkit_shards (shard, records, bytes)
-            SELECT s, CASE WHEN s = 0 THEN (SELECT records FROM total_count) ELSE 0 END,
-                      CASE WHEN s = 0 THEN {MEASURED_BYTES_SQL} ELSE 0 END
-            FROM generate_series(0, {SHARDS - 1}) AS s""",
-        f"""CREATE FUNCTION memkit_count_change(records_change bigint, bytes_change bigint) RETURNS void
-            LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-        BEGIN
-            IF records_change = 0 AND bytes_change = 0 THEN
-                RETURN;
-            END IF;
-            IF current_setting('memkit_tx.settles', true) = 'on' THEN
-                IF records_change <> 0 THEN
-                    PERFORM set_config('memkit_tx.pending_records',
-                                       ({_PENDING.format('records')} + records_change)::text, true);
-                END IF;
-                IF bytes_change <> 0 THEN
-                    PERFORM set_config('memkit_tx.pending_bytes',
-                                       ({_PENDING.format('bytes')} + bytes_change)::text, true);
-                END IF;
-                RETURN;
-            END IF;
-            PERFORM pg_advisory_xact_lock({SHARD_LOCK_CLASS}, hashtext(current_schema()));
-            PERFORM 1 FROM memkit_shards ORDER BY shard FOR UPDATE;
-            UPDATE memkit_shards SET records = records + CASE WHEN shard = 0 THEN records_change ELSE 0 END,
-                                     bytes = bytes + CASE WHEN shard = 0 THEN bytes_change ELSE 0 END,
-                                     records_allowed = NULL, bytes_allowed = NULL;
-        END $$""",
-        f"""CREATE FUNCTION memkit_settle(quota_records bigint, quota_bytes bigint, check_bytes boolean,
-            OUT pending_records bigint,
-            OUT pending_bytes bigint, OUT pending_checking bigint, OUT held_shard integer, OUT taken_shard integer)
-            LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-        BEGIN
-            pending_records := {_PENDING.format('records')};
-            pending_bytes := {_PENDING.format('bytes')};
-            pending_checking := {_PENDING.format('checking')};
-            held_shard := nullif(current_setting('memkit_tx.shard', true), '')::integer;
-            IF pending_records = 0 AND pending_bytes = 0 AND pending_checking = 0 THEN
-                RETURN;
-            END IF;
-            BEGIN
-                UPDATE memkit_shards AS s SET records = s.records + pending_records, bytes = s.bytes + pending_bytes
-                    WHERE s.shard = (
-                        SELECT f.shard FROM memkit_shards AS f
-                        WHERE ((pending_records <= 0 AND pending_checking = 0)
-                               OR (f.records_cap = quota_records AND f.records + pending_records <= f.records_allowed))
-                          AND ((pending_bytes <= 0 AND NOT check_bytes)
-                               OR (f.bytes_cap = quota_bytes AND f.bytes + pending_bytes <= f.bytes_allowed))
-                        ORDER BY (f.shard + {SHARDS} - pg_backend_pid() % {SHARDS}) % {SHARDS}
-                        LIMIT 1 FOR UPDATE SKIP LOCKED)
-                    RETURNING s.shard INTO taken_shard;
-                IF taken_shard IS NULL THEN
-                    RAISE EXCEPTION 'no free shard takes the change' USING ERRCODE = 'MK001';
-                END IF;
-            EXCEPTION WHEN SQLSTATE 'MK001' THEN
-                RETURN;
-            END;
-            PERFORM set_config('memkit_tx.pending_records', '0', true),
-                    set_config('memkit_tx.pending_bytes', '0', true),
-                    set_config('memkit_tx.pending_checking', '0', true),
-                    set_config('memkit_tx.shard', taken_shard::text, true);
-        END $$""",
-        """CREATE OR REPLACE FUNCTION memkit_count_insert() RETURNS trigger LANGUAGE plpgsql
-            SET search_path FROM CURRENT AS $$
-        DECLARE
-            added integer := (SELECT count(*) FROM new_rows);
-        BEGIN
-            IF added > 0 THEN
-                INSERT INTO user_counts AS c SELECT user_id, count(*) FROM new_rows GROUP BY user_id
-                    ON CONFLICT (user_id) DO UPDATE SET records = c.records + EXCLUDED.records;
-                PERFORM memkit_count_change(added, 0);
-            END IF;
-            RETURN NULL;
-        END $$""",
-        """CREATE OR REPLACE FUNCTION memkit_count_delete() RETURNS trigger LANGUAGE plpgsql
-            SET search_path FROM CURRENT AS $$
-        DECLARE
-            removed integer := (SELECT count(*) FROM old_rows);
-        BEGIN
-            IF removed > 0 THEN
-                UPDATE user_counts AS c SET records = c.records - gone.records
-                    FROM (SELECT user_id, count(*) AS records FROM old_rows GROUP BY user_id) AS gone
-                    WHERE c.user_id = gone.user_id;
-                DELETE FROM user_counts WHERE records <= 0 AND user_id IN (SELECT user_id FROM old_rows);
-                PERFORM memkit_count_change(-removed, 0);
-            END IF;
-            RETURN NULL;
-        END $$""",
-        """CREATE OR REPLACE FUNCTION memkit_size_change() RETURNS trigger LANGUAGE plpgsql
-            SET search_path FROM CURRENT AS $$
-        DECLARE
-            change bigint := 0;
-        BEGIN
-            IF TG_OP <> 'DELETE' THEN
-                change := change + (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM new_rows AS r);
-            END IF;
-            IF TG_OP <> 'INSERT' THEN
-                change := change - (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM old_rows AS r);
-            END IF;
-            PERFORM memkit_count_change(0, change);
-            RETURN NULL;
-        END $$""",
-        "DROP TABLE total_count",
-        'CREATE VIEW total_count AS SELECT 1 AS "only", sum(records)::integer AS records FROM memkit_shards',
-        "DROP TABLE store_size",
-        'CREATE VIEW store_size AS SELECT 1 AS "only", sum(bytes)::bigint AS bytes FROM memkit_shards',
-    ]),
+    # 13: PostgreSQL's store-wide counters in shards: writers of different users commit side by side (pg_counters.py).
+    Step("PostgreSQL's store-wide counters split into shards", sqlite=[], postgres=[*SHARDS_STEP]),
 ]
 """Every step, in order: step N is `STEPS[N - 1]`."""

@@ -17,9 +17,10 @@ Two implementations share one interface, `ShortTermWindow`:
 
 The modules, from the leaves up: `places` (where a store's windows are, recorded in the store so
 that forgetting reaches them), `protocol` (the Redis keys, one layout per prefix and store, and
-every Lua script with its KEYS/ARGV header), `base`, `numbering` (the turn numbers an instance knows
-are taken), `reads` (the read path, and where a session's turns are), `archiver` (window to SQLite,
-exactly once), `redis`. The servers themselves (the embedded redis-server or `REDIS_URL`, the
+every Lua script with its KEYS/ARGV header), `base`, `expiry` (a window's keys leave Redis by
+their TTL only: its range; servers that may evict keys refused), `numbering` (the turn numbers an
+instance knows are taken), `reads` (the read path, and where a session's turns are), `archiver`
+(window to SQLite, exactly once), `redis`. The servers themselves (the embedded redis-server or `REDIS_URL`, the
 workspace's redis-server and its keeper) are `memkit.servers`.
 """
 
@@ -30,7 +31,8 @@ from ..servers.redis_client import DEFAULT_TIMEOUT_S, check_redis_url, display_u
 from .archiver import Archiver
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, InProcessWindow, ShortTermWindow
 from .protocol import KeyLayout, SessionKeys, session_keys
-from .redis import DEFAULT_TTL_SECONDS, RedisWindow
+from .expiry import DEFAULT_TTL_SECONDS
+from .redis import RedisWindow
 
 __all__ = [
     "DEFAULT_MAX_CONTENT_CHARS",

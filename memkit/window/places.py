@@ -13,6 +13,9 @@ A place is a small JSON text with sorted keys, so one place is recorded once:
   Forgetting connects with the URL a person named (`--window-gone`) or `REDIS_URL` when it names
   the same server (either may carry the password), else with the recorded URL.
 
+`read_place` reads one back (a `Place`: kind, prefix, folder or URL), for forgetting and for
+`describe`, which says it as a person reads it.
+
 A temporary embedded server (`start_embedded_redis` without a folder) is no place: it archives
 what it holds into the store before it stops, and nothing of it outlives it.
 """
@@ -22,13 +25,44 @@ from __future__ import annotations
 import json
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..servers.redis_client import check_redis_url
 from ..servers.workspace_folder import socket_folder_of
 
 WORKSPACE = "workspace"
 REDIS = "redis"
+
+
+class Place(NamedTuple):
+    """A recorded window place, read (`read_place`)."""
+
+    kind: str
+    """`WORKSPACE`, `REDIS`, or a kind this memkit does not know ("unknown" when the text names none)."""
+    prefix: str
+    """The first part of the window's keys (`memkit.window.protocol`)."""
+    folder: str = ""
+    """A workspace window's folder ("" for any other kind)."""
+    url: str = ""
+    """The Redis server's URL, without its password ("" for any other kind)."""
+
+
+def read_place(place: str) -> Place:
+    """A place's JSON text (as `workspace_place` and `url_place` write it), read.
+
+    Raises:
+        ValueError: `place` is not a JSON object, or a workspace place names no folder or a Redis
+            place no URL (a text this memkit did not write).
+    """
+    data = json.loads(place)
+    if not isinstance(data, dict):
+        raise ValueError(f"a window place is a JSON object, not {place!r}")
+    kind = str(data.get("kind", "unknown"))
+    folder = data.get("folder") if kind == WORKSPACE else ""
+    url = data.get("url") if kind == REDIS else ""
+    if not isinstance(folder, str) or not isinstance(url, str):
+        raise ValueError(f"the {kind} window place {place!r} names no {'folder' if kind == WORKSPACE else 'URL'}")
+    return Place(kind, str(data.get("prefix", "memkit")), folder, url)
 
 
 def workspace_place(folder: str | Path, prefix: str = "memkit") -> str:
@@ -100,12 +134,12 @@ def _temporary_data(client: Any) -> bool:
 def describe(place: str) -> str:
     """A place as a person reads it: "the workspace window in /path" or "Redis at redis://host:6379/0"."""
     try:
-        data = json.loads(place)
-        prefix = f" (key prefix {data['prefix']!r})" if data.get("prefix", "memkit") != "memkit" else ""
-        if data.get("kind") == WORKSPACE:
-            return f"the workspace window in {data['folder']}{prefix}"
-        if data.get("kind") == REDIS:
-            return f"Redis at {data['url']}{prefix}"
-    except (ValueError, KeyError, TypeError):
-        pass
+        read = read_place(place)
+    except ValueError:
+        return f"an unknown window place {place!r}"
+    prefix = f" (key prefix {read.prefix!r})" if read.prefix != "memkit" else ""
+    if read.kind == WORKSPACE:
+        return f"the workspace window in {read.folder}{prefix}"
+    if read.kind == REDIS:
+        return f"Redis at {read.url}{prefix}"
     return f"an unknown window place {place!r}"

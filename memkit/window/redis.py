@@ -20,7 +20,7 @@ Why no turn is lost or doubled:
 * Archiving is copy, then trim, keyed by turn number; `load_session` counts a turn once by its
   number even in the moment it is in both places. Expiry: the sweeper retires a session near its
   TTL into `pending` before Redis can drop it. Eviction: a server that may evict keys is refused
-  unless the caller accepts the risk. Exit: see `RedisHandle.on_discard`.
+  unless the caller accepts the risk (`memkit.window.expiry`). Exit: see `RedisHandle.on_discard`.
 
 TTLs run on the Redis server's clock, the only clock that can expire a key; turn timestamps come
 from the window's replaceable `clock`. The keys are described in `memkit.window.protocol`.
@@ -39,6 +39,7 @@ from ..store import Store
 from ..transcript import Turn
 from .archiver import Archiver, OnArchived
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
+from .expiry import DEFAULT_TTL_SECONDS, check_ttl, refuse_eviction
 from .numbering import TakenNumbers
 from .places import client_place
 from .protocol import LIFE_KEY, KeyLayout, Scripts, SessionKeys, encode
@@ -49,27 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TTL_SECONDS = 30 * 60.0
-
-MAX_TTL_SECONDS = 10 * 365 * 24 * 3600.0
-"""The longest ttl a window takes (ten years): finite, and far inside what Redis accepts for an
-expiry in milliseconds (a larger one would fail inside Redis at the next append)."""
-
-
-def check_ttl(seconds: object) -> float:
-    """`seconds` as a window's ttl, or ValidationError naming the value and the range."""
-    if (isinstance(seconds, bool) or not isinstance(seconds, int | float)
-            or not 0.01 < seconds <= MAX_TTL_SECONDS):  # NaN and infinity fail here too
-        raise ValidationError(f"ttl is {seconds!r} seconds; it must be a number more than 0.01 and at most "
-                              f"{MAX_TTL_SECONDS:g} (ten years)")
-    return float(seconds)
-
-
 _APPEND_ATTEMPTS = 5
-
-SAFE_EVICTION_POLICY = "noeviction"
-"""The only `maxmemory-policy` under which Redis never drops a key by itself (the volatile-* policies
-evict keys with a TTL, which is every window)."""
 
 
 class RedisWindow(ShortTermWindow):
@@ -439,19 +420,3 @@ class RedisWindow(ShortTermWindow):
             if handle is not None:
                 handle.close()
 
-
-def refuse_eviction(client: redis.Redis, where: str) -> None:
-    """Refuse a server that may evict keys: raise a `WindowError` naming the setting the window needs.
-
-    Raises:
-        WindowError: its `maxmemory-policy` is not `noeviction`, or it cannot be read.
-    """
-    with redis_errors(where, "reading its maxmemory-policy"):
-        policy = str(client.info("memory").get("maxmemory_policy", SAFE_EVICTION_POLICY))
-    if policy != SAFE_EVICTION_POLICY:
-        raise WindowError(
-            f"Redis at {where} runs with maxmemory-policy {policy}: when it fills up it evicts keys, and an "
-            "evicted window loses turns before they are archived. Set maxmemory-policy noeviction on the server "
-            "(CONFIG SET maxmemory-policy noeviction, or in redis.conf; a full server then refuses writes with an "
-            "error instead), or pass accept_eviction=True to accept the risk"
-        )

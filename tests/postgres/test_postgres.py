@@ -13,6 +13,7 @@ import logging
 import re
 import subprocess
 import sys
+import threading
 import uuid
 
 import psycopg
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from _store_helpers import fill
 from memkit.clock import FakeClock
-from memkit.errors import StoreError, ValidationError
+from memkit.errors import LockedError, StoreError, ValidationError
 from memkit.limits import Limits
 from memkit.store import MemoryStore, PostgresStore, open_store
 from memkit.store import SCHEMA_VERSION
@@ -261,6 +262,47 @@ def test_forget_user_leaves_no_row_of_that_user(server):
         assert [r["value"] for r in store.search("bob", "tea", limit=50)] == ["green tea\u2028with\x85milk"]
         assert store.search("alice", "tea") == [] and store.export_user("bob") == bob_before
         assert store.users() == {"bob": 2} and store.health()["counters_consistent"]
+
+
+def test_a_deadlock_names_itself_rolls_the_victim_back_whole_and_lets_the_other_commit(server):
+    """Two blocks of writes lock two users in opposite orders: PostgreSQL stops one (the victim). Its
+    error says it was a deadlock, not a lock that outlasted the busy timeout (far longer here)."""
+    limits = Limits().replace(busy_timeout_ms=30_000)  # PostgreSQL finds the cycle after 1 s
+    with PostgresStore(server, schema=fresh(), limits=limits) as store:
+        for user in ("alice", "bob"):  # both counter rows exist: each first put locks one at once
+            store.put(user, "s0", "preference", "seed", "x")
+        both_hold_one = threading.Barrier(2, timeout=20)
+        outcome: dict[str, BaseException | None] = {}
+
+        def writer(first: str, second: str) -> None:
+            try:
+                with store.transaction():
+                    store.put(first, "s1", "preference", f"by_{first}", "1")  # locks `first`'s row
+                    both_hold_one.wait()
+                    store.put(second, "s1", "preference", f"by_{first}", "2")  # waits for the other
+                outcome[first] = None
+            except BaseException as exc:
+                outcome[first] = exc
+
+        threads = [threading.Thread(target=writer, args=pair) for pair in (("alice", "bob"), ("bob", "alice"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(outcome) == ["alice", "bob"]
+        errors = {first: exc for first, exc in outcome.items() if exc is not None}
+        assert len(errors) == 1, outcome  # one victim; the other committed
+        ((victim, error),) = errors.items()
+        winner = "bob" if victim == "alice" else "alice"
+        assert isinstance(error, LockedError), repr(error)
+        message = str(error)
+        assert "a deadlock with another transaction" in message and "rolled back whole" in message
+        assert "nothing was written" in message and "Running it again is safe" in message
+        assert "busy timeout" not in message and SECRET not in message
+        for user in ("alice", "bob"):  # the winner's two writes are there, none of the victim's
+            assert store.get(user, "preference", f"by_{winner}") is not None
+            assert store.get(user, "preference", f"by_{victim}") is None
+        assert store.users() == {winner: 2, victim: 2} and store.health()["counters_consistent"]
 
 
 @pytest.mark.parametrize("drift", [

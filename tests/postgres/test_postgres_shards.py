@@ -1,4 +1,4 @@
-"""PostgreSQL's store-wide counters in shards (steps.py, step 13; postgres.py, the lock order):
+"""PostgreSQL's store-wide counters in shards (pg_counters.py, schema step 13; postgres.py, the lock order):
 writers of different users commit side by side, and the global quota and the size cap stay exact
 however many race for the last of them.
 
@@ -24,7 +24,7 @@ from memkit.errors import LockedError, QuotaError
 from memkit.limits import Limits
 from memkit.store import SCHEMA_VERSION, PostgresStore
 from memkit.store.schema import PG_MIGRATIONS
-from memkit.store.steps import SHARD_LOCK_CLASS, SHARDS
+from memkit.store.pg_counters import SHARD_LOCK_CLASS, SHARDS
 pytestmark = pytest.mark.postgres
 
 WORKER = Path(__file__).with_name("_pg_worker.py")
