@@ -60,7 +60,7 @@ def forget_user(store: Store, user: str, *, windows: Iterable[ShortTermWindow] =
     """Remove `user` from every window of `store` and from the store; check that nothing is left.
 
     Args:
-        store: the long-term store; its recorded window places (`MemoryStore.window_places`) are
+        store: the long-term store; its recorded window places (`Store.window_places`) are
             all visited.
         user: whose memory goes.
         windows: open windows to clear too (an in-process window, a window on a client of yours).

@@ -407,7 +407,7 @@ STEPS: list[Step] = [
     ]),
     # 11: window places: where this store's short-term windows live (a workspace's redis-server
     # folder, or a Redis server named without its password), noted the first time a window opens on
-    # the store (`MemoryStore.note_window`), so forget_user reaches every one (`memkit.forgetting`).
+    # the store (`Store.note_window`), so forget_user reaches every one (`memkit.forgetting`).
     # PostgreSQL gets the store's id here (SQLite's is step 3's): window keys carry it, so two stores
     # on one Redis never share a window.
     Step("window places (and PostgreSQL's database id)", sqlite=[

@@ -179,6 +179,7 @@ class StoreCore:
             LockedError (PostgreSQL): a block of several writes that already holds a counter shard
                 met another writer rebalancing the shards (at a quota's or the size cap's edge):
                 rolled back whole rather than wait in a cycle, nothing written; run the block again.
+                Also a deadlock with another transaction, broken by PostgreSQL: the same remedy.
 
         Example:
             >>> with store.transaction():                                  # doctest: +SKIP

@@ -1,7 +1,7 @@
 """Where a store's short-term windows live, written down in the store so that forgetting reaches them.
 
 A window is opened at a *place*: a workspace's own redis-server (its folder), or a Redis server at
-a URL. The store records each place a window of it was opened at (`MemoryStore.note_window`), so
+a URL. The store records each place a window of it was opened at (`Store.note_window`), so
 `memkit.forgetting.forget_user` can clear every one of them later, from any directory and in any
 shell: chat on PostgreSQL from one folder and forget from another, or chat with `REDIS_URL` set in
 one shell and forget in a shell without it.

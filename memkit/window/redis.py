@@ -362,7 +362,7 @@ class RedisWindow(ShortTermWindow):
 
     def forget_user(self, user: str) -> dict[str, int]:
         """Remove every trace of `user`: the Redis windows and pending turns of all their sessions,
-        then (`MemoryStore.forget_user`) their records, history and archived transcript.
+        then (`Store.forget_user`) their records, history and archived transcript.
 
         Redis goes first: `store.forget_user` alone leaves pending turns that the archiver would copy
         back into the transcript. Holding the archiver's lock keeps this instance's worker out; archivers
