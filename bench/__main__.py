@@ -2,8 +2,9 @@
 
     python -m bench                 # store, budget, peers, window, notebook-suite, postgres: a few minutes
     python -m bench --quick         # a smoke run: 1k records, 2 rounds, small peers, no window, no notebooks
-    python -m bench --sizes 200 --rounds 1 --no-notebooks --no-window --out /tmp/b   # what the test runs
+    python -m bench --sizes 200 --rounds 1 --no-notebooks --no-window --out OUT   # a small run
     python -m bench chat inspector  # named suites only (`--list` lists them all)
+    python -m bench --render        # RESULTS.md rewritten from results.json (and notebook_times.json), nothing run
 
 Each suite's section of RESULTS.md is replaced and every other section kept; results.json keeps
 the latest figures of every suite. Timings are never asserted anywhere: the targets are judged in
@@ -48,9 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         add(f"--{name}", dest=f"with_{name}", action=argparse.BooleanOptionalAction, default=None,
             help=f"{what} in the default run (default: on; window and notebooks off with --quick)")
     add("--peer-size", type=int, help="peers: records (default 10000; --quick 1000)")
-    add("--url", help="postgres, pg-isolation: a PostgreSQL server (default: an embedded one)")
-    add("--writers", type=int, default=4, help="pg-isolation: writer processes")
-    add("--puts", type=int, default=250, help="pg-isolation: puts per writer")
+    add("--url", help="postgres: a PostgreSQL server (default: an embedded one)")
     add("--names", nargs="*", default=[], help="notebooks: notebook numbers, name prefixes or .ipynb files")
     add("--repeat", type=int, help="notebooks: runs per notebook (1); semantic: timed calls (50)")
     add("--tracks", action="store_true", help="print the teacher's guide's track tables (notebook_times.json)")
@@ -59,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--records", type=int, default=10_000, help="inspector: records")
     add("--users", type=int, default=500, help="inspector: users")
     add("--pg", action=argparse.BooleanOptionalAction, default=True, help="semantic: time PostgreSQL too")
-    add("--appends", type=int, default=200, help="aof: appends per round")
+    add("--render", action="store_true", help="rewrite every section from OUT/results.json; run nothing")
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in BY_NAME]
     if unknown:
@@ -104,6 +103,15 @@ def save(path: Path, results: dict[str, Any], suites: list[Suite]) -> dict[str, 
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen suites, save results.json, write each suite's section; print the targets."""
     args = parse_args(argv)
+    if args.render:
+        latest = json.loads((args.out / "results.json").read_text(encoding="utf-8"))
+        times = args.out / "notebook_times.json"
+        latest["notebook_times"] = json.loads(times.read_text(encoding="utf-8")) if times.exists() else None
+        rendered = [s for s in SUITES if any(latest.get(k) for k in s.keys or ("notebook_times",))]
+        for write in dict.fromkeys(s.write for s in rendered):
+            write(latest, args.out)
+        print(f"wrote {args.out / 'RESULTS.md'} from {args.out / 'results.json'}")
+        return 0
     if args.list or args.tracks:
         times = json.loads((args.out / "notebook_times.json").read_text(encoding="utf-8")) if args.tracks else None
         print(report.tracks(times) if times else "\n".join(f"{s.name:15} {s.measures}" for s in SUITES))

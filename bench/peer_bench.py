@@ -15,13 +15,10 @@ writes over the time from the first start to the last stop, the median over roun
 contenders. Both in WAL at the same `synchronous`, PRAGMA-checked in every process; afterwards each
 file must hold exactly the keys the processes said they wrote.
 
-`run_profile`: each store, loaded and checkpointed, runs puts, updates and deletes with the automatic
-checkpoint off; every WAL frame gained is attributed to the B-tree owning its page (`dbstat`; a page
-the file did not have is "new page"). And memkit's own `put` at NORMAL, with SQLite's trace callback
-noting when each statement starts (triggers' too): a part's time runs from its start to the next
-one's, the Python between included (the trace costs about a microsecond a statement). And what the
-history bound costs: an update of a user whose history is at `max_events_per_user` (each write then
-prunes the oldest event) against one below it, with the default limits.
+`run_profile` (the pages, measured first: the own-page probes of `run` sync exactly these): each
+store, loaded and checkpointed, runs puts, updates and deletes with the automatic checkpoint off;
+every WAL frame gained is attributed to the B-tree owning its page (`dbstat`; a page the file did
+not have is "new page").
 """
 
 from __future__ import annotations
@@ -39,15 +36,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memkit.limits import Limits
-from memkit.store import MemoryStore
 from memkit.store.schema import has_search_index
 
 from .contenders import BENCH_LIMITS, INDEXED_LIMITS, Kit, build_kit_file
 from .data import make_dataset, sentence
 from .peers import FsyncProbe, LangGraphStore, PagesProbe, check_durability, make_peers
 from .store_bench import StoreConfig, agreement, time_operations, workload, written_users
-import itertools
+from .timing import alternate
 
 PEER_OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)", "delete")
 MEMKIT = "memkit"
@@ -146,8 +141,6 @@ def run(config: PeerConfig, log: Any = print, pages: dict[str, Any] | None = Non
     return {"rows": rows, "checks": checks, "settings": settings, "loads": loads, "fsync_call": fsync_call}
 
 
-PEER = WAL_PEER
-
 
 @dataclasses.dataclass
 class WritersConfig:
@@ -244,18 +237,18 @@ def run_writers(config: WritersConfig, log: Any = print) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-writers-"))
     try:
         data = make_dataset(config.size, config.seed)
-        paths = {MEMKIT: workdir / "kit.sqlite3", PEER: workdir / "langgraph.sqlite3"}
+        paths = {MEMKIT: workdir / "kit.sqlite3", WAL_PEER: workdir / "langgraph.sqlite3"}
         build_kit_file(paths[MEMKIT], data)
-        LangGraphStore(paths[PEER], config.synchronous, wal=True, data=data).close()
+        LangGraphStore(paths[WAL_PEER], config.synchronous, wal=True, data=data).close()
         rounds: list[dict[str, Any]] = []
-        order = [MEMKIT, PEER]
-        for r in range(config.rounds):
-            for contender in order[r % 2:] + order[:r % 2]:
-                rounds.append(_round(contender, paths[contender], config, r))
-        totals = {c: sum(x["written"] for x in rounds if x["contender"] == c) for c in order}
-        found = {c: _keys_written(c, paths[c], config) for c in order}
-        checks = {c: sum(found[c].values()) == totals[c] for c in order}
-        medians = {c: statistics.median(x["writes_per_s"] for x in rounds if x["contender"] == c) for c in order}
+
+        def one_round(contender: str, r: int) -> float:
+            rounds.append(_round(contender, paths[contender], config, r))
+            return float(rounds[-1]["writes_per_s"])
+        medians = {c: statistics.median(v) for c, v in alternate(config.rounds, list(paths), one_round).items()}
+        totals = {c: sum(x["written"] for x in rounds if x["contender"] == c) for c in paths}
+        found = {c: _keys_written(c, paths[c], config) for c in paths}
+        checks = {c: sum(found[c].values()) == totals[c] for c in paths}
         log(f"    {config.processes} writers, {config.seconds:g} s x {config.rounds} rounds: "
             + ", ".join(f"{c} {m:.0f} writes/s" for c, m in medians.items())
             + ("" if all(checks.values()) else f"  KEYS MISSING {found} vs {totals}"))
@@ -266,26 +259,10 @@ def run_writers(config: WritersConfig, log: Any = print) -> dict[str, Any]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-_SQL = MemoryStore.statements()
-PARTS = [  # (how the statement starts, its part), in the order a put runs them
-    ("BEGIN IMMEDIATE", "BEGIN IMMEDIATE (the write lock), the clock"),
-    (_SQL.select_for_put.split("?")[0], "read: current row, both quota counters, last revision"),
-    (_SQL.take_sequence.split("?")[0], "take the next number of the sequence (store_meta)"),
-    (_SQL.insert_memory.split("?")[0], "insert the memory (its 2 indexes, the counter triggers)"),
-    (_SQL.insert_event.split("?")[0], "insert the event (history, 1 index)"),
-    (_SQL.count_events.split("?")[0], "the history bound: count the user's events"),
-    (_SQL.prune_events.split("?")[0], "the history bound: prune the oldest (past the bound only)"),
-    ("PRAGMA page_count", "size cap check"),
-    ("COMMIT", "COMMIT (the WAL frames), the record for the caller"),
-]
-BEFORE = "argument checks, lock (Python)"
-
-
 @dataclasses.dataclass
 class ProfileConfig:
     size: int = 10_000
     writes: int = 60
-    puts: int = 400
     seed: int = 1
 
 
@@ -322,68 +299,16 @@ def _writer(contender: Any, data: Any, rng: random.Random) -> Callable[[str, int
     return run
 
 
-def _part(sql: str) -> str:
-    """The part a traced statement belongs to (the trace shows it with its values filled in)."""
-    sql = sql.strip()
-    return next((part for start, part in PARTS if sql.startswith(start)), sql[:40])
-
-
-def _parts(store: MemoryStore, data: Any, rng: random.Random, puts: int) -> dict[str, float]:
-    conn = store.connection
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    marks: list[tuple[float, str]] = []
-    conn.set_trace_callback(lambda sql: marks.append((time.perf_counter(), sql)))
-    spans: dict[str, list[float]] = {}
-    try:
-        for i in range(puts):
-            user, value = data.users[i % len(data.users)], sentence(rng)
-            marks.clear()
-            started = time.perf_counter()
-            store.put(user, "profile", "episode", f"parts.{i}", value)
-            ended = time.perf_counter()
-            points = [(started, BEFORE)] + [(at, _part(sql)) for at, sql in marks]
-            points.append((ended, ""))
-            for (at, name), (then, _) in itertools.pairwise(points):
-                spans.setdefault(name, []).append(then - at)
-            spans.setdefault("whole put", []).append(ended - started)
-    finally:
-        conn.set_trace_callback(None)
-    return {name: statistics.median(times) for name, times in spans.items()}
-
-
-def _history_bound(path: Path, writes: int, rng: random.Random) -> dict[str, float]:
-    """The median update at NORMAL, with the default limits (64 records, 256 history events per user), of
-    a user whose history is at the bound (each write prunes its oldest event) and of one below it."""
-    limits = Limits()
-    with MemoryStore(path, limits=limits, synchronous="NORMAL", check_integrity=False) as store:
-        keys = [f"k{n}" for n in range(limits.max_records_per_user)]
-        for user in ("at the bound", "below the bound"):
-            owner = user.replace(" ", "-")
-            with store.transaction():
-                for key in keys:
-                    store.put(owner, "profile", "episode", key, sentence(rng))
-        with store.transaction():  # fill the one user's history to its bound
-            for n in range(limits.max_events_per_user):
-                store.put("at-the-bound", "profile", "episode", keys[n % len(keys)], f"{sentence(rng)} {n}")
-        times: dict[str, list[float]] = {"at the bound": [], "below the bound": []}
-        for n in range(writes):
-            for user, spans in times.items():
-                started = time.perf_counter()
-                store.put(user.replace(" ", "-"), "profile", "episode", keys[n % len(keys)], f"{sentence(rng)} w{n}")
-                spans.append(time.perf_counter() - started)
-    return {user: statistics.median(spans) for user, spans in times.items()}
-
-
 def run_profile(config: ProfileConfig, log: Any = print) -> dict[str, Any]:
+    """WAL pages per write of memkit (with and without the trigram index) and of `SqliteStore (WAL)`."""
     workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-profile-"))
     try:
         data = make_dataset(config.size, config.seed)
         rng = random.Random(config.seed)
         pages: dict[str, Any] = {}
-        build_kit_file(workdir / "kit.sqlite3", data)
-        build_kit_file(workdir / "indexed.sqlite3", data, INDEXED_LIMITS)
-        for name, path, limits in (("memkit", workdir / "kit.sqlite3", BENCH_LIMITS),
-                                   ("memkit (trigram index kept)", workdir / "indexed.sqlite3", INDEXED_LIMITS)):
+        for name, limits in ((MEMKIT, BENCH_LIMITS), (MEMKIT_INDEXED, INDEXED_LIMITS)):
+            path = workdir / f"{len(pages)}.sqlite3"
+            build_kit_file(path, data, limits)
             kit = Kit(path, "NORMAL", limits)
             try:
                 pages[name] = _pages_by_tree(kit.store.connection, path, _writer(kit, data, rng), config.writes)
@@ -395,17 +320,8 @@ def run_profile(config: ProfileConfig, log: Any = print) -> dict[str, Any]:
                                               config.writes)
         finally:
             peer.close()
-        kit = Kit(workdir / "kit.sqlite3", "NORMAL")
-        try:
-            parts = _parts(kit.store, data, rng, config.puts)
-        finally:
-            kit.close()
-        bound = _history_bound(workdir / "bound.sqlite3", config.writes, rng)
         log("    pages per write: " + "; ".join(
             f"{name} " + ", ".join(f"{op} {p['total']:.1f}" for op, p in ops.items()) for name, ops in pages.items()))
-        log("    memkit put at NORMAL, by part: " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in parts.items()))
-        log("    an update at NORMAL, default limits: " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in bound.items()))
-        return {"pages": pages, "parts_s": parts, "size": config.size, "writes": config.writes, "puts": config.puts,
-                "history_bound_s": bound}
+        return {"pages": pages, "size": config.size, "writes": config.writes}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

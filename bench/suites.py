@@ -65,38 +65,38 @@ def _peers(args: argparse.Namespace) -> dict[str, Any]:
     if missing:
         print(f"  skipped, {missing}")
         return {"peers_status": missing}
-    from . import peer_bench, window_bench
+    from . import peer_bench
 
-    store, crowd, window = peer_bench.PeerConfig(), peer_bench.WritersConfig(), window_bench.WindowPeerConfig()
+    store, crowd = peer_bench.PeerConfig(), peer_bench.WritersConfig()
     if args.quick:
         store.size, store.rounds, store.read_cap_s = 1_000, 2, 0.05
         crowd.size, crowd.rounds, crowd.seconds = 1_000, 1, 0.3
-        window.rounds, window.reads, window.appends, window.histories = 2, 20, 10, (10, 100)
-    if args.peer_size:
-        store.size = crowd.size = args.peer_size
-    if args.rounds:
-        store.rounds = crowd.rounds = window.rounds = args.rounds
-    profile = peer_bench.ProfileConfig(size=store.size, writes=10 if args.quick else 60,
-                                          puts=30 if args.quick else 400)
+    store.size = crowd.size = args.peer_size or store.size
+    store.rounds = crowd.rounds = args.rounds or store.rounds
     # The pages first: the store run then times the sync of exactly those pages beside each write.
-    print("  where a write's cost goes:")
-    out: dict[str, Any] = {"write_profile": peer_bench.run_profile(profile)}
+    print("  the pages a write adds:")
+    out: dict[str, Any] = {"write_profile": peer_bench.run_profile(
+        peer_bench.ProfileConfig(size=store.size, writes=10 if args.quick else 60))}
     print(f"  store: {store.size} records, synchronous {' and '.join(store.synchronous)}, {store.rounds} rounds")
     out["peers"] = peer_bench.run(store, pages=out["write_profile"]["pages"])
     print(f"  {crowd.processes} writer processes:")
-    out["writers"] = peer_bench.run_writers(crowd)
-    print("  short-term window:")
-    return {**out, "window_peers": window_bench.run_peers(window)}
+    return {**out, "writers": peer_bench.run_writers(crowd)}
 
 
 def _window(args: argparse.Namespace) -> dict[str, Any]:
+    from .peers import peers_available
+
+    missing = peers_available()
+    if missing:
+        print(f"  skipped, {missing}")
+        return {"window_status": missing}
     from . import window_bench
 
-    try:
-        return {"window": window_bench.latency(rounds=2 if args.quick else 7, batch=50 if args.quick else 200)}
-    except Exception as exc:  # as when it ran apart: reported in its section, the other suites' figures kept
-        print(f"    window benchmark failed: {exc}")
-        return {"window": {"status": f"failed: {type(exc).__name__}: {exc}"}}
+    config = window_bench.WindowPeerConfig()
+    if args.quick:
+        config.rounds, config.reads, config.appends, config.histories = 2, 20, 10, (10, 100)
+    config.rounds = args.rounds or config.rounds
+    return {"window_peers": window_bench.run_peers(config)}
 
 
 def _notebook_suite(args: argparse.Namespace) -> dict[str, Any]:
@@ -114,13 +114,6 @@ def _postgres(args: argparse.Namespace) -> dict[str, Any]:
     results["notes"] = notes.read_text(encoding="utf-8") if notes.exists() and not args.quick else ""
     results["meta"]["command"] = args.command
     return {"postgres": results}
-
-
-def _pg_isolation(args: argparse.Namespace) -> dict[str, Any]:
-    from . import pg_bench
-
-    with pg_bench.server(args.url) as url:
-        return {"pg_isolation": pg_bench.isolation(url, writers=args.writers, puts=args.puts)}
 
 
 def _notebooks(args: argparse.Namespace) -> dict[str, Any]:
@@ -151,12 +144,6 @@ def _semantic(args: argparse.Namespace) -> dict[str, Any]:
     from . import semantic_bench
 
     return {"semantic": semantic_bench.run(postgres=args.pg, repeat=args.repeat or 50)}
-
-
-def _aof(args: argparse.Namespace) -> dict[str, Any]:
-    from . import window_bench
-
-    return {"aof": window_bench.aof(rounds=args.rounds or 5, appends=args.appends)}
 
 
 # -- write: each suite's section of RESULTS.md ----------------------------------------------------
@@ -193,17 +180,14 @@ SUITES = (
           _store, _write_store_suites, ("store",), default=True),
     Suite("budget", "the budget wrapper's cost per request against sending it unmeasured",
           _budget, _write_store_suites, ("budget",), default=True),
-    Suite("peers", "memkit against langgraph SqliteStore and openai-agents sessions (the bench extra)",
-          _peers, _write_store_suites, ("peers", "write_profile", "writers", "window_peers", "peers_status"),
-          default=True),
-    Suite("window", "the short-term window's latency beside in-process and SQLite-only windows",
-          _window, _write_store_suites, ("window",), default=True),
+    Suite("peers", "memkit's store against langgraph SqliteStore: operations, a write's pages, writers (bench extra)",
+          _peers, _write_store_suites, ("peers", "write_profile", "writers", "peers_status"), default=True),
+    Suite("window", "memkit's short-term window against openai-agents' sessions (the bench extra)",
+          _window, _write_store_suites, ("window_peers", "window_status"), default=True),
     Suite("notebook-suite", "the wall time of the notebook suite under nbval, as make test runs it",
           _notebook_suite, _write_store_suites, ("notebooks",), default=True),
     Suite("postgres", "PostgresStore against raw psycopg, and the SQLite and PostgreSQL writer curve",
           _postgres, _write_postgres, ("postgres",), default=True),
-    Suite("pg-isolation", "PostgreSQL row locks against SERIALIZABLE with retry, racing at the quota",
-          _pg_isolation, _section(report.isolation_markdown, "pg_isolation"), ("pg_isolation",)),
     Suite("notebooks", "each notebook's Run All in a fresh kernel (into OUT/notebook_times.json)",
           _notebooks, _section(report.notebooks_markdown, "notebook_times"), ()),
     Suite("chat", "one `memkit chat --message` in fresh processes against `python -c pass`",
@@ -212,8 +196,6 @@ SUITES = (
           _inspector, _section(_inspector_section, "inspector"), ("inspector",)),
     Suite("semantic", "retrieval by meaning: recall at 3 on a labelled set, and its time at the quota",
           _semantic, _section(_semantic_section, "semantic"), ("semantic",)),
-    Suite("aof", "the workspace window's appendfsync always against everysec, beside the disk's fsync",
-          _aof, _section(report.aof_markdown, "aof"), ("aof",)),
 )
 BY_NAME = {suite.name: suite for suite in SUITES}
 STORE_SUITES = {"store", "budget", "peers", "window", "notebook-suite"}
