@@ -1,24 +1,12 @@
-"""memkit's store against its peer, langgraph's `SqliteStore`: timed operations, writer processes,
-and where a durable write's cost goes.
+"""memkit's store against langgraph's `SqliteStore`: operations, a write's pages, writer processes.
 
-`run` (the operations): for each `synchronous` (FULL, NORMAL), one data set (10k records, 100
-users) is loaded into memkit, into memkit keeping the trigram index, and into both `SqliteStore`
-configurations, and the store benchmark's workload runs on all of them, alternating in one process
-(`store_bench.time_operations`), with the fsync probes timed in the same rounds of every write. Every
-SQLite contender's journal mode and `synchronous` are read back with PRAGMA before and after timing;
-afterwards every contender gets the same questions and every user the writes touched must hold the
-same records.
-
-`run_writers`: `processes` fresh processes per round open one file each contender has (loaded once),
-wait at a barrier, then put new keys, each for its own users, for `seconds`; the figure is all their
-writes over the time from the first start to the last stop, the median over rounds alternating the
-contenders. Both in WAL at the same `synchronous`, PRAGMA-checked in every process; afterwards each
-file must hold exactly the keys the processes said they wrote.
-
-`run_profile` (the pages, measured first: the own-page probes of `run` sync exactly these): each
-store, loaded and checkpointed, runs puts, updates and deletes with the automatic checkpoint off;
-every WAL frame gained is attributed to the B-tree owning its page (`dbstat`; a page the file did
-not have is "new page").
+`run`: at FULL and at NORMAL, one data set (10k records, 100 users) in memkit, in memkit keeping the
+trigram index and in both `SqliteStore` configurations, the store benchmark's workload alternating in
+one process with the sync probes; PRAGMA checked before and after; afterwards the same questions to
+every contender and the same records for every user the writes touched. `run_profile` (first: the
+own-page probes sync exactly its counts): the WAL frames each write kind adds, by the B-tree owning
+each page (`dbstat`). `run_writers`: processes putting new keys into one file each round, the
+contenders alternating; each file must hold exactly the keys its processes wrote.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
-"""The contenders beside memkit's store: langgraph's `SqliteStore`, and the disk's fsync.
+"""The contenders beside memkit's store: langgraph's `SqliteStore`, and the disk's sync.
 
-`LangGraphStore` is what a user would pick instead of memkit's store, in two configurations:
-`SqliteStore (rollback journal)`, its default (`sqlite3.connect` as `SqliteStore.from_conn_string`
-opens it: autocommit, SQLite's own journal mode DELETE), and `SqliteStore (WAL)`. In both the suite
-sets `synchronous` to the run's setting, like every SQLite contender, and reads it back with PRAGMA
-(`durability`): no contender is measured at a weaker setting than the table says. Namespace
-`("memkit", user, kind)`, the memory key as the item key, the value as `{"value": ..., "at": ...}`
-(`at` in memkit's format: the store's own `updated_at` has seconds only, too coarse for "newest
-first"). The peer keeps no event history and checks no quota: it does less per write than memkit.
-It has no substring search (its `query` needs an embedding index), so `search` does what its user
-would: list the user's items and filter them in Python by memkit's rule, newest first.
-
-`FsyncProbe` is the physical floor of a durable commit: a commit at FULL in WAL mode writes its
-pages to the WAL and waits for one sync of it. The probe writes one 4 KiB page and syncs
-(`fdatasync` where the platform has it, as SQLite does), on a file beside the databases, with a
-store's write methods so it is timed in the same rounds. `PagesProbe` writes, for each write kind,
-exactly the WAL frames a store's write of that kind was measured to add, then syncs once: how much
-of a store's write time its page count alone explains.
+`LangGraphStore` is what a user would pick instead, as `SqliteStore (rollback journal)` (its default,
+as `SqliteStore.from_conn_string` opens it) and `SqliteStore (WAL)`, each at the run's `synchronous`,
+read back with PRAGMA (`durability`). A memory is the item `("memkit", user, kind) / key ->
+{"value", "at"}`; it keeps no history and checks no quota, and its `search` lists the user's items
+and filters them in Python by memkit's rule (it has no substring search). `FsyncProbe` (one 4 KiB
+page and a sync) and `PagesProbe` (exactly the WAL frames a store's write adds, and one sync) are
+the floors of a durable commit, timed as contenders in the same rounds (NOTES.md has the details).
 """
 
 from __future__ import annotations

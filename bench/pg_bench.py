@@ -1,16 +1,8 @@
-"""PostgreSQL in the benchmark (`python -m bench postgres`): the store against raw psycopg, and the
-writer curve.
-
-The store against its limit is `bench.pg_store_bench`. The writer curve is
-`memkit.lab.scaling.writer_curve` (the one notebook 09 plots): real writer processes, each with a
-store of its own, putting new keys for a user of its own through `MemoryStore.put`, durably (SQLite
-`synchronous=FULL`, PostgreSQL `synchronous_commit=on`), with 1, 2, 4 and 8 writers. It is repeated
-`rounds` times, each on a fresh SQLite file and a fresh PostgreSQL schema, the two backends in
-alternating order; each point is the median over the rounds. After each round the store must hold
-exactly as many records as the writers confirmed.
-
-Every figure comes from a real server: `--url`, else an embedded one (Debian's PostgreSQL 15 where
-present, else the pgserver wheel's PostgreSQL 16), started with durable defaults.
+"""PostgreSQL in the benchmark (`python -m bench postgres`): the store against raw psycopg
+(`pg_store_bench`), and the writer curve: `memkit.lab.scaling.writer_curve` (the one notebook 09
+plots), 1, 2, 4 and 8 real processes putting new keys durably, `rounds` times on a fresh SQLite file
+and PostgreSQL schema, the backends alternating; each point the median, and every confirmed put must
+be found. The server is `--url`, else an embedded one (Debian's PostgreSQL 15 where present).
 """
 
 from __future__ import annotations

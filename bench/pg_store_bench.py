@@ -1,15 +1,9 @@
-"""The PostgreSQL store against its limit: raw psycopg running the same statements on one connection.
+"""The PostgreSQL store against its limit: the same statements without the store around them.
 
-* `RawPsycopg`  the statements `PostgresStore` runs for each operation, in the same order, with the
-                same row locks: reads on one long-lived psycopg connection (autocommit, parameters
-                bound on the client, as the store's), writes inside the backend's own transaction;
-                no validation, no record dicts.
-* `PgKit`       `PostgresStore` through its public API (its pool, one connection per call).
-
-Each contender has a schema of its own in one server, loaded with the same data set through the
-store's bulk path (`import_records`), so the writes of one never change what the other reads.
-Operations, rounds and timing are the store benchmark's (`bench.timing`: alternating contenders,
-medians); afterwards both must give the same answers to the same questions.
+`PgKit` is `PostgresStore` through its public API; `RawPsycopg` runs its statements in its order with
+its row locks (reads on one long-lived connection, writes inside the backend's own transaction). Each
+has a schema of its own in one server, loaded with the same data set through `import_records`; the
+timing is the store benchmark's, and afterwards both must give the same answers.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Retrieval by meaning, measured: recall at 3 on a labelled set made here, and the time at the quota.
 
-The labelled set (`semantic_set.json`): 40 records of four users (ten each: preferences and
-episodes), 34 questions, each with the one record that answers it, and 3 questions of a user who
-holds no answer (another user does). Written for this kit, not drawn from a benchmark: questions a
-person would ask an assistant, some sharing a word with their record ("which seat do I want?"),
-most not ("what coffee do I like?" for "espresso, no sugar"). Recall at 3: the share of questions
-whose record is among the first three a ranking returns. Three rankings, all of one user's records:
-
-- literal: the retrieval's rule (the task's terms, a case-folded substring of key or value),
-  ranked by how many terms matched, then newest first;
-- by meaning: `search_by_meaning` (cosine similarity of the embeddings, above the threshold);
-- combined: the literal hits first, then the records found by meaning alone (what `retrieve` does
-  within each kind).
-
-Also: how many records of OTHER users a by-meaning search returns (the store: none, by
-construction; a global nearest-neighbour search filtered afterwards is shown beside it), and the
-time of a search by meaning and of a whole `retrieve` for a user at the per-user quota, on SQLite
-and on PostgreSQL (pgvector in SQL, and the Python path on the same server).
+The labelled set (`semantic_set.json`): 40 records of four users, 34 questions each with the record
+that answers it, and 3 questions of a user who holds no answer. Three rankings of one user's records:
+literal (the retrieval's rule, most terms first, then newest), by meaning (`search_by_meaning`) and
+combined (literal hits, then by meaning: what `retrieve` does). Also how many records of other users
+a search returns (none; a global search filtered afterwards beside it), and the time of a search by
+meaning and of `retrieve` for a user at the quota, on SQLite and PostgreSQL (pgvector and Python).
 """
 
 from __future__ import annotations

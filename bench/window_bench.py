@@ -1,13 +1,8 @@
 """The short-term window (suite `window`): memkit's `RedisWindow` against openai-agents'
-`SQLiteSession` and `RedisSession` (the `bench` extra).
-
-Read the last 10 turns and append one turn, at 10, 100 and 1000 turns of history: memkit's
-`RedisWindow` (its defaults, over a store at the run's `synchronous`; flushed untimed after each
-append batch, the flush reported apart), `SQLiteSession` (one file, WAL, at the run's
-`synchronous`) and `RedisSession` (the same server, memkit's TTL). The floor is
-`PING (one round trip)` on the window's own client in the same rounds. The peers are async: each
-has its own event loop and a batch is one coroutine. Each round uses fresh sessions filled with the
-history; afterwards every session must read back the same last 10 turns and hold as many turns.
+`SQLiteSession` and `RedisSession` (the `bench` extra), reading the last 10 turns and appending one at
+10, 100 and 1000 turns of history, beside a PING on the window's own client (the floor of a call).
+The peers are async: each has its own event loop, a batch is one coroutine. Afterwards every session
+must read back the same last 10 turns and hold as many turns.
 """
 
 from __future__ import annotations
