@@ -92,9 +92,12 @@ class Kit:
 
     name = "memkit"
 
+    journal_mode = "WAL"
+
     def __init__(self, path: Path, synchronous: str, limits: Limits = BENCH_LIMITS, name: str = "memkit") -> None:
         self.name = name
         self.store = MemoryStore(path, limits=limits, synchronous=synchronous, check_integrity=False)
+        self.conn = self.store.connection  # for PRAGMA checks, as the peers' `conn`
 
     def close(self) -> None:
         self.store.close()

@@ -67,67 +67,53 @@ class PeerConfig:
 
 
 def run(config: PeerConfig, log: Any = print, pages: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Time memkit, both `SqliteStore` configurations and the fsync probes; return rows, checks, settings.
+    """Time memkit, both `SqliteStore` configurations and the sync probes; return rows, checks, settings.
 
     `pages`: `run_profile`'s page counts, measured first. With them, a `PagesProbe` for memkit and one
     for `SqliteStore (WAL)` sync exactly the pages each write kind of theirs adds, in the same rounds.
     """
-    rows: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
-    settings: list[dict[str, Any]] = []
-    loads: list[dict[str, Any]] = []
-    fsync_call = None
-    for synchronous in config.synchronous:
+    out: dict[str, Any] = {"rows": [], "checks": [], "settings": [], "loads": [], "fsync_call": None}
+    for sync in config.synchronous:
         workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-peers-"))
         contenders: list[Any] = []
         try:
-            data = make_dataset(config.size, config.seed)
-            kit_path = workdir / "kit.sqlite3"
-            load = {"memkit (import_records)": build_kit_file(kit_path, data)}
-            kit = Kit(kit_path, synchronous)
-            contenders.append(kit)
-            # The same store with a per-user quota that lets a user reach fts_min_user_rows: what a
-            # deployment that needs the trigram index pays for it on every write.
-            indexed_path = workdir / "kit-indexed.sqlite3"
-            load[f"{MEMKIT_INDEXED} (import_records)"] = build_kit_file(indexed_path, data, INDEXED_LIMITS)
-            indexed = Kit(indexed_path, synchronous, INDEXED_LIMITS, name=MEMKIT_INDEXED)
-            contenders.append(indexed)
-            for k in (kit, indexed):
-                settings.append({"synchronous_run": synchronous, "contender": k.name,
-                                 **check_durability(k.name, k.store.connection, "WAL", synchronous),
-                                 "trigram_index": "kept" if has_search_index(k.store.connection) else "none"})
-            peers, peer_load = make_peers(workdir, data, synchronous)
+            data, load = make_dataset(config.size, config.seed), {}
+            # memkit, and the same store with a per-user quota that lets a user reach fts_min_user_rows:
+            # what a deployment that needs the trigram index pays for it on every write.
+            for name, limits in ((MEMKIT, BENCH_LIMITS), (MEMKIT_INDEXED, INDEXED_LIMITS)):
+                path = workdir / f"{len(contenders)}.sqlite3"
+                load[f"{name} (import_records)"] = build_kit_file(path, data, limits)
+                contenders.append(kit := Kit(path, sync, limits, name=name))
+                out["settings"].append({"synchronous_run": sync, "contender": name,
+                                        **check_durability(name, kit.conn, "WAL", sync),
+                                        "trigram_index": "kept" if has_search_index(kit.conn) else "none"})
+            peers, peer_load = make_peers(workdir, data, sync)
             contenders += peers
             load.update(peer_load)
-            settings += [{"synchronous_run": synchronous, "contender": p.name, **p.durability} for p in peers]
+            out["settings"] += [{"synchronous_run": sync, "contender": p.name, **p.durability} for p in peers]
             probe = FsyncProbe(workdir / "fsync.probe")
-            fsync_call = probe.call
-            # And the sync of exactly as many WAL frames as memkit's and the peer's writes add.
-            probes = [probe] + [PagesProbe(workdir / f"pages-{n}.probe", own_pages_probe(name),
-                                           {op: counts["total"] for op, counts in pages[name].items()})
-                                for n, name in enumerate(OWN_PAGES) if pages and name in pages]
-            contenders += probes
-            loads.append({"synchronous": synchronous, "size": config.size, "users": len(data.users),
-                          **{k: round(v, 2) for k, v in load.items()}})
-            log(f"  synchronous={synchronous}, {config.size} records, {len(data.users)} users: loaded "
+            out["fsync_call"] = probe.call
+            contenders += [probe] + [PagesProbe(workdir / f"pages-{n}.probe", own_pages_probe(name),
+                                                {op: counts["total"] for op, counts in pages[name].items()})
+                                     for n, name in enumerate(OWN_PAGES) if pages and name in pages]
+            out["loads"].append({"synchronous": sync, "size": config.size, "users": len(data.users),
+                                 **{k: round(v, 2) for k, v in load.items()}})
+            log(f"  synchronous={sync}, {config.size} records, {len(data.users)} users: loaded "
                 + ", ".join(f"{k} {v:.1f} s" for k, v in load.items()))
             plan = workload(data, config.store_config())
             timed = time_operations(config.size, contenders, plan, PEER_OPERATIONS, config.store_config(), log)
-            rows += [{**row, "synchronous": synchronous} for row in timed]
+            out["rows"] += [{**row, "synchronous": sync} for row in timed]
             # Settings again after the run: nothing switched them meanwhile (a checkpoint cannot).
             stores = [c for c in contenders if not isinstance(c, FsyncProbe)]
-            for contender in stores:
-                mine = isinstance(contender, Kit)
-                check_durability(contender.name, contender.store.connection if mine else contender.conn,
-                                 "WAL" if mine else contender.journal_mode, synchronous)
-            found = agreement(data, stores, touched=written_users(plan))
-            checks += [{**check, "synchronous": synchronous} for check in found]
+            for c in stores:
+                check_durability(c.name, c.conn, c.journal_mode, sync)
+            out["checks"] += [{**check, "synchronous": sync}
+                              for check in agreement(data, stores, touched=written_users(plan))]
         finally:
             for contender in contenders:
                 contender.close()
             shutil.rmtree(workdir, ignore_errors=True)
-    return {"rows": rows, "checks": checks, "settings": settings, "loads": loads, "fsync_call": fsync_call}
-
+    return out
 
 
 @dataclasses.dataclass
@@ -140,52 +126,40 @@ class WritersConfig:
     seed: int = 1
 
 
-def _open(contender: str, path: Path, synchronous: str) -> tuple[Any, Any]:
-    """(a put(user, key, value) function, the object to close) for one worker process."""
-    if contender == MEMKIT:
-        from memkit.store import MemoryStore
-
-        store = MemoryStore(path, limits=BENCH_LIMITS, synchronous=synchronous, check_integrity=False)
-        check_durability(MEMKIT, store.connection, "WAL", synchronous)
-        return (lambda user, key, value: store.put(user, "writers", "episode", key, value)), store
-    peer = LangGraphStore(path, synchronous, wal=True)
-    return (lambda user, key, value: peer.put(user, "episode", key, value)), peer
+def _open(contender: str, path: Path, synchronous: str) -> Any:
+    """The contender's store on `path` for one worker process, PRAGMA-checked."""
+    store = Kit(path, synchronous) if contender == MEMKIT else LangGraphStore(path, synchronous, wal=True)
+    check_durability(contender, store.conn, store.journal_mode, synchronous)
+    return store
 
 
 USER_SHARE = 500
 """A writer moves to a new user every this many writes of a round: within the bench's per-user quota (900)."""
 
 
-def _user(worker: int, round_no: int, written: int) -> str:
-    # Users of their own in each round: the rounds write into one file, and a user written to in
-    # two rounds could pass the quota. No '.': SqliteStore refuses it in a namespace.
-    return f"writer{worker}-r{round_no}-{written // USER_SHARE}"
-
-
 def _worker(contender: str, path: str, synchronous: str, worker: int, round_no: int, seconds: float,
             barrier: Any, results: Any) -> None:
-    import random
-
-    put, handle = _open(contender, Path(path), synchronous)
+    store = _open(contender, Path(path), synchronous)
     rng = random.Random(worker * 1000 + round_no)
     written = 0
     try:
         barrier.wait()
         started = time.monotonic()
-        deadline = started + seconds
-        while time.monotonic() < deadline:
-            put(_user(worker, round_no, written), f"w.r{round_no}.{written}", sentence(rng))
+        while time.monotonic() < started + seconds:
+            # Users of their own in each round: the rounds write into one file, and a user written to
+            # in two rounds could pass the quota. No '.': SqliteStore refuses it in a namespace.
+            store.put(f"writer{worker}-r{round_no}-{written // USER_SHARE}", "episode", f"w.r{round_no}.{written}",
+                      sentence(rng))
             written += 1
         stopped = time.monotonic()
     finally:
-        handle.close()
+        store.close()
     results.put({"worker": worker, "written": written, "started": started, "stopped": stopped})
 
 
 def _round(contender: str, path: Path, config: WritersConfig, round_no: int) -> dict[str, Any]:
     context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(config.processes)
-    results = context.Queue()
+    barrier, results = context.Barrier(config.processes), context.Queue()
     procs = [context.Process(target=_worker, args=(contender, str(path), config.synchronous, w, round_no,
                                                    config.seconds, barrier, results))
              for w in range(config.processes)]
@@ -204,21 +178,15 @@ def _round(contender: str, path: Path, config: WritersConfig, round_no: int) -> 
 
 
 def _keys_written(contender: str, path: Path, config: WritersConfig) -> dict[str, int]:
-    """How many `w.*` keys each writer user holds in the file afterwards."""
-    _put, handle = _open(contender, path, config.synchronous)
+    """How many `w.*` keys each writer holds in the file afterwards (its users' records, by worker)."""
+    store = _open(contender, path, config.synchronous)
     try:
-        conn = handle.connection if contender == MEMKIT else handle.conn
-        if contender == MEMKIT:
-            rows = conn.execute("SELECT user_id FROM memories WHERE memory_key LIKE 'w.%'").fetchall()
-        else:
-            rows = conn.execute("SELECT prefix FROM store WHERE key LIKE 'w.%'").fetchall()
-        out: dict[str, int] = {}
-        for (owner,) in rows:  # memkit's user id, or the peer's namespace text "memkit.writerN-M.episode"
-            worker = (owner.split(".")[1] if contender != MEMKIT else owner).split("-")[0]
-            out[worker] = out.get(worker, 0) + 1
-        return out
+        # memkit's user id, or the peer's namespace text "memkit.writerN-M.episode"
+        sql = ("SELECT user_id FROM memories WHERE memory_key LIKE 'w.%'" if contender == MEMKIT else
+               "SELECT substr(prefix, 8) FROM store WHERE key LIKE 'w.%'")
+        return dict(Counter(owner.split("-")[0] for (owner,) in store.conn.execute(sql)))
     finally:
-        handle.close()
+        store.close()
 
 
 def run_writers(config: WritersConfig, log: Any = print) -> dict[str, Any]:

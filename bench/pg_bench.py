@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .pg_store_bench import PgStoreConfig, drop_schemas
-from .pg_store_bench import run as run_store
+from . import pg_store_bench
+from .pg_store_bench import drop_schemas
 from .timing import rotated
 
 DEBIAN_POSTGRES = Path("/usr/lib/postgresql/15/bin")
@@ -111,13 +111,13 @@ def run_curve(url: str, config: WriterCurveConfig, log: Any = print) -> dict[str
 
 def run(url: str, quick: bool = False, log: Any = print) -> dict[str, Any]:
     """The store against its limit and the writer curve on the server at `url`; their figures."""
-    store, curve = PgStoreConfig(), WriterCurveConfig()
+    store, curve = pg_store_bench.config(), WriterCurveConfig()
     if quick:
         store.sizes, store.rounds, store.read_cap_s = (500,), 2, 0.05
         curve.processes, curve.seconds, curve.rounds = (1, 2), 0.5, 1
     started = time.perf_counter()
     log(f"postgresql, the store against raw psycopg: sizes {list(store.sizes)}, {store.rounds} rounds")
-    results: dict[str, Any] = {"store": run_store(url, store, log)}
+    results: dict[str, Any] = {"store": pg_store_bench.run(url, store, log)}
     log(f"postgresql, writer processes {list(curve.processes)} against SQLite:")
     results["writers"] = run_curve(url, curve, log)
     results["meta"] = {"rounds": store.rounds, "sizes": list(store.sizes), "cores": os.cpu_count(),

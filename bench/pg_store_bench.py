@@ -8,7 +8,6 @@ timing is the store benchmark's, and afterwards both must give the same answers.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from typing import Any
 
@@ -18,20 +17,15 @@ from memkit.store.statements import put_read_args
 
 from .contenders import BENCH_LIMITS, SESSION, Hit, Kit, bundle
 from .data import DataSet, make_dataset
-from .store_bench import METHOD, StoreConfig, time_operations, workload, written_users
+from .store_bench import StoreConfig, agreement, time_operations, workload, written_users
 
 OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)")
 KIT, RAW = "memkit PostgresStore", "raw psycopg"
 
 
-@dataclasses.dataclass
-class PgStoreConfig:
-    sizes: tuple[int, ...] = (1_000, 10_000)
-    rounds: int = 7
-    writes_per_round: int = 30
-    reads_per_round: int = 200
-    read_cap_s: float = 0.25
-    seed: int = 1
+def config() -> StoreConfig:
+    """The store benchmark's workload and timing at the sizes and batches PostgreSQL runs."""
+    return StoreConfig(sizes=(1_000, 10_000), writes_per_round=30, reads_per_round=200)
 
 
 def load(url: str, schema: str, data: DataSet) -> None:
@@ -135,26 +129,12 @@ class RawPsycopg:
         return sorted((r[0], r[1], r[2]) for r in rows)
 
 
-def _agreement(data: DataSet, plan: dict[str, list[list[tuple[Any, ...]]]], kit: PgKit,
-               raw: RawPsycopg) -> dict[str, Any]:
-    """The same questions to both after the timed writes: how many answers differed."""
-    asked = differed = 0
-    for op in ("get", "search (hit)", "search (miss)"):
-        for item in plan[op][0][:50]:
-            asked += 1
-            differed += getattr(kit, METHOD[op])(*item) != getattr(raw, METHOD[op])(*item)
-    for user in sorted(written_users(plan)):
-        asked += 1
-        differed += kit.records(user) != raw.records(user)
-    return {"size": data.size, "questions": asked, "disagreements": differed}
-
-
-def run(url: str, config: PgStoreConfig, log: Any = print) -> dict[str, Any]:
+def run(url: str, timing: StoreConfig, log: Any = print) -> dict[str, Any]:
     """Time every operation at every size on the server at `url`; rows of medians, and the checks."""
     rows: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
-    for size in config.sizes:
-        data = make_dataset(size, config.seed)
+    for size in timing.sizes:
+        data = make_dataset(size, timing.seed)
         tag = uuid.uuid4().hex[:8]
         kit_schema, raw_schema = f"bench_kit_{tag}", f"bench_raw_{tag}"
         load(url, kit_schema, data)
@@ -162,9 +142,6 @@ def run(url: str, config: PgStoreConfig, log: Any = print) -> dict[str, Any]:
         kit = PgKit(url, kit_schema)
         raw = RawPsycopg(url, raw_schema, search_index=kit.search_index == "pg_trgm")
         log(f"  {size:>7} records, {len(data.users)} users, search by {kit.search_index}")
-        # The store benchmark's workload and timing (alternating rounds, medians), for these operations.
-        timing = StoreConfig(rounds=config.rounds, writes_per_round=config.writes_per_round,
-                             reads_per_round=config.reads_per_round, read_cap_s=config.read_cap_s)
         plan = workload(data, timing)
         try:
             med = {(r["operation"], r["contender"]): r["median_s"]
@@ -172,7 +149,9 @@ def run(url: str, config: PgStoreConfig, log: Any = print) -> dict[str, Any]:
             rows += [{"size": size, "operation": op, "search": kit.search_index,
                       "memkit_us": round(med[(op, KIT)] * 1e6, 1), "raw_us": round(med[(op, RAW)] * 1e6, 1),
                       "ratio": round(med[(op, RAW)] / med[(op, KIT)], 2)} for op in OPERATIONS]
-            checks.append(_agreement(data, plan, kit, raw))
+            found = agreement(data, [kit, raw], touched=written_users(plan))  # after the timed writes
+            checks.append({"size": size, "questions": sum(c["questions"] for c in found),
+                           "disagreements": sum(c["disagreements"] for c in found)})
         finally:
             kit.close()
             raw.close()

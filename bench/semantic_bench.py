@@ -14,6 +14,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +106,11 @@ def global_then_filtered(store: Any, embedder: Any) -> dict[str, int]:
     return {"questions": len(QUESTIONS), "with_foreign_records": foreign, "fewer_than_3_own_after_filter": short}
 
 
-def timing_at_quota(store: Any, embedder: Any, repeat: int) -> dict[str, float]:
-    """Median seconds for a user holding the per-user quota's records, among others at the quota."""
+QUESTION = "What coffee do I like?"
+
+
+def _at_quota(store: Any, embedder: Any) -> tuple[dict[str, int], dict[str, Callable[[], Any]]]:
+    """Fill the store with users at the per-user quota; the calls timed for one of them."""
     from memkit import retrieve
 
     quota = store.limits.max_records_per_user
@@ -116,15 +120,40 @@ def timing_at_quota(store: Any, embedder: Any, repeat: int) -> dict[str, float]:
             for n in range(quota):
                 _user, kind, key, value = RECORDS[(u * quota + n) % len(RECORDS)]
                 store.put(f"q{u}", "bench", kind, f"{key}.{n}", f"{value} ({n})")
-    question = "What coffee do I like?"
-    return {
-        "records_per_user": quota, "users": users,
-        "embed_question": median_time(lambda: embedder.embed([question]), repeat),
-        "search_by_meaning": median_time(lambda: store.search_by_meaning("q0", question, limit=3), repeat),
-        "literal_search_many": median_time(lambda: store.search_many("q0", ["coffee"], limit=8), repeat),
-        "retrieve_literal": median_time(lambda: retrieve(store, "q0", question, by_meaning=False), repeat),
-        "retrieve_combined": median_time(lambda: retrieve(store, "q0", question, by_meaning=True), repeat),
-    }
+    return {"records_per_user": quota, "users": users}, {
+        "embed_question": lambda: embedder.embed([QUESTION]),
+        "search_by_meaning": lambda: store.search_by_meaning("q0", QUESTION, limit=3),
+        "literal_search_many": lambda: store.search_many("q0", ["coffee"], limit=8),
+        "retrieve_literal": lambda: retrieve(store, "q0", QUESTION, by_meaning=False),
+        "retrieve_combined": lambda: retrieve(store, "q0", QUESTION, by_meaning=True)}
+
+
+def timing_at_quota(store: Any, embedder: Any, repeat: int) -> dict[str, float]:
+    """Median seconds for a user holding the per-user quota's records, among others at the quota."""
+    shape, calls = _at_quota(store, embedder)
+    return {**shape, **{name: median_time(call, repeat) for name, call in calls.items()}}
+
+
+def _postgres_timing(embedder: Any, repeat: int) -> dict[str, dict[str, float]]:
+    """The same on the pgserver wheel's PostgreSQL 16 (it has pgvector): ranked in SQL by pgvector,
+    and in Python (the path of a server without it) on the same rows, alternating call by call so
+    that both see the same load."""
+    from memkit.store import PostgresStore, start_embedded_postgres
+
+    with start_embedded_postgres() as server, PostgresStore(server.url, schema="quota", embedder=embedder) as store:
+        vector_schema = store.vector_schema
+        if vector_schema is None:
+            return {}
+        shape, calls = _at_quota(store, embedder)
+        times: dict[str, dict[str, list[float]]] = {"pgvector": {}, "Python": {}}
+        for _ in range(repeat):
+            for path, schema in (("pgvector", vector_schema), ("Python", None)):
+                store.vector_schema = schema
+                for name, call in calls.items():
+                    times[path].setdefault(name, []).append(median_time(call, 1, warm=False))
+        store.vector_schema = vector_schema
+    return {f"PostgreSQL ({path})": {**shape, **{k: statistics.median(v) for k, v in figures.items()}}
+            for path, figures in times.items()}
 
 
 def run(postgres: bool = True, repeat: int = 50) -> dict[str, Any]:
@@ -146,38 +175,3 @@ def run(postgres: bool = True, repeat: int = 50) -> dict[str, Any]:
         if postgres:
             results["timing"].update(_postgres_timing(embedder, repeat))
     return results
-
-
-def _postgres_timing(embedder: Any, repeat: int) -> dict[str, dict[str, float]]:
-    """The same on the pgserver wheel's PostgreSQL 16 (it has pgvector): ranked in SQL by pgvector,
-    and in Python (the path of a server without it) on the same rows, alternating call by call so
-    that both see the same load."""
-    from memkit import retrieve
-    from memkit.store import PostgresStore, start_embedded_postgres
-
-    question = "What coffee do I like?"
-    with start_embedded_postgres() as server, PostgresStore(server.url, schema="quota", embedder=embedder) as store:
-        vector_schema = store.vector_schema
-        if vector_schema is None:
-            return {}
-        base = timing_at_quota(store, embedder, 3)  # fills the store; its times are redone below
-        calls = {
-            "search_by_meaning": lambda: store.search_by_meaning("q0", question, limit=3),
-            "retrieve_combined": lambda: retrieve(store, "q0", question, by_meaning=True),
-            "literal_search_many": lambda: store.search_many("q0", ["coffee"], limit=8),
-            "retrieve_literal": lambda: retrieve(store, "q0", question, by_meaning=False),
-            "embed_question": lambda: embedder.embed([question]),
-        }
-        times: dict[str, dict[str, list[float]]] = {"pgvector": {k: [] for k in calls},
-                                                    "Python": {k: [] for k in calls}}
-        for _ in range(repeat):
-            for path in ("pgvector", "Python"):
-                store.vector_schema = vector_schema if path == "pgvector" else None
-                for name, call in calls.items():
-                    started = time.perf_counter()
-                    call()
-                    times[path][name].append(time.perf_counter() - started)
-        store.vector_schema = vector_schema
-    return {f"PostgreSQL ({path})": {**{k: base[k] for k in ("records_per_user", "users")},
-                                     **{k: statistics.median(v) for k, v in figures.items()}}
-            for path, figures in times.items()}
