@@ -548,8 +548,11 @@ def tracks(results: dict[str, Any]) -> str:
     return "\n\n".join(_track(title, track, rows) for title, track in TRACKS.items()) + "\n"
 
 
-def semantic_markdown(results: dict[str, Any], threshold: float) -> str:
-    """The section of retrieval by meaning: recall at 3, the threshold sweep, leaks, time at the quota."""
+def semantic_markdown(results: dict[str, Any], threshold: float | None = None) -> str:
+    """The section of retrieval by meaning: recall at 3, the threshold sweep, leaks, time at the quota
+    (the tables at `threshold`, by default memkit's)."""
+    if threshold is None:
+        from memkit.semantic import DEFAULT_MIN_SIMILARITY as threshold
     chosen = next(s for s in results["sweep"] if s["threshold"] == threshold)
     glob, n = results["global"], chosen["questions"]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import importlib
 import json
 import os
 import platform
@@ -72,12 +73,17 @@ def _budget(args: argparse.Namespace) -> dict[str, Any]:
     return {"budget": budget_bench.run(config)}
 
 
-def _peers(args: argparse.Namespace) -> dict[str, Any]:
+def _missing_peers() -> str | None:
+    """Why the peers cannot run (the `bench` extra is absent), printed; None when they can."""
     from .peers import peers_available
 
-    missing = peers_available()
-    if missing:
+    if missing := peers_available():
         print(f"  skipped, {missing}")
+    return missing
+
+
+def _peers(args: argparse.Namespace) -> dict[str, Any]:
+    if missing := _missing_peers():
         return {"peers_status": missing}
     from . import peer_bench
 
@@ -98,11 +104,7 @@ def _peers(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _window(args: argparse.Namespace) -> dict[str, Any]:
-    from .peers import peers_available
-
-    missing = peers_available()
-    if missing:
-        print(f"  skipped, {missing}")
+    if missing := _missing_peers():
         return {"window_status": missing}
     from . import window_bench
 
@@ -111,12 +113,6 @@ def _window(args: argparse.Namespace) -> dict[str, Any]:
         config.rounds, config.reads, config.appends, config.histories = 2, 20, 10, (10, 100)
     config.rounds = args.rounds or config.rounds
     return {"window_peers": window_bench.run_peers(config)}
-
-
-def _notebook_suite(args: argparse.Namespace) -> dict[str, Any]:
-    from . import notebook_bench
-
-    return {"notebooks": notebook_bench.run_nbval()}
 
 
 def _postgres(args: argparse.Namespace) -> dict[str, Any]:
@@ -139,12 +135,6 @@ def _notebooks(args: argparse.Namespace) -> dict[str, Any]:
     return {"notebook_times": results}
 
 
-def _chat(args: argparse.Namespace) -> dict[str, Any]:
-    from . import chat_bench
-
-    return {"chat": chat_bench.run(args.rounds or 5, args.baseline, args.label)}
-
-
 def _inspector(args: argparse.Namespace) -> dict[str, Any]:
     from . import inspector_bench
 
@@ -152,12 +142,6 @@ def _inspector(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"--records {args.records} for --users {args.users}: give at least 4 records a user")
     rows = inspector_bench.run(args.records, args.users, args.rounds or 7)
     return {"inspector": {"rows": rows, "records": args.records, "users": args.users, "rounds": args.rounds or 7}}
-
-
-def _semantic(args: argparse.Namespace) -> dict[str, Any]:
-    from . import semantic_bench
-
-    return {"semantic": semantic_bench.run(postgres=args.pg, repeat=args.repeat or 50)}
 
 
 # -- write: each suite's section of RESULTS.md ----------------------------------------------------
@@ -179,14 +163,9 @@ def _section(render: Callable[[Any], str], key: str) -> Callable[[dict[str, Any]
     return lambda results, out: report.write_section(out / "RESULTS.md", render(results[key]))
 
 
-def _semantic_section(figures: dict[str, Any]) -> str:
-    from memkit.semantic import DEFAULT_MIN_SIMILARITY
-
-    return report.semantic_markdown(figures, DEFAULT_MIN_SIMILARITY)
-
-
-def _inspector_section(figures: dict[str, Any]) -> str:
-    return report.inspector_markdown(figures["rows"], figures["records"], figures["users"], figures["rounds"])
+def _bench(module: str) -> Any:
+    """One of the suites' modules, imported when its suite runs (some need an extra)."""
+    return importlib.import_module(f".{module}", __package__)
 
 
 SUITES = (
@@ -199,17 +178,21 @@ SUITES = (
     Suite("window", "memkit's short-term window against openai-agents' sessions (the bench extra)",
           _window, _write_store_suites, ("window_peers", "window_status"), default=True),
     Suite("notebook-suite", "the wall time of the notebook suite under nbval, as make test runs it",
-          _notebook_suite, _write_store_suites, ("notebooks",), default=True),
+          lambda args: {"notebooks": _bench("notebook_bench").run_nbval()}, _write_store_suites, ("notebooks",),
+          default=True),
     Suite("postgres", "PostgresStore against raw psycopg, and the SQLite and PostgreSQL writer curve",
           _postgres, _write_postgres, ("postgres",), default=True),
     Suite("notebooks", "each notebook's Run All in a fresh kernel (into OUT/notebook_times.json)",
           _notebooks, _section(report.notebooks_markdown, "notebook_times"), ()),
     Suite("chat", "one `memkit chat --message` in fresh processes against `python -c pass`",
-          _chat, _section(report.chat_markdown, "chat"), ("chat",)),
+          lambda args: {"chat": _bench("chat_bench").run(args.rounds or 5, args.baseline, args.label)},
+          _section(report.chat_markdown, "chat"), ("chat",)),
     Suite("inspector", "each inspector click's plain method and with the widget, at 10,000 records",
-          _inspector, _section(_inspector_section, "inspector"), ("inspector",)),
+          _inspector, _section(lambda f: report.inspector_markdown(f["rows"], f["records"], f["users"], f["rounds"]),
+                               "inspector"), ("inspector",)),
     Suite("semantic", "retrieval by meaning: recall at 3 on a labelled set, and its time at the quota",
-          _semantic, _section(_semantic_section, "semantic"), ("semantic",)),
+          lambda args: {"semantic": _bench("semantic_bench").run(postgres=args.pg, repeat=args.repeat or 50)},
+          _section(report.semantic_markdown, "semantic"), ("semantic",)),
 )
 BY_NAME = {suite.name: suite for suite in SUITES}
 STORE_SUITES = {"store", "budget", "peers", "window", "notebook-suite"}
