@@ -193,7 +193,7 @@ def _writers_target(writers: dict[str, Any]) -> dict[str, Any]:
 
 def _window_targets(window: dict[str, Any]) -> list[dict[str, Any]]:
     med = _medians(window["rows"], "synchronous", "history", "operation")
-    cases = sorted({(r["synchronous"], r["history"]) for r in window["rows"] if r["history"] is not None})
+    cases = sorted({(r["synchronous"], r["history"]) for r in window["rows"]})
     return [lowest(f"window {op}: {peer} ÷ memkit ≥ {WINDOW_RATIO} at every history",
                    {c: med[(*c, op, peer)] / med[(*c, op, WINDOW_CONTENDERS[0])] for c in cases}, WINDOW_RATIO,
                    lambda c: f"at {c[1]} turns, {c[0]}") for op in (READ, APPEND) for peer in WINDOW_CONTENDERS[1:]]
@@ -298,8 +298,7 @@ def _writers_section(writers: dict[str, Any]) -> str:
 
 def _window_section(window: dict[str, Any]) -> str:
     med = _medians(window["rows"], "synchronous", "history", "operation")
-    cases = sorted({(r["synchronous"], r["history"]) for r in window["rows"] if r["history"] is not None},
-                   key=lambda c: (c[0] != "FULL", c[1]))
+    cases = sorted({(r["synchronous"], r["history"]) for r in window["rows"]}, key=lambda c: (c[0] != "FULL", c[1]))
     rows = [[sync, f"{history:,}", op, *map(fmt_time, times), *(f"{t / times[0]:.2f}" for t in times[1:]),
              fmt_time(ping), ratio(times[0], ping)]
             for sync, history in cases for op in (READ, APPEND)
@@ -310,10 +309,6 @@ def _window_section(window: dict[str, Any]) -> str:
                 table=table(["run", "history", "operation", *WINDOW_CONTENDERS,
                              *(p + " ÷ memkit" for p in WINDOW_CONTENDERS[1:]), ROUND_TRIP, "memkit in round trips"],
                             rows, "lrl" + "r" * (len(rows[0]) - 3)),
-                server="; ".join(f"{name}: read {v[READ]:.1f}, append {v[APPEND]:.1f}"
-                                 for name, v in window["server_us"].items()),
-                flushes=", ".join(f"{fmt_time(r['median_s'])} at {r['synchronous']}" for r in window["rows"]
-                                  if r["history"] is None and r["median_s"] is not None),
                 settings=table(["run", "contender", "journal_mode", "synchronous"],
                                ([s["synchronous_run"], s["contender"], s["journal_mode"], s["synchronous"]]
                                 for s in window["settings"]), "llll"),
@@ -364,8 +359,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
                        {p: [pm[(sync, op, p)] / pm[(sync, op, MEMKIT)] for op in PEER_OPERATIONS] for p in PEERS},
                        NORMAL_RATIO if sync == "NORMAL" else None))
     for sync in ("FULL", "NORMAL"):
-        histories = sorted({r["history"] for r in window["rows"]
-                            if r["history"] is not None and r["synchronous"] == sync})
+        histories = sorted({r["history"] for r in window["rows"] if r["synchronous"] == sync})
         keys = [(op, h) for op in (READ, APPEND) for h in histories]
         if keys:
             panels.append((f"window vs sessions, {sync}", [f"{op.split()[0]} @{h}" for op, h in keys],

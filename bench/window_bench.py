@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -54,7 +53,6 @@ class MemkitWindow:
         self.store = MemoryStore(folder / "archive.sqlite3", limits=Limits(max_db_bytes=1 << 30),
                                  synchronous=synchronous)  # type: ignore[arg-type]
         self.window = RedisWindow(self.store, client, prefix=f"memkit-bench-{synchronous.lower()}")
-        self.flush_s: list[float] = []
 
     def settings(self, synchronous: str) -> dict[str, str]:
         return check_durability(self.name, self.store.connection, "WAL", synchronous)
@@ -69,7 +67,7 @@ class MemkitWindow:
 
     def append_batch(self, session: str, first: int, n: int) -> float:
         seconds = per_call(lambda i: self.window.append(USER, session, *_turn(first + i)), n)
-        self.flush_s.append(per_call(lambda _: self.window.flush(), 1) / n)
+        self.window.flush()  # the archiver's work, untimed: not part of an append's wait
         return seconds
 
     def last(self, session: str) -> list[tuple[str, str]]:
@@ -230,11 +228,6 @@ def _one_setting(handle: Any, synchronous: str, config: WindowPeerConfig, out: d
             out["checks"] += _check_history(contenders, history, synchronous, config)
         out["settings"] += [{"synchronous_run": synchronous, "contender": c.name, **c.settings(synchronous)}
                             for c in contenders]
-        if synchronous == config.synchronous[0]:
-            out["server_us"] = {c.name: _server_us(handle.client, c, config) for c in contenders
-                                if c.name != SQLITE_SESSION}
-        out["rows"].append({"synchronous": synchronous, "history": None, "operation": "archive (flush, per turn)",
-                            "contender": MEMKIT, "median_s": statistics.median(kit.flush_s) if kit.flush_s else None})
     finally:
         for contender in contenders:
             contender.close()
@@ -245,7 +238,7 @@ def run_peers(config: WindowPeerConfig, log: Any = print) -> dict[str, Any]:
     """Time read-last-10 and append for every contender, history and `synchronous`; return rows and checks."""
     handle = connect_redis(persistence="none")
     version = handle.client.info("server")["redis_version"]
-    out: dict[str, Any] = {"rows": [], "checks": [], "settings": [], "server_us": {}}
+    out: dict[str, Any] = {"rows": [], "checks": [], "settings": []}
     try:
         for synchronous in config.synchronous:
             _one_setting(handle, synchronous, config, out, log)
@@ -254,20 +247,6 @@ def run_peers(config: WindowPeerConfig, log: Any = print) -> dict[str, Any]:
         handle.close()
     return {**out, "redis": f"Redis {version} ({where})", "rounds": config.rounds, "reads": config.reads,
             "appends": config.appends}
-
-
-def _server_us(client: Any, contender: Any, config: WindowPeerConfig) -> dict[str, float]:
-    """What a read and an append cost the Redis server (INFO commandstats), per call, at 100 turns."""
-    session = "server-cost"
-    contender.fill(session, 100)
-    out = {}
-    for op, call, calls in ((READ, lambda: contender.read_batch(session, config.reads), config.reads),
-                            (APPEND, lambda: contender.append_batch(session, 100, config.appends), config.appends)):
-        client.config_resetstat()
-        call()
-        stats = client.info("commandstats")
-        out[op] = sum(v["usec"] for k, v in stats.items() if k != "cmdstat_config") / calls
-    return out
 
 
 def _time_history(contenders: list[Any], history: int, synchronous: str, config: WindowPeerConfig,
