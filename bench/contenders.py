@@ -90,8 +90,6 @@ def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
 class Kit:
     """memkit through its public API."""
 
-    name = "memkit"
-
     journal_mode = "WAL"
 
     def __init__(self, path: Path, synchronous: str, limits: Limits = BENCH_LIMITS, name: str = "memkit") -> None:
@@ -133,7 +131,6 @@ class RawLimit:
 
     def __init__(self, path: Path, synchronous: str) -> None:
         self.conn = _connect(path, synchronous)
-        self.page_size = self.conn.execute("PRAGMA page_size").fetchone()[0]
         self.fts_min_user_rows = MemoryStore.fts_min_user_rows
         self.limits = BENCH_LIMITS  # for retrieve(), which reads the retrieval bounds from its store
 
@@ -160,10 +157,7 @@ class RawLimit:
         return revision
 
     def get(self, user: str, kind: str, key: str) -> str | None:
-        row = self.conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-            (user, kind, key),
-        ).fetchone()
+        row = self.conn.execute(f"SELECT {_COLUMNS} FROM memories {Naive.WHERE}", (user, kind, key)).fetchone()
         return row[2] if row else None
 
     def delete(self, user: str, kind: str, key: str) -> bool:

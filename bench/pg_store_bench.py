@@ -88,7 +88,7 @@ class RawPsycopg:
         with db.transaction() as conn:
             db.lock_user(conn, user, creating=True)
             # id, record columns, seq, the two counters, the last revision: one statement (the store's)
-            row = conn.execute(sql.select_for_put, put_read_args(user, kind, key)).fetchone()
+            row: Any = conn.execute(sql.select_for_put, put_read_args(user, kind, key)).fetchone()
             if row[0] is not None and row[3] == value:
                 return int(row[5])
             seq = db.take_sequence(conn)

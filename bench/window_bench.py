@@ -260,8 +260,10 @@ def _time_history(contenders: list[Any], history: int, synchronous: str, config:
         alternate(1, contenders, lambda c, _: c.read_batch(reader, config.reads), reads, offset=r)
         for c in contenders:  # each round's sessions filled first, untimed
             c.fill(f"h{history}-r{r}", history)
-        alternate(1, contenders, lambda c, _, r=r: c.append_batch(f"h{history}-r{r}", history, config.appends),
-                  appends, offset=r + 1)
+
+        def append(c: Any, _: int, session: str = f"h{history}-r{r}") -> float:
+            return float(c.append_batch(session, history, config.appends))
+        alternate(1, contenders, append, appends, offset=r + 1)
     rows = [{"synchronous": synchronous, "history": history, "operation": op, "contender": name, **summarize(times)}
             for op, samples in ((READ, reads), (APPEND, appends)) for name, times in samples.items()]
     log(f"    synchronous={synchronous}, {history:>4} turns: " + "  ".join(
