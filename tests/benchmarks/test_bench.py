@@ -270,3 +270,45 @@ def test_a_run_replaces_its_own_figures_and_sections_and_keeps_every_other(tmp_p
     write_sections(results_md, "# memkit benchmarks\n\nnew head\n\n## Targets\n\nnew targets\n", at_start=True)
     assert results_md.read_text() == ("# memkit benchmarks\n\nnew head\n\n## Targets\n\nnew targets\n\n"
                                       "## Chat\n\nchat kept\n")
+
+
+def test_render_rewrites_every_section_from_results_json_and_runs_nothing(tmp_path):
+    import re
+    import shutil
+
+    from bench import report
+
+    for name in ("results.json", "notebook_times.json"):
+        shutil.copy(ROOT / "bench" / name, tmp_path / name)
+    (tmp_path / "RESULTS.md").write_text("# memkit benchmarks\n\nold\n\n## Kept by hand\n\nkept\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "bench", "--render", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "RESULTS.md").read_text(encoding="utf-8")
+    results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    for t in report.targets(results):  # every target of the store suites, judged in the Targets table
+        assert f"| {t['target']} | {t['measured']} | {'yes' if t['holds'] else '**no**'} |" in text
+    for row in results["postgres"]["store"]["rows"]:  # and PostgreSQL's in its own table
+        assert f"| {row['ratio']:.2f} | {'held' if row['ratio'] >= report.PG_TARGET else 'MISSED'} |" in text
+    for heading in ("## Targets", "## Peers: langgraph and openai-agents", "### Short-term window",
+                    "## Store: median time per call", "## Budget wrapper", "## Notebook suite", report.PG_SECTION,
+                    report.CHAT_SECTION, report.NOTEBOOKS_SECTION, "## Retired measurements", "## Kept by hand"):
+        assert text.count(heading + "\n") == 1, heading
+    assert "\nold\n" not in text and not re.search(r"\{[a-z_]+\}", text), "every slot filled"
+
+
+def test_a_paragraph_whose_slot_is_none_is_left_out(monkeypatch):
+    from bench import report
+
+    monkeypatch.setitem(report.TEMPLATES, "t", "## T\n\nfirst {a}\n\nsecond {b}, with {a}\n\nlast\n")
+    assert report.fill("t", a=1, b=2) == "## T\n\nfirst 1\n\nsecond 2, with 1\n\nlast\n"
+    assert report.fill("t", a=1, b=None) == "## T\n\nfirst 1\n\nlast\n"
+
+
+def test_bench_imports_no_private_name_of_memkit():
+    import re
+
+    private = re.compile(r"from memkit[\w.]* import .*\b_[a-z]|memkit[\w.]*\._[a-z]")
+    found = [f"{path.name}: {line.strip()}" for path in sorted((ROOT / "bench").glob("*.py"))
+             for line in path.read_text(encoding="utf-8").splitlines() if private.search(line)]
+    assert found == []
