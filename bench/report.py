@@ -532,8 +532,8 @@ def _track(title: str, track: dict[str, Any], rows: dict[str, dict[str, Any]]) -
     limit = track["limit"]
     fits = "" if limit is None else f" of {limit}: " + ("fits" if total <= limit else "**does not fit**")
     note = f" (without {', '.join(missing)}: not measured on this branch)" if missing else ""
-    lines.append(["**total**", "", "", f"**{total}**{fits}{note}"])
-    return f"**{title}**\n\n" + table(["notebook", "class (stated)", "Run All (measured)", "minutes"], lines)
+    return (f"**{title}**\n\n" + table(["notebook", "class (stated)", "Run All (measured)", "minutes"], lines)
+            + f"\n| **total** | | | **{total}**{fits}{note} |")
 
 
 def tracks(results: dict[str, Any]) -> str:
