@@ -1,16 +1,10 @@
 """The budget wrapper's cost per request, against sending the request unmeasured.
 
-Sending a request means building its messages and encoding them with the tool schemas as JSON;
-that is the baseline, and no client can send without paying it. The wrapper runs `prepare()`
-(what `complete()` runs before the model call): it encodes the request once, measures the text,
-trims it when it is over budget, and hands back that text, which a wire model (`OpenAIModel`)
-sends as it is. The overhead is the difference between the two contenders' medians; the target
-is under 10% of the encoding. A third contender also reads the measurement's breakdown by part
-(`Measurement.parts`, counted on first read), for what a notebook's table or chart costs.
-
-Cases: a typical agent turn (the second model call of a task: retrieved memory, recent history,
-two tool round trips), the first call of a task (no tool exchanges yet), and an agent turn over
-budget that must drop history (trimming encodes the request a second time).
+Sending means encoding the messages and tool schemas as JSON; no client avoids it. The wrapper runs
+`prepare()` (what `complete()` runs before the model call): it encodes once, measures, trims when over
+budget and hands back the text a wire model sends. Its overhead is the difference of the medians
+(target: under 10% of the encoding); a third contender also reads the breakdown by part. Cases: an
+agent turn, the first call of a task, and an agent turn over budget that must drop history.
 """
 
 from __future__ import annotations

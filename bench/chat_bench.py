@@ -1,17 +1,10 @@
 """How long a person waits for one `memkit chat --message` (issue 26, target 1).
 
-    python -m bench chat [--rounds 5] [--baseline FOLDER --label main]   # its section of RESULTS.md
-
-Each round makes a fresh workspace and times, in fresh processes and one after another: a bare
-`python -c pass` (the interpreter's own start, measured in the same round so a busy machine shows in
-both), then three `memkit chat --message` invocations with the fixture model and the workspace
-window, as a person would type them (the first starts the workspace's redis-server, the next two
-find it warm), then three more with `MEMKIT_WINDOW_IDLE=0` (the server started and stopped for
-every message, as before this change). memkit's share is a chat's time minus `python -c pass`.
-
-The memkit sources are byte-compiled first (`compileall`), as a regular install does: this
-machine sets PYTHONDONTWRITEBYTECODE, so an editable install would otherwise compile memkit's
-modules on every start. No time is asserted anywhere; the targets are judged in the table.
+Each round makes a fresh workspace and times, in fresh processes: `python -c pass`, three chats with
+the fixture model and the workspace window (the first starts its redis-server, the next find it warm),
+three more with `MEMKIT_WINDOW_IDLE=0` (a server per message), and with `--baseline` another memkit
+package's chat. The sources are byte-compiled first, as an install does. memkit's share is a chat's
+time minus `python -c pass`; no time is asserted anywhere.
 """
 
 from __future__ import annotations

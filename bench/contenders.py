@@ -1,18 +1,16 @@
-"""The three ways to keep the same memories, each behind the same small interface.
+"""The three ways to keep the same memories, behind one small interface (plain tuples, so the
+suite can check that they agree), all in WAL at the same `synchronous`:
 
-* `RawLimit`    the physical limit: plain `sqlite3` on one long-lived connection, the statements the
-                kit needs for each operation on the kit's own schema (a copy of the same file), no
-                validation, no locks, no dicts. Nothing written in Python can beat it by much.
-* `Naive`       the textbook first version: one table with no index but the rowid, a new connection
-                per operation, `count(*)` for the quotas, a full-table `instr()` scan for search.
-* `Kit`         memkit's `MemoryStore` and `retrieve`, through their public API.
-
-All three use WAL and the same `synchronous` setting, so a durable commit costs the same fsync.
-Every method returns plain tuples, so the suite can check that the contenders agree.
+* `RawLimit`  the physical limit: the store's own statements (`MemoryStore.statements()`) on one
+              long-lived `sqlite3` connection to a copy of the kit's file; no validation, no dicts.
+* `Naive`     the textbook first version: one table, a connection per call, `count(*)` quotas, a
+              full-table `instr()` search.
+* `Kit`       memkit's `MemoryStore` and `retrieve`, through their public API.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 import time
@@ -92,11 +90,12 @@ def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
 class Kit:
     """memkit through its public API."""
 
-    name = "memkit"
+    journal_mode = "WAL"
 
     def __init__(self, path: Path, synchronous: str, limits: Limits = BENCH_LIMITS, name: str = "memkit") -> None:
         self.name = name
         self.store = MemoryStore(path, limits=limits, synchronous=synchronous, check_integrity=False)
+        self.conn = self.store.connection  # for PRAGMA checks, as the peers' `conn`
 
     def close(self) -> None:
         self.store.close()
@@ -132,7 +131,6 @@ class RawLimit:
 
     def __init__(self, path: Path, synchronous: str) -> None:
         self.conn = _connect(path, synchronous)
-        self.page_size = self.conn.execute("PRAGMA page_size").fetchone()[0]
         self.fts_min_user_rows = MemoryStore.fts_min_user_rows
         self.limits = BENCH_LIMITS  # for retrieve(), which reads the retrieval bounds from its store
 
@@ -159,10 +157,7 @@ class RawLimit:
         return revision
 
     def get(self, user: str, kind: str, key: str) -> str | None:
-        row = self.conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-            (user, kind, key),
-        ).fetchone()
+        row = self.conn.execute(f"SELECT {_COLUMNS} FROM memories {Naive.WHERE}", (user, kind, key)).fetchone()
         return row[2] if row else None
 
     def delete(self, user: str, kind: str, key: str) -> bool:
@@ -254,55 +249,41 @@ class Naive:
     """
 
     name = "naive"
-
-    SCHEMA = """CREATE TABLE memories (
-        id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, kind TEXT NOT NULL, memory_key TEXT NOT NULL,
-        value TEXT NOT NULL, source_session TEXT NOT NULL, revision INTEGER NOT NULL,
-        created_at TEXT NOT NULL, updated_at TEXT NOT NULL)"""
+    WHERE = "WHERE user_id = ? AND kind = ? AND memory_key = ?"
 
     def __init__(self, path: Path, synchronous: str, data: DataSet | None = None) -> None:
-        self.path = path
-        self.synchronous = synchronous
-        self.limits = BENCH_LIMITS
+        self.path, self.synchronous, self.limits = path, synchronous, BENCH_LIMITS
         if data is not None:
-            conn = _connect(path, synchronous)
-            with conn:
+            with contextlib.closing(_connect(path, synchronous)) as conn, conn:
                 conn.execute("BEGIN")
-                conn.execute(self.SCHEMA)
-                conn.executemany(
-                    "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
-                    " created_at, updated_at) VALUES (?, ?, ?, ?, 'load', 1, ?, ?)",
-                    [(r.user, r.kind, r.key, r.value, r.at, r.at) for r in data.records],
-                )
+                conn.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, kind TEXT NOT NULL,"
+                             " memory_key TEXT NOT NULL, value TEXT NOT NULL, source_session TEXT NOT NULL,"
+                             " revision INTEGER NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)")
+                conn.executemany("INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+                                 " created_at, updated_at) VALUES (?, ?, ?, ?, 'load', 1, ?, ?)",
+                                 [(r.user, r.kind, r.key, r.value, r.at, r.at) for r in data.records])
                 conn.execute("COMMIT")
-            conn.close()
 
     def close(self) -> None:
         pass  # nothing is kept open between operations
 
-    def _open(self) -> sqlite3.Connection:
-        return _connect(self.path, self.synchronous)
+    def _open(self) -> contextlib.closing[sqlite3.Connection]:
+        return contextlib.closing(_connect(self.path, self.synchronous))
 
     def put(self, user: str, kind: str, key: str, value: str) -> int:
-        conn = self._open()
-        try:
+        with self._open() as conn:
             now = iso(utc_now())
             conn.execute("BEGIN IMMEDIATE")
-            row = conn.execute(
-                "SELECT id, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-                (user, kind, key),
-            ).fetchone()
+            row = conn.execute(f"SELECT id, revision FROM memories {self.WHERE}", (user, kind, key)).fetchone()
             if row is None:
                 mine = conn.execute("SELECT count(*) FROM memories WHERE user_id = ?", (user,)).fetchone()[0]
                 total = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
                 if mine >= self.limits.max_records_per_user or total >= self.limits.max_records_total:
                     conn.execute("ROLLBACK")
                     raise RuntimeError("quota")
-                conn.execute(
-                    "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
-                    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
-                    (user, kind, key, value, SESSION, now, now),
-                )
+                conn.execute("INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+                             " created_at, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+                             (user, kind, key, value, SESSION, now, now))
                 revision = 1
             else:
                 revision = row[1] + 1
@@ -310,39 +291,22 @@ class Naive:
                              " WHERE id = ?", (value, SESSION, revision, now, row[0]))
             conn.execute("COMMIT")
             return revision
-        finally:
-            conn.close()
 
     def get(self, user: str, kind: str, key: str) -> str | None:
-        conn = self._open()
-        try:
-            row = conn.execute(
-                "SELECT value FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?", (user, kind, key)
-            ).fetchone()
+        with self._open() as conn:
+            row = conn.execute(f"SELECT value FROM memories {self.WHERE}", (user, kind, key)).fetchone()
             return row[0] if row else None
-        finally:
-            conn.close()
 
     def delete(self, user: str, kind: str, key: str) -> bool:
-        conn = self._open()
-        try:
-            return conn.execute("DELETE FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-                                (user, kind, key)).rowcount > 0
-        finally:
-            conn.close()
+        with self._open() as conn:
+            return conn.execute(f"DELETE FROM memories {self.WHERE}", (user, kind, key)).rowcount > 0
 
     def _rows(self, user: str, query: str, limit: int, kind: str | None) -> list[tuple[Any, ...]]:
-        conn = self._open()
-        try:
+        with self._open() as conn:
             return conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE user_id = ?"
-                " AND (? IS NULL OR kind = ?)"
+                f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? AND (? IS NULL OR kind = ?)"
                 " AND (instr(lower(memory_key), lower(?)) > 0 OR instr(lower(value), lower(?)) > 0)"
-                " ORDER BY updated_at DESC, id DESC LIMIT ?",
-                (user, kind, kind, query, query, limit),
-            ).fetchall()
-        finally:
-            conn.close()
+                " ORDER BY updated_at DESC, id DESC LIMIT ?", (user, kind, kind, query, query, limit)).fetchall()
 
     def _many(self, user: str, queries: list[str], limit: int,
               kinds: tuple[str, ...]) -> dict[tuple[str, str], list[tuple[Any, ...]]]:

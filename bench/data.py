@@ -1,13 +1,6 @@
-"""The benchmark's data set: many users of uneven size, realistic values, queries and tasks.
-
-Everything comes from one seeded `random.Random`, so a run is repeatable and every contender sees
-exactly the same records and the same sequence of operations.
-
-Shape: `size // 100` users whose sizes are drawn log-uniformly (then scaled to sum to `size`), so
-there are many small users and a few large ones, as in a real service. Operations pick a user with
-probability proportional to its size (an active user both holds and asks more). With the kit's
-default `fts_min_user_rows` (256) that means: at 1k records every search scans one user's rows, at
-10k and 100k most searches go through the trigram index.
+"""The benchmark's data set: `size // 100` users of log-uniform sizes, ordinary sentences, and the
+queries and tasks drawn from them, all from one seeded `random.Random` (a run is repeatable and every
+contender sees the same records and operations). Operations pick a user in proportion to its size.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The memory inspector at size: 10,000 records of 500 users, each click's plain method timed.
 
-    python -m bench inspector                      # 10,000 records, 500 users, 7 rounds
-    python -m bench inspector --records 2000 --users 100 --rounds 2   # a smoke run
-
-Every widget control calls a plain method; this times those methods, headless, on a store of the
-size the issue names (each user holds 20 records, some updated and deleted, and archived turns).
-Each click is timed twice: the plain method alone, and the method with the widget displayed (every
-control brought in line, what a click costs in a notebook). The figure to read is the median per
-click, against a plain store read (`MemoryStore.records` of one user) as the floor a view cannot go
-under. The first Confirm after switching Edit on is timed separately: it used to compile four
-JSON-Schema validators on every click. Timings are printed as a Markdown section for
-bench/RESULTS.md; nothing asserts on them.
+Every widget control calls a plain method; each is timed alone and with the widget displayed (every
+control brought in line), beside a plain store read as the floor. The first Confirm of a new process
+is timed apart (it used to compile four JSON-Schema validators on every click). Nothing asserts on it.
 """
 
 from __future__ import annotations

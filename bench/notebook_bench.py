@@ -1,18 +1,9 @@
-"""How long each notebook takes to Run All, as a class waits for it: `python -m bench notebooks`.
+"""How long each notebook takes to Run All, as a class waits for it (`python -m bench notebooks`),
+and the wall time of the notebook suite under nbval (suite `notebook-suite`).
 
-Each notebook runs top to bottom in a fresh `python3` kernel started in the notebooks' folder (what
-JupyterLab's Run All does, without the browser), timed with nbclient: the Run All time is from the
-first cell to the last (the kernel's start is timed apart, since a student's kernel is usually
-already up). The slowest cells are listed, so a slow notebook says where its time goes.
-
-    python -m bench notebooks                            # every notebook, once
-    python -m bench notebooks --names 05 09 --repeat 3   # some, three times each (the median is kept)
-    python -m bench notebooks --names old/09_x.ipynb 09  # another version of 09 beside today's
-    python -m bench tracks                               # the teacher's guide's track tables
-
-The figures go into the section "## Notebooks: Run All" of bench/RESULTS.md and into
-bench/notebook_times.json (merged: a run of some keeps the others' figures), which the teacher's
-guide takes its minutes from. Times are never asserted: issue 26's target is judged in the table.
+Each notebook runs top to bottom in a fresh `python3` kernel in the notebooks' folder (nbclient), the
+kernel's start timed apart; the slowest cells say where the time goes. The figures are merged into
+bench/notebook_times.json (a run of some keeps the others'), which the teacher's guide reads.
 """
 
 from __future__ import annotations

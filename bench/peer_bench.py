@@ -1,27 +1,12 @@
-"""memkit's store against its peer, langgraph's `SqliteStore`: timed operations, writer processes,
-and where a durable write's cost goes.
+"""memkit's store against langgraph's `SqliteStore`: operations, a write's pages, writer processes.
 
-`run` (the operations): for each `synchronous` (FULL, NORMAL), one data set (10k records, 100
-users) is loaded into memkit, into memkit keeping the trigram index, and into both `SqliteStore`
-configurations, and the store benchmark's workload runs on all of them, alternating in one process
-(`store_bench.time_operations`), with the fsync probes timed in the same rounds of every write. Every
-SQLite contender's journal mode and `synchronous` are read back with PRAGMA before and after timing;
-afterwards every contender gets the same questions and every user the writes touched must hold the
-same records.
-
-`run_writers`: `processes` fresh processes per round open one file each contender has (loaded once),
-wait at a barrier, then put new keys, each for its own users, for `seconds`; the figure is all their
-writes over the time from the first start to the last stop, the median over rounds alternating the
-contenders. Both in WAL at the same `synchronous`, PRAGMA-checked in every process; afterwards each
-file must hold exactly the keys the processes said they wrote.
-
-`run_profile`: each store, loaded and checkpointed, runs puts, updates and deletes with the automatic
-checkpoint off; every WAL frame gained is attributed to the B-tree owning its page (`dbstat`; a page
-the file did not have is "new page"). And memkit's own `put` at NORMAL, with SQLite's trace callback
-noting when each statement starts (triggers' too): a part's time runs from its start to the next
-one's, the Python between included (the trace costs about a microsecond a statement). And what the
-history bound costs: an update of a user whose history is at `max_events_per_user` (each write then
-prunes the oldest event) against one below it, with the default limits.
+`run`: at FULL and at NORMAL, one data set (10k records, 100 users) in memkit, in memkit keeping the
+trigram index and in both `SqliteStore` configurations, the store benchmark's workload alternating in
+one process with the sync probes; PRAGMA checked before and after; afterwards the same questions to
+every contender and the same records for every user the writes touched. `run_profile` (first: the
+own-page probes sync exactly its counts): the WAL frames each write kind adds, by the B-tree owning
+each page (`dbstat`). `run_writers`: processes putting new keys into one file each round, the
+contenders alternating; each file must hold exactly the keys its processes wrote.
 """
 
 from __future__ import annotations
@@ -39,15 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memkit.limits import Limits
-from memkit.store import MemoryStore
 from memkit.store.schema import has_search_index
 
 from .contenders import BENCH_LIMITS, INDEXED_LIMITS, Kit, build_kit_file
 from .data import make_dataset, sentence
 from .peers import FsyncProbe, LangGraphStore, PagesProbe, check_durability, make_peers
 from .store_bench import StoreConfig, agreement, time_operations, workload, written_users
-import itertools
+from .timing import alternate
 
 PEER_OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)", "delete")
 MEMKIT = "memkit"
@@ -84,69 +67,53 @@ class PeerConfig:
 
 
 def run(config: PeerConfig, log: Any = print, pages: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Time memkit, both `SqliteStore` configurations and the fsync probes; return rows, checks, settings.
+    """Time memkit, both `SqliteStore` configurations and the sync probes; return rows, checks, settings.
 
     `pages`: `run_profile`'s page counts, measured first. With them, a `PagesProbe` for memkit and one
     for `SqliteStore (WAL)` sync exactly the pages each write kind of theirs adds, in the same rounds.
     """
-    rows: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
-    settings: list[dict[str, Any]] = []
-    loads: list[dict[str, Any]] = []
-    fsync_call = None
-    for synchronous in config.synchronous:
+    out: dict[str, Any] = {"rows": [], "checks": [], "settings": [], "loads": [], "fsync_call": None}
+    for sync in config.synchronous:
         workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-peers-"))
         contenders: list[Any] = []
         try:
-            data = make_dataset(config.size, config.seed)
-            kit_path = workdir / "kit.sqlite3"
-            load = {"memkit (import_records)": build_kit_file(kit_path, data)}
-            kit = Kit(kit_path, synchronous)
-            contenders.append(kit)
-            # The same store with a per-user quota that lets a user reach fts_min_user_rows: what a
-            # deployment that needs the trigram index pays for it on every write.
-            indexed_path = workdir / "kit-indexed.sqlite3"
-            load[f"{MEMKIT_INDEXED} (import_records)"] = build_kit_file(indexed_path, data, INDEXED_LIMITS)
-            indexed = Kit(indexed_path, synchronous, INDEXED_LIMITS, name=MEMKIT_INDEXED)
-            contenders.append(indexed)
-            for k in (kit, indexed):
-                settings.append({"synchronous_run": synchronous, "contender": k.name,
-                                 **check_durability(k.name, k.store.connection, "WAL", synchronous),
-                                 "trigram_index": "kept" if has_search_index(k.store.connection) else "none"})
-            peers, peer_load = make_peers(workdir, data, synchronous)
+            data, load = make_dataset(config.size, config.seed), {}
+            # memkit, and the same store with a per-user quota that lets a user reach fts_min_user_rows:
+            # what a deployment that needs the trigram index pays for it on every write.
+            for name, limits in ((MEMKIT, BENCH_LIMITS), (MEMKIT_INDEXED, INDEXED_LIMITS)):
+                path = workdir / f"{len(contenders)}.sqlite3"
+                load[f"{name} (import_records)"] = build_kit_file(path, data, limits)
+                contenders.append(kit := Kit(path, sync, limits, name=name))
+                out["settings"].append({"synchronous_run": sync, "contender": name,
+                                        **check_durability(name, kit.conn, "WAL", sync),
+                                        "trigram_index": "kept" if has_search_index(kit.conn) else "none"})
+            peers, peer_load = make_peers(workdir, data, sync)
             contenders += peers
             load.update(peer_load)
-            settings += [{"synchronous_run": synchronous, "contender": p.name, **p.durability} for p in peers]
+            out["settings"] += [{"synchronous_run": sync, "contender": p.name, **p.durability} for p in peers]
             probe = FsyncProbe(workdir / "fsync.probe")
-            fsync_call = probe.call
-            # And the sync of exactly as many WAL frames as memkit's and the peer's writes add.
-            probes = [probe] + [PagesProbe(workdir / f"pages-{n}.probe", own_pages_probe(name),
-                                           {op: counts["total"] for op, counts in pages[name].items()})
-                                for n, name in enumerate(OWN_PAGES) if pages and name in pages]
-            contenders += probes
-            loads.append({"synchronous": synchronous, "size": config.size, "users": len(data.users),
-                          **{k: round(v, 2) for k, v in load.items()}})
-            log(f"  synchronous={synchronous}, {config.size} records, {len(data.users)} users: loaded "
+            out["fsync_call"] = probe.call
+            contenders += [probe] + [PagesProbe(workdir / f"pages-{n}.probe", own_pages_probe(name),
+                                                {op: counts["total"] for op, counts in pages[name].items()})
+                                     for n, name in enumerate(OWN_PAGES) if pages and name in pages]
+            out["loads"].append({"synchronous": sync, "size": config.size, "users": len(data.users),
+                                 **{k: round(v, 2) for k, v in load.items()}})
+            log(f"  synchronous={sync}, {config.size} records, {len(data.users)} users: loaded "
                 + ", ".join(f"{k} {v:.1f} s" for k, v in load.items()))
             plan = workload(data, config.store_config())
             timed = time_operations(config.size, contenders, plan, PEER_OPERATIONS, config.store_config(), log)
-            rows += [{**row, "synchronous": synchronous} for row in timed]
+            out["rows"] += [{**row, "synchronous": sync} for row in timed]
             # Settings again after the run: nothing switched them meanwhile (a checkpoint cannot).
             stores = [c for c in contenders if not isinstance(c, FsyncProbe)]
-            for contender in stores:
-                mine = isinstance(contender, Kit)
-                check_durability(contender.name, contender.store.connection if mine else contender.conn,
-                                 "WAL" if mine else contender.journal_mode, synchronous)
-            found = agreement(data, stores, touched=written_users(plan))
-            checks += [{**check, "synchronous": synchronous} for check in found]
+            for c in stores:
+                check_durability(c.name, c.conn, c.journal_mode, sync)
+            out["checks"] += [{**check, "synchronous": sync}
+                              for check in agreement(data, stores, touched=written_users(plan))]
         finally:
             for contender in contenders:
                 contender.close()
             shutil.rmtree(workdir, ignore_errors=True)
-    return {"rows": rows, "checks": checks, "settings": settings, "loads": loads, "fsync_call": fsync_call}
-
-
-PEER = WAL_PEER
+    return out
 
 
 @dataclasses.dataclass
@@ -159,52 +126,40 @@ class WritersConfig:
     seed: int = 1
 
 
-def _open(contender: str, path: Path, synchronous: str) -> tuple[Any, Any]:
-    """(a put(user, key, value) function, the object to close) for one worker process."""
-    if contender == MEMKIT:
-        from memkit.store import MemoryStore
-
-        store = MemoryStore(path, limits=BENCH_LIMITS, synchronous=synchronous, check_integrity=False)
-        check_durability(MEMKIT, store.connection, "WAL", synchronous)
-        return (lambda user, key, value: store.put(user, "writers", "episode", key, value)), store
-    peer = LangGraphStore(path, synchronous, wal=True)
-    return (lambda user, key, value: peer.put(user, "episode", key, value)), peer
+def _open(contender: str, path: Path, synchronous: str) -> Any:
+    """The contender's store on `path` for one worker process, PRAGMA-checked."""
+    store = Kit(path, synchronous) if contender == MEMKIT else LangGraphStore(path, synchronous, wal=True)
+    check_durability(contender, store.conn, store.journal_mode, synchronous)
+    return store
 
 
 USER_SHARE = 500
 """A writer moves to a new user every this many writes of a round: within the bench's per-user quota (900)."""
 
 
-def _user(worker: int, round_no: int, written: int) -> str:
-    # Users of their own in each round: the rounds write into one file, and a user written to in
-    # two rounds could pass the quota. No '.': SqliteStore refuses it in a namespace.
-    return f"writer{worker}-r{round_no}-{written // USER_SHARE}"
-
-
 def _worker(contender: str, path: str, synchronous: str, worker: int, round_no: int, seconds: float,
             barrier: Any, results: Any) -> None:
-    import random
-
-    put, handle = _open(contender, Path(path), synchronous)
+    store = _open(contender, Path(path), synchronous)
     rng = random.Random(worker * 1000 + round_no)
     written = 0
     try:
         barrier.wait()
         started = time.monotonic()
-        deadline = started + seconds
-        while time.monotonic() < deadline:
-            put(_user(worker, round_no, written), f"w.r{round_no}.{written}", sentence(rng))
+        while time.monotonic() < started + seconds:
+            # Users of their own in each round: the rounds write into one file, and a user written to
+            # in two rounds could pass the quota. No '.': SqliteStore refuses it in a namespace.
+            store.put(f"writer{worker}-r{round_no}-{written // USER_SHARE}", "episode", f"w.r{round_no}.{written}",
+                      sentence(rng))
             written += 1
         stopped = time.monotonic()
     finally:
-        handle.close()
+        store.close()
     results.put({"worker": worker, "written": written, "started": started, "stopped": stopped})
 
 
 def _round(contender: str, path: Path, config: WritersConfig, round_no: int) -> dict[str, Any]:
     context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(config.processes)
-    results = context.Queue()
+    barrier, results = context.Barrier(config.processes), context.Queue()
     procs = [context.Process(target=_worker, args=(contender, str(path), config.synchronous, w, round_no,
                                                    config.seconds, barrier, results))
              for w in range(config.processes)]
@@ -223,39 +178,33 @@ def _round(contender: str, path: Path, config: WritersConfig, round_no: int) -> 
 
 
 def _keys_written(contender: str, path: Path, config: WritersConfig) -> dict[str, int]:
-    """How many `w.*` keys each writer user holds in the file afterwards."""
-    _put, handle = _open(contender, path, config.synchronous)
+    """How many `w.*` keys each writer holds in the file afterwards (its users' records, by worker)."""
+    store = _open(contender, path, config.synchronous)
     try:
-        conn = handle.connection if contender == MEMKIT else handle.conn
-        if contender == MEMKIT:
-            rows = conn.execute("SELECT user_id FROM memories WHERE memory_key LIKE 'w.%'").fetchall()
-        else:
-            rows = conn.execute("SELECT prefix FROM store WHERE key LIKE 'w.%'").fetchall()
-        out: dict[str, int] = {}
-        for (owner,) in rows:  # memkit's user id, or the peer's namespace text "memkit.writerN-M.episode"
-            worker = (owner.split(".")[1] if contender != MEMKIT else owner).split("-")[0]
-            out[worker] = out.get(worker, 0) + 1
-        return out
+        # memkit's user id, or the peer's namespace text "memkit.writerN-M.episode"
+        sql = ("SELECT user_id FROM memories WHERE memory_key LIKE 'w.%'" if contender == MEMKIT else
+               "SELECT substr(prefix, 8) FROM store WHERE key LIKE 'w.%'")
+        return dict(Counter(owner.split("-")[0] for (owner,) in store.conn.execute(sql)))
     finally:
-        handle.close()
+        store.close()
 
 
 def run_writers(config: WritersConfig, log: Any = print) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-writers-"))
     try:
         data = make_dataset(config.size, config.seed)
-        paths = {MEMKIT: workdir / "kit.sqlite3", PEER: workdir / "langgraph.sqlite3"}
+        paths = {MEMKIT: workdir / "kit.sqlite3", WAL_PEER: workdir / "langgraph.sqlite3"}
         build_kit_file(paths[MEMKIT], data)
-        LangGraphStore(paths[PEER], config.synchronous, wal=True, data=data).close()
+        LangGraphStore(paths[WAL_PEER], config.synchronous, wal=True, data=data).close()
         rounds: list[dict[str, Any]] = []
-        order = [MEMKIT, PEER]
-        for r in range(config.rounds):
-            for contender in order[r % 2:] + order[:r % 2]:
-                rounds.append(_round(contender, paths[contender], config, r))
-        totals = {c: sum(x["written"] for x in rounds if x["contender"] == c) for c in order}
-        found = {c: _keys_written(c, paths[c], config) for c in order}
-        checks = {c: sum(found[c].values()) == totals[c] for c in order}
-        medians = {c: statistics.median(x["writes_per_s"] for x in rounds if x["contender"] == c) for c in order}
+
+        def one_round(contender: str, r: int) -> float:
+            rounds.append(_round(contender, paths[contender], config, r))
+            return float(rounds[-1]["writes_per_s"])
+        medians = {c: statistics.median(v) for c, v in alternate(config.rounds, list(paths), one_round).items()}
+        totals = {c: sum(x["written"] for x in rounds if x["contender"] == c) for c in paths}
+        found = {c: _keys_written(c, paths[c], config) for c in paths}
+        checks = {c: sum(found[c].values()) == totals[c] for c in paths}
         log(f"    {config.processes} writers, {config.seconds:g} s x {config.rounds} rounds: "
             + ", ".join(f"{c} {m:.0f} writes/s" for c, m in medians.items())
             + ("" if all(checks.values()) else f"  KEYS MISSING {found} vs {totals}"))
@@ -266,26 +215,10 @@ def run_writers(config: WritersConfig, log: Any = print) -> dict[str, Any]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-_SQL = MemoryStore.statements()
-PARTS = [  # (how the statement starts, its part), in the order a put runs them
-    ("BEGIN IMMEDIATE", "BEGIN IMMEDIATE (the write lock), the clock"),
-    (_SQL.select_for_put.split("?")[0], "read: current row, both quota counters, last revision"),
-    (_SQL.take_sequence.split("?")[0], "take the next number of the sequence (store_meta)"),
-    (_SQL.insert_memory.split("?")[0], "insert the memory (its 2 indexes, the counter triggers)"),
-    (_SQL.insert_event.split("?")[0], "insert the event (history, 1 index)"),
-    (_SQL.count_events.split("?")[0], "the history bound: count the user's events"),
-    (_SQL.prune_events.split("?")[0], "the history bound: prune the oldest (past the bound only)"),
-    ("PRAGMA page_count", "size cap check"),
-    ("COMMIT", "COMMIT (the WAL frames), the record for the caller"),
-]
-BEFORE = "argument checks, lock (Python)"
-
-
 @dataclasses.dataclass
 class ProfileConfig:
     size: int = 10_000
     writes: int = 60
-    puts: int = 400
     seed: int = 1
 
 
@@ -322,68 +255,16 @@ def _writer(contender: Any, data: Any, rng: random.Random) -> Callable[[str, int
     return run
 
 
-def _part(sql: str) -> str:
-    """The part a traced statement belongs to (the trace shows it with its values filled in)."""
-    sql = sql.strip()
-    return next((part for start, part in PARTS if sql.startswith(start)), sql[:40])
-
-
-def _parts(store: MemoryStore, data: Any, rng: random.Random, puts: int) -> dict[str, float]:
-    conn = store.connection
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    marks: list[tuple[float, str]] = []
-    conn.set_trace_callback(lambda sql: marks.append((time.perf_counter(), sql)))
-    spans: dict[str, list[float]] = {}
-    try:
-        for i in range(puts):
-            user, value = data.users[i % len(data.users)], sentence(rng)
-            marks.clear()
-            started = time.perf_counter()
-            store.put(user, "profile", "episode", f"parts.{i}", value)
-            ended = time.perf_counter()
-            points = [(started, BEFORE)] + [(at, _part(sql)) for at, sql in marks]
-            points.append((ended, ""))
-            for (at, name), (then, _) in itertools.pairwise(points):
-                spans.setdefault(name, []).append(then - at)
-            spans.setdefault("whole put", []).append(ended - started)
-    finally:
-        conn.set_trace_callback(None)
-    return {name: statistics.median(times) for name, times in spans.items()}
-
-
-def _history_bound(path: Path, writes: int, rng: random.Random) -> dict[str, float]:
-    """The median update at NORMAL, with the default limits (64 records, 256 history events per user), of
-    a user whose history is at the bound (each write prunes its oldest event) and of one below it."""
-    limits = Limits()
-    with MemoryStore(path, limits=limits, synchronous="NORMAL", check_integrity=False) as store:
-        keys = [f"k{n}" for n in range(limits.max_records_per_user)]
-        for user in ("at the bound", "below the bound"):
-            owner = user.replace(" ", "-")
-            with store.transaction():
-                for key in keys:
-                    store.put(owner, "profile", "episode", key, sentence(rng))
-        with store.transaction():  # fill the one user's history to its bound
-            for n in range(limits.max_events_per_user):
-                store.put("at-the-bound", "profile", "episode", keys[n % len(keys)], f"{sentence(rng)} {n}")
-        times: dict[str, list[float]] = {"at the bound": [], "below the bound": []}
-        for n in range(writes):
-            for user, spans in times.items():
-                started = time.perf_counter()
-                store.put(user.replace(" ", "-"), "profile", "episode", keys[n % len(keys)], f"{sentence(rng)} w{n}")
-                spans.append(time.perf_counter() - started)
-    return {user: statistics.median(spans) for user, spans in times.items()}
-
-
 def run_profile(config: ProfileConfig, log: Any = print) -> dict[str, Any]:
+    """WAL pages per write of memkit (with and without the trigram index) and of `SqliteStore (WAL)`."""
     workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-profile-"))
     try:
         data = make_dataset(config.size, config.seed)
         rng = random.Random(config.seed)
         pages: dict[str, Any] = {}
-        build_kit_file(workdir / "kit.sqlite3", data)
-        build_kit_file(workdir / "indexed.sqlite3", data, INDEXED_LIMITS)
-        for name, path, limits in (("memkit", workdir / "kit.sqlite3", BENCH_LIMITS),
-                                   ("memkit (trigram index kept)", workdir / "indexed.sqlite3", INDEXED_LIMITS)):
+        for name, limits in ((MEMKIT, BENCH_LIMITS), (MEMKIT_INDEXED, INDEXED_LIMITS)):
+            path = workdir / f"{len(pages)}.sqlite3"
+            build_kit_file(path, data, limits)
             kit = Kit(path, "NORMAL", limits)
             try:
                 pages[name] = _pages_by_tree(kit.store.connection, path, _writer(kit, data, rng), config.writes)
@@ -395,17 +276,8 @@ def run_profile(config: ProfileConfig, log: Any = print) -> dict[str, Any]:
                                               config.writes)
         finally:
             peer.close()
-        kit = Kit(workdir / "kit.sqlite3", "NORMAL")
-        try:
-            parts = _parts(kit.store, data, rng, config.puts)
-        finally:
-            kit.close()
-        bound = _history_bound(workdir / "bound.sqlite3", config.writes, rng)
         log("    pages per write: " + "; ".join(
             f"{name} " + ", ".join(f"{op} {p['total']:.1f}" for op, p in ops.items()) for name, ops in pages.items()))
-        log("    memkit put at NORMAL, by part: " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in parts.items()))
-        log("    an update at NORMAL, default limits: " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in bound.items()))
-        return {"pages": pages, "parts_s": parts, "size": config.size, "writes": config.writes, "puts": config.puts,
-                "history_bound_s": bound}
+        return {"pages": pages, "size": config.size, "writes": config.writes}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

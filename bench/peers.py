@@ -1,24 +1,12 @@
-"""The contenders beside memkit's store: langgraph's `SqliteStore`, and the disk's fsync.
+"""The contenders beside memkit's store: langgraph's `SqliteStore`, and the disk's sync.
 
-`LangGraphStore` is what a user would pick instead of memkit's store, in two configurations:
-`SqliteStore (rollback journal)`, its default (`sqlite3.connect` as `SqliteStore.from_conn_string`
-opens it: autocommit, SQLite's own journal mode DELETE), and `SqliteStore (WAL)`. In both the suite
-sets `synchronous` to the run's setting, like every SQLite contender, and reads it back with PRAGMA
-(`durability`): no contender is measured at a weaker setting than the table says. Namespace
-`("memkit", user, kind)`, the memory key as the item key, the value as `{"value": ..., "at": ...}`
-(`at` in memkit's format: the store's own `updated_at` has seconds only, too coarse for "newest
-first"). The peer keeps no event history and checks no quota: it does less per write than memkit.
-It has no substring search (its `query` needs an embedding index), so `search` does what its user
-would: list the user's items and filter them in Python by memkit's rule, newest first.
-
-`FsyncProbe` is the physical floor of a durable commit: a commit at FULL in WAL mode writes its
-pages to the WAL and waits for one sync of it. The probe writes one 4 KiB page and syncs
-(`fdatasync` where the platform has it, as SQLite does), on a file beside the databases, with a
-store's write methods so it is timed in the same rounds. `FsyncProbe(path, frames=k)` writes what a
-commit of k pages writes instead: k WAL frames (a 24-byte header, then the page, one write each)
-through a file of 1000 frames (the automatic checkpoint's size), then one sync: how much of a
-store's write time its page count alone explains. `PagesProbe` writes, for each write kind, exactly
-the pages a store's write of that kind was measured to add (its own page count's sync).
+`LangGraphStore` is what a user would pick instead, as `SqliteStore (rollback journal)` (its default,
+as `SqliteStore.from_conn_string` opens it) and `SqliteStore (WAL)`, each at the run's `synchronous`,
+read back with PRAGMA (`durability`). A memory is the item `("memkit", user, kind) / key ->
+{"value", "at"}`; it keeps no history and checks no quota, and its `search` lists the user's items
+and filters them in Python by memkit's rule (it has no substring search). `FsyncProbe` (one 4 KiB
+page and a sync) and `PagesProbe` (exactly the WAL frames a store's write adds, and one sync) are
+the floors of a durable commit, timed as contenders in the same rounds (NOTES.md has the details).
 """
 
 from __future__ import annotations
@@ -145,57 +133,45 @@ def make_peers(workdir: Path, data: DataSet, synchronous: str) -> tuple[list[Lan
     return peers, load
 
 
-PAGE = 4096
-PAGES = 64
-"""The probe cycles over this many pages, as a WAL file grows and is reset after a checkpoint."""
-
-
-FRAME_HEADER = 24
+PAGE, FRAME_HEADER = 4096, 24
 WAL_FRAMES = 1000
-"""Frames the `frames` probe cycles through: SQLite's automatic checkpoint comes at 1000 pages."""
+"""The probes cycle through a file of this many WAL frames: SQLite's automatic checkpoint comes at 1000 pages."""
 
 
 class FsyncProbe:
-    """Write one page (or `frames` WAL frames) and sync: what a durable commit waits for, without a database."""
+    """Write one 4 KiB page and sync: the floor of a durable commit, timed as a store's write."""
 
     name = "fsync (4 KiB write)"
 
-    def __init__(self, path: Path, frames: int | None = None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.frames = frames
-        if frames is not None:
-            self.name = f"sync of {frames} WAL frames"
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         self._sync = getattr(os, "fdatasync", os.fsync)
         self.call = "fdatasync" if self._sync is not os.fsync else "fsync"
-        self._block = b"\x5a" * PAGE
-        self._header = b"\xa5" * FRAME_HEADER
-        self._n = 0
-        self.frames_written = 0
-        """WAL frames written so far (the frame probes)."""
-        size = PAGES * PAGE if frames is None else WAL_FRAMES * (FRAME_HEADER + PAGE)
-        os.pwrite(self.fd, b"\x5a" * size, 0)  # allocated once, as a WAL that is reused
+        self._n = self.frames_written = 0
+        os.pwrite(self.fd, b"\x5a" * WAL_FRAMES * (FRAME_HEADER + PAGE), 0)  # allocated once, as a reused WAL
         os.fsync(self.fd)
 
-    def _commit(self, *_: Any) -> None:
-        if self.frames is None:
-            os.pwrite(self.fd, self._block, (self._n % PAGES) * PAGE)
-            self._n += 1
-        else:
-            self._write_frames(self.frames)
-        self._sync(self.fd)
-
     def _write_frames(self, frames: int) -> None:
+        """`frames` WAL frames (a 24-byte header, then the page: one write each), as SQLite writes them."""
         self.frames_written += frames
         if self._n + frames > WAL_FRAMES:
             self._n = 0  # the WAL starts over after a checkpoint
         for _frame in range(frames):
             offset = self._n * (FRAME_HEADER + PAGE)
-            os.pwrite(self.fd, self._header, offset)
-            os.pwrite(self.fd, self._block, offset + FRAME_HEADER)
+            os.pwrite(self.fd, b"\xa5" * FRAME_HEADER, offset)
+            os.pwrite(self.fd, b"\x5a" * PAGE, offset + FRAME_HEADER)
             self._n += 1
 
-    put = delete = _commit
+    def _commit(self, *_: Any) -> None:
+        os.pwrite(self.fd, b"\x5a" * PAGE, (self._n % 64) * PAGE)
+        self._n += 1
+        self._sync(self.fd)
+
+    def put(self, *args: Any) -> None:
+        self._commit(*args)
+
+    delete = put
 
     def close(self) -> None:
         os.close(self.fd)
@@ -208,16 +184,13 @@ class PagesProbe(FsyncProbe):
 
     `pages` maps an operation to the pages one write of it adds (measured, so fractional: 7.3 is seven
     frames on most calls and eight on some, so that the mean is exact). The suite names the operation
-    it is about to time (`start_operation`); each call then writes that many frames, as
-    `FsyncProbe(frames=k)` does, and syncs once.
+    it is about to time (`start_operation`); each call then writes that many frames and syncs once.
     """
 
     def __init__(self, path: Path, name: str, pages: dict[str, float]) -> None:
-        super().__init__(path, frames=1)
-        self.name = name
-        self.pages = pages
-        self._per_call = 0.0
-        self._calls = self._done = 0
+        super().__init__(path)
+        self.name, self.pages = name, pages
+        self._per_call, self._calls, self._done = 0.0, 0, 0
 
     def start_operation(self, operation: str) -> None:
         """Write `pages[operation]` frames per call from now on (none for an operation it has no count for)."""
@@ -230,5 +203,3 @@ class PagesProbe(FsyncProbe):
         self._write_frames(due - self._done)
         self._done = due
         self._sync(self.fd)
-
-    put = delete = _commit

@@ -1,22 +1,11 @@
 """Retrieval by meaning, measured: recall at 3 on a labelled set made here, and the time at the quota.
 
-The labelled set (`semantic_set.json`): 40 records of four users (ten each: preferences and
-episodes), 34 questions, each with the one record that answers it, and 3 questions of a user who
-holds no answer (another user does). Written for this kit, not drawn from a benchmark: questions a
-person would ask an assistant, some sharing a word with their record ("which seat do I want?"),
-most not ("what coffee do I like?" for "espresso, no sugar"). Recall at 3: the share of questions
-whose record is among the first three a ranking returns. Three rankings, all of one user's records:
-
-- literal: the retrieval's rule (the task's terms, a case-folded substring of key or value),
-  ranked by how many terms matched, then newest first;
-- by meaning: `search_by_meaning` (cosine similarity of the embeddings, above the threshold);
-- combined: the literal hits first, then the records found by meaning alone (what `retrieve` does
-  within each kind).
-
-Also: how many records of OTHER users a by-meaning search returns (the store: none, by
-construction; a global nearest-neighbour search filtered afterwards is shown beside it), and the
-time of a search by meaning and of a whole `retrieve` for a user at the per-user quota, on SQLite
-and on PostgreSQL (pgvector in SQL, and the Python path on the same server).
+The labelled set (`semantic_set.json`): 40 records of four users, 34 questions each with the record
+that answers it, and 3 questions of a user who holds no answer. Three rankings of one user's records:
+literal (the retrieval's rule, most terms first, then newest), by meaning (`search_by_meaning`) and
+combined (literal hits, then by meaning: what `retrieve` does). Also how many records of other users
+a search returns (none; a global search filtered afterwards beside it), and the time of a search by
+meaning and of `retrieve` for a user at the quota, on SQLite and PostgreSQL (pgvector and Python).
 """
 
 from __future__ import annotations
@@ -25,6 +14,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +106,11 @@ def global_then_filtered(store: Any, embedder: Any) -> dict[str, int]:
     return {"questions": len(QUESTIONS), "with_foreign_records": foreign, "fewer_than_3_own_after_filter": short}
 
 
-def timing_at_quota(store: Any, embedder: Any, repeat: int) -> dict[str, float]:
-    """Median seconds for a user holding the per-user quota's records, among others at the quota."""
+QUESTION = "What coffee do I like?"
+
+
+def _at_quota(store: Any, embedder: Any) -> tuple[dict[str, int], dict[str, Callable[[], Any]]]:
+    """Fill the store with users at the per-user quota; the calls timed for one of them."""
     from memkit import retrieve
 
     quota = store.limits.max_records_per_user
@@ -127,15 +120,40 @@ def timing_at_quota(store: Any, embedder: Any, repeat: int) -> dict[str, float]:
             for n in range(quota):
                 _user, kind, key, value = RECORDS[(u * quota + n) % len(RECORDS)]
                 store.put(f"q{u}", "bench", kind, f"{key}.{n}", f"{value} ({n})")
-    question = "What coffee do I like?"
-    return {
-        "records_per_user": quota, "users": users,
-        "embed_question": median_time(lambda: embedder.embed([question]), repeat),
-        "search_by_meaning": median_time(lambda: store.search_by_meaning("q0", question, limit=3), repeat),
-        "literal_search_many": median_time(lambda: store.search_many("q0", ["coffee"], limit=8), repeat),
-        "retrieve_literal": median_time(lambda: retrieve(store, "q0", question, by_meaning=False), repeat),
-        "retrieve_combined": median_time(lambda: retrieve(store, "q0", question, by_meaning=True), repeat),
-    }
+    return {"records_per_user": quota, "users": users}, {
+        "embed_question": lambda: embedder.embed([QUESTION]),
+        "search_by_meaning": lambda: store.search_by_meaning("q0", QUESTION, limit=3),
+        "literal_search_many": lambda: store.search_many("q0", ["coffee"], limit=8),
+        "retrieve_literal": lambda: retrieve(store, "q0", QUESTION, by_meaning=False),
+        "retrieve_combined": lambda: retrieve(store, "q0", QUESTION, by_meaning=True)}
+
+
+def timing_at_quota(store: Any, embedder: Any, repeat: int) -> dict[str, float]:
+    """Median seconds for a user holding the per-user quota's records, among others at the quota."""
+    shape, calls = _at_quota(store, embedder)
+    return {**shape, **{name: median_time(call, repeat) for name, call in calls.items()}}
+
+
+def _postgres_timing(embedder: Any, repeat: int) -> dict[str, dict[str, float]]:
+    """The same on the pgserver wheel's PostgreSQL 16 (it has pgvector): ranked in SQL by pgvector,
+    and in Python (the path of a server without it) on the same rows, alternating call by call so
+    that both see the same load."""
+    from memkit.store import PostgresStore, start_embedded_postgres
+
+    with start_embedded_postgres() as server, PostgresStore(server.url, schema="quota", embedder=embedder) as store:
+        vector_schema = store.vector_schema
+        if vector_schema is None:
+            return {}
+        shape, calls = _at_quota(store, embedder)
+        times: dict[str, dict[str, list[float]]] = {"pgvector": {}, "Python": {}}
+        for _ in range(repeat):
+            for path, schema in (("pgvector", vector_schema), ("Python", None)):
+                store.vector_schema = schema
+                for name, call in calls.items():
+                    times[path].setdefault(name, []).append(median_time(call, 1, warm=False))
+        store.vector_schema = vector_schema
+    return {f"PostgreSQL ({path})": {**shape, **{k: statistics.median(v) for k, v in figures.items()}}
+            for path, figures in times.items()}
 
 
 def run(postgres: bool = True, repeat: int = 50) -> dict[str, Any]:
@@ -157,38 +175,3 @@ def run(postgres: bool = True, repeat: int = 50) -> dict[str, Any]:
         if postgres:
             results["timing"].update(_postgres_timing(embedder, repeat))
     return results
-
-
-def _postgres_timing(embedder: Any, repeat: int) -> dict[str, dict[str, float]]:
-    """The same on the pgserver wheel's PostgreSQL 16 (it has pgvector): ranked in SQL by pgvector,
-    and in Python (the path of a server without it) on the same rows, alternating call by call so
-    that both see the same load."""
-    from memkit import retrieve
-    from memkit.store import PostgresStore, start_embedded_postgres
-
-    question = "What coffee do I like?"
-    with start_embedded_postgres() as server, PostgresStore(server.url, schema="quota", embedder=embedder) as store:
-        vector_schema = store.vector_schema
-        if vector_schema is None:
-            return {}
-        base = timing_at_quota(store, embedder, 3)  # fills the store; its times are redone below
-        calls = {
-            "search_by_meaning": lambda: store.search_by_meaning("q0", question, limit=3),
-            "retrieve_combined": lambda: retrieve(store, "q0", question, by_meaning=True),
-            "literal_search_many": lambda: store.search_many("q0", ["coffee"], limit=8),
-            "retrieve_literal": lambda: retrieve(store, "q0", question, by_meaning=False),
-            "embed_question": lambda: embedder.embed([question]),
-        }
-        times: dict[str, dict[str, list[float]]] = {"pgvector": {k: [] for k in calls},
-                                                    "Python": {k: [] for k in calls}}
-        for _ in range(repeat):
-            for path in ("pgvector", "Python"):
-                store.vector_schema = vector_schema if path == "pgvector" else None
-                for name, call in calls.items():
-                    started = time.perf_counter()
-                    call()
-                    times[path][name].append(time.perf_counter() - started)
-        store.vector_schema = vector_schema
-    return {f"PostgreSQL ({path})": {**{k: base[k] for k in ("records_per_user", "users")},
-                                     **{k: statistics.median(v) for k, v in figures.items()}}
-            for path, figures in times.items()}

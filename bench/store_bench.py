@@ -9,14 +9,14 @@ checks confirm the contenders still agree: the same search results, values and r
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from .contenders import make_contenders
 from .data import MISS_QUERY_STEM, DataSet, hit_query, make_dataset, sentence, task_text
-from .timing import rotated, run_batch, summarize
+from .timing import alternate, run_batch, summarize
 
 OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)",
               "retrieval context", "delete")
@@ -110,27 +110,27 @@ def written_users(plan: dict[str, list[list[tuple[Any, ...]]]]) -> set[str]:
 
 
 def time_operations(size: int, contenders: list[Any], plan: dict[str, list[list[tuple[Any, ...]]]],
-                     operations: tuple[str, ...], config: StoreConfig, log: Any) -> list[dict[str, Any]]:
+                    operations: tuple[str, ...], config: StoreConfig, log: Any) -> list[dict[str, Any]]:
     """Time every operation: `rounds` rounds, each running every contender that has the method, in
     rotating order, on the same items; one row per (operation, contender) with median and spread."""
     rows: list[dict[str, Any]] = []
     for op in operations:
         able = [c for c in contenders if hasattr(c, METHOD[op])]
-        samples: dict[str, list[float]] = {c.name: [] for c in able}
-        calls: dict[str, int] = {c.name: 0 for c in able}
+        calls = dict.fromkeys((c.name for c in able), 0)
         cap = None if op in WRITES else config.read_cap_s
         for contender in able:  # a probe that writes a page count per write kind (peers.PagesProbe)
             if hasattr(contender, "start_operation"):
                 contender.start_operation(op)
-        for r in range(config.rounds):
-            for contender in rotated(able, r):
-                per_call, done = run_batch(getattr(contender, METHOD[op]), plan[op][r], cap)
-                samples[contender.name].append(per_call)
-                calls[contender.name] += done
-        for name, times in samples.items():
-            rows.append({"size": size, "operation": op, "contender": name, "calls": calls[name], **summarize(times)})
-        medians = {name: summarize(t)["median_s"] for name, t in samples.items()}
-        log(f"    {op:<18} " + "  ".join(f"{n} {m * 1e6:9.1f} us" for n, m in medians.items()))
+
+        def measure(contender: Any, r: int, op: str = op, cap: float | None = cap,
+                    calls: dict[str, int] = calls) -> float:
+            seconds, done = run_batch(getattr(contender, METHOD[op]), plan[op][r], cap)
+            calls[contender.name] += done
+            return seconds
+        samples = alternate(config.rounds, able, measure)
+        rows += [{"size": size, "operation": op, "contender": name, "calls": calls[name], **summarize(times)}
+                 for name, times in samples.items()]
+        log(f"    {op:<18} " + "  ".join(f"{r['contender']} {r['median_s'] * 1e6:9.1f} us" for r in rows[-len(able):]))
     return rows
 
 

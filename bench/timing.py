@@ -28,7 +28,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def run_batch(method: Callable[..., Any], items: Sequence[tuple[Any, ...]], cap_s: float | None,
+def run_batch(method: Callable[..., Any], items: Sequence[tuple[Any, ...]], cap_s: float | None = None,
               min_items: int = 3) -> tuple[float, int]:
     """Call `method(*item)` for the items; stop early after `cap_s` seconds (at least `min_items`).
 
@@ -54,29 +54,32 @@ def run_batch(method: Callable[..., Any], items: Sequence[tuple[Any, ...]], cap_
 
 def per_call(call: Callable[[int], Any], n: int) -> float:
     """Seconds per call of `call(i)` for i in range(n), the garbage collector paused."""
-    with paused_gc():
-        started = time.perf_counter()
-        for i in range(n):
-            call(i)
-        return (time.perf_counter() - started) / n
+    return run_batch(call, [(i,) for i in range(n)])[0]
 
 
 def median_time(call: Callable[[], Any], repeat: int, warm: bool = True) -> float:
     """Median seconds of `repeat` calls of `call` (after one untimed call when `warm`)."""
     if warm:
         call()
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+    return statistics.median(run_batch(call, [()])[0] for _ in range(repeat))
 
 
 def rotated(names: Sequence[Any], round_no: int) -> list[Any]:
     """`names` rotated by the round number: each contender takes every position in turn."""
     k = round_no % len(names)
     return list(names[k:]) + list(names[:k])
+
+
+def alternate(rounds: int, contenders: Sequence[Any], measure: Callable[[Any, int], float],
+              samples: dict[Any, list[float]] | None = None, offset: int = 0,
+              key: Callable[[Any], Any] = lambda c: getattr(c, "name", c)) -> dict[Any, list[float]]:
+    """`measure(contender, round)` for every contender in every round, in rotating order; the
+    samples by `key(contender)` (added to `samples` when given)."""
+    samples = {} if samples is None else samples
+    for r in range(rounds):
+        for contender in rotated(contenders, r + offset):
+            samples.setdefault(key(contender), []).append(measure(contender, r))
+    return samples
 
 
 def summarize(samples: list[float]) -> dict[str, float]:
