@@ -30,14 +30,14 @@ written, safe to run again), and the other goes on.
 Why row locks and not SERIALIZABLE with a bounded retry: writes change counter rows that racing
 writers change too (a user's, and at the edge of a cap every shard), so under SERIALIZABLE they
 conflict there and all but one are rolled back and retried, where with locks they simply queue.
-Measured before the shards (one counter row for the whole store) (`python -m bench.pg_bench
---isolation`: 4 writer processes, 1000 puts for one user at the per-user quota's edge, the store's
-statements on raw connections, two runs on a shared 2-core machine): row locks 128 and 77 puts/s,
-no retry, no write refused; SERIALIZABLE with up to 10 retries 89 and 60 puts/s, 1.4 and 1.6
-retries per put, and 48 and 51 writes (5%) still refused after the tenth. Both kept the quota and
-every revision. With the shards (`python -m bench pg-isolation`, two runs on an idle 2-core
-machine): row locks 453 and 443 puts/s, none refused; SERIALIZABLE 504 and 513, 0.5 retries per put,
-and 1.4-2.4% of writes still refused after the tenth. A retry would also have to replay the
+Measured by a bench suite since retired (bench/RESULTS.md, "Retired measurements"): 4 writer
+processes, 1000 puts for one user at the per-user quota's edge, the store's statements on raw
+connections, two runs each. Before the shards (one counter row for the whole store, a shared 2-core
+machine): row locks 128 and 77 puts/s, no retry, no write refused; SERIALIZABLE with up to 10
+retries 89 and 60 puts/s, 1.4 and 1.6 retries per put, and 48 and 51 writes (5%) still refused
+after the tenth. Both kept the quota and every revision. With the shards (an idle 2-core machine):
+row locks 453 and 443 puts/s, none refused; SERIALIZABLE 504 and 513, 0.5 retries per put, and
+1.4-2.4% of writes still refused after the tenth. A retry would also have to replay the
 caller's whole `transaction()` block, which memkit cannot do for a caller; a lock wait replays
 nothing.
 
@@ -78,7 +78,6 @@ _BEGIN_SETTLING = "BEGIN; SET LOCAL memkit_tx.settles = on"
 
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
-_CHECK_USER_SQL, _SETTLE_SQL = pg_counters.CHECK_USER_SQL, pg_counters.SETTLE_SQL  # bench/ imports these names
 
 
 class PostgresDatabase:
