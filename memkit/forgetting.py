@@ -205,7 +205,7 @@ def _names(place: str, name: str) -> bool:
     """Whether `name` (a Redis URL or a folder) names `place`."""
     try:
         read = read_place(place)
-    except ValueError:
+    except WindowError:
         return False
     if read.kind == REDIS and "://" in name:
         try:
@@ -249,7 +249,7 @@ def window_status(store: Store, *, redis_url: str | None = None) -> list[dict[st
                 raise WindowError("this memkit does not know that kind of window place")
         except NoAnswer as exc:
             entry.update(state="gone or moved" if entry["kind"] == WORKSPACE else "no answer", error=str(exc))
-        except (MemkitError, OSError, ValueError) as exc:
+        except (MemkitError, OSError) as exc:
             entry.update(state="refuses", error=str(exc))
         report.append(entry)
     return report
@@ -294,7 +294,10 @@ def drop_window(store: Store, name: str, *, redis_url: str | None = None,
 
 def _refuse_existing_folder(place: str) -> None:
     """Refuse to call a workspace window gone while its folder (and so perhaps its turns) exists."""
-    read = read_place(place)
+    try:
+        read = read_place(place)
+    except WindowError as exc:
+        raise WindowError(f"{exc}. Nothing was changed") from None
     if read.kind == WORKSPACE and not _folder_gone(read.folder):
         raise WindowError(f"{describe(place)} is not gone: its folder still exists, and its append-only file may "
                           "hold turns even with no server running. Remove the folder if it is meant to go, or let "
@@ -337,7 +340,7 @@ def _check_folder(folder: str) -> None:
 def _kind(place: str) -> str:
     try:
         return read_place(place).kind
-    except ValueError:
+    except WindowError:
         return "unknown"
 
 

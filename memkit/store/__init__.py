@@ -1,8 +1,9 @@
 """The long-term store: user-scoped memories in one SQLite file, or in a PostgreSQL database.
 
 `Store` is the one façade, over either backend; `MemoryStore` opens it on a SQLite file and
-`PostgresStore` on PostgreSQL (neither is the other, neither overrides a method of `Store`);
-`open_store` opens either from a path or a `postgresql://` URL. Each concept lives in one module:
+`PostgresStore` on PostgreSQL (neither is the other; each has its own `__init__` and `__repr__` and
+overrides no operation of `Store`); `open_store` opens either from a path or a `postgresql://` URL.
+Each concept lives in one module:
 
 - `backend`: the `Backend` protocol, what the façade and the shared modules ask of a database
   (transactions, reads, the per-user lock, the quota and size checks, identity), and the quota and

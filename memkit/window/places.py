@@ -27,6 +27,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..errors import WindowError
 from ..servers.redis_client import check_redis_url
 from ..servers.workspace_folder import socket_folder_of
 
@@ -51,17 +52,22 @@ def read_place(place: str) -> Place:
     """A place's JSON text (as `workspace_place` and `url_place` write it), read.
 
     Raises:
-        ValueError: `place` is not a JSON object, or a workspace place names no folder or a Redis
-            place no URL (a text this memkit did not write).
+        WindowError: `place` is not a JSON object, or a workspace place names no folder or a Redis
+            place no URL (a text this memkit did not write). Forgetting then counts the place as
+            one it could not reach, and refuses, as for any window it cannot clear.
     """
-    data = json.loads(place)
+    try:
+        data = json.loads(place)
+    except ValueError:
+        data = None
     if not isinstance(data, dict):
-        raise ValueError(f"a window place is a JSON object, not {place!r}")
+        raise WindowError(f"the window place {place!r} is not a JSON object: this memkit did not write it")
     kind = str(data.get("kind", "unknown"))
     folder = data.get("folder") if kind == WORKSPACE else ""
     url = data.get("url") if kind == REDIS else ""
     if not isinstance(folder, str) or not isinstance(url, str):
-        raise ValueError(f"the {kind} window place {place!r} names no {'folder' if kind == WORKSPACE else 'URL'}")
+        what = "folder" if kind == WORKSPACE else "URL"
+        raise WindowError(f"the {kind} window place {place!r} names no {what}: this memkit did not write it")
     return Place(kind, str(data.get("prefix", "memkit")), folder, url)
 
 
@@ -135,7 +141,7 @@ def describe(place: str) -> str:
     """A place as a person reads it: "the workspace window in /path" or "Redis at redis://host:6379/0"."""
     try:
         read = read_place(place)
-    except ValueError:
+    except WindowError:
         return f"an unknown window place {place!r}"
     prefix = f" (key prefix {read.prefix!r})" if read.prefix != "memkit" else ""
     if read.kind == WORKSPACE:

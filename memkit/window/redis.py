@@ -193,8 +193,8 @@ class RedisWindow(ShortTermWindow):
     def ttl(self) -> float:
         """Seconds of inactivity after which Redis drops a session's window (archived `sweep_margin`
         seconds before). Settable: each session's next append or read takes the new value (one nobody
-        touches keeps its expiry). Setting 0.01 s or less, more than `MAX_TTL_SECONDS` (ten years), not
-        a finite number, or not above `sweep_margin`: ValidationError, and nothing changes.
+        touches keeps its expiry). Setting 0.01 s or less, more than `expiry.MAX_TTL_SECONDS` (ten years),
+        not a finite number, or not above `sweep_margin`: ValidationError, and nothing changes.
         """
         return self._ttl
 

@@ -527,6 +527,28 @@ def test_a_workspace_folder_that_is_a_file_or_cannot_be_looked_at_is_said_so(tmp
         assert len(store.window_places()) == 2
 
 
+@pytest.mark.parametrize("place", ['{"kind": "redis", "url": 5}', '{"kind": "workspace"}', "[]", "not json"])
+def test_a_place_this_memkit_did_not_write_makes_forget_and_drop_refuse_cleanly(tmp_path, place):
+    db = tmp_path / "m.sqlite3"
+    with MemoryStore(db) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+        store.note_window(place)  # any text is accepted: psql, or another program, could write one
+    env = env_with()
+    forget = memkit("forget-user", "--db", str(db), "--user", "alice", "--confirm", env=env)
+    assert forget.returncode == 2 and "Traceback" not in forget.stderr, forget.stderr
+    assert "NOT forgotten" in forget.stderr and "did not write it" in forget.stderr
+    drop = memkit("windows", "--db", str(db), "--drop", place, "--confirm", env=env)
+    assert drop.returncode == 2 and "Traceback" not in drop.stderr, drop.stderr
+    assert "Nothing was changed" in drop.stderr and "did not write it" in drop.stderr
+    listed = memkit("windows", "--db", str(db), env=env)
+    assert listed.returncode == 0, listed.stderr
+    [entry] = json.loads(listed.stdout)["windows"]
+    assert entry["state"] == "refuses" and "did not write it" in entry["error"]
+    with MemoryStore(db) as store:  # nothing forgotten, nothing dropped
+        assert store.get("alice", "preference", "drink")["value"] == "tea"
+        assert store.window_places() == [place]
+
+
 def test_listing_the_windows_leaves_an_older_file_at_its_version(tmp_path):
     import sqlite3
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from memkit.errors import WindowError
 from memkit.window.places import REDIS, WORKSPACE, Place, describe, read_place, url_place, workspace_place
 
 
@@ -27,7 +28,7 @@ def test_a_place_of_a_kind_this_memkit_does_not_know_keeps_its_kind_and_describe
 
 
 @pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"kind": "workspace"}', '{"kind": "redis", "url": 6379}'])
-def test_a_text_memkit_did_not_write_is_refused_with_a_value_error_and_described_as_unknown(text):
-    with pytest.raises(ValueError):
+def test_a_text_memkit_did_not_write_is_refused_with_a_window_error_and_described_as_unknown(text):
+    with pytest.raises(WindowError, match="did not write it"):
         read_place(text)
     assert describe(text) == f"an unknown window place {text!r}"
