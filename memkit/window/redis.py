@@ -226,11 +226,7 @@ class RedisWindow(ShortTermWindow):
 
         The number is past every number the archive holds, even after Redis came back from an
         older state; when the session's backlog of pending turns is full (`max_backlog`), they are
-        archived first, in this call.
-
-        Args:
-            role: "user", "assistant" or "tool".
-            content: the text; any other value (a tool result) is stored as its `codec.dumps` JSON.
+        archived first, in this call. `role` and `content` as `ShortTermWindow.append` takes them.
 
         Raises:
             ValidationError: a bad id, role or content.
