@@ -1,13 +1,12 @@
 """The store façade's core: the state every part of `Store` shares, and what they all use.
 
 `Store` (facade.py) is one class over either backend (`Backend`, backend.py), opened by
-`MemoryStore` (SQLite) or `PostgresStore` (PostgreSQL); its methods are
-grouped by concept in parts that each extend `StoreCore`: store_records.py (records, their history,
-search literal and by meaning, forgetting), store_proposals.py (extending the records part: an
-approval writes through `put` and `delete`) and store_sessions.py (conversations, window places,
-export and import). This module holds the open
-store's state, its limits, transactions, identity (`path`, `location`, `files()`, `store_id`) and
-the embedder the parts write vectors with.
+`MemoryStore` (SQLite) or `PostgresStore` (PostgreSQL); its methods are grouped by concept in parts
+that each extend `StoreCore`: store_records.py (records, their history, search literal and by
+meaning, forgetting), store_proposals.py (extending the records part: an approval writes through
+`put` and `delete`) and store_sessions.py (conversations, window places, export and import). This
+module holds the open store's state, its limits, transactions, identity (`path`, `location`,
+`files()`, `store_id`) and the embedder the parts write vectors with.
 """
 
 from __future__ import annotations
