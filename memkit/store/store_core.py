@@ -92,8 +92,8 @@ class StoreCore:
 
     @classmethod
     def statements(cls) -> Statements:
-        """The SQL this store runs for its writes and record reads (see `memkit.store.statements`):
-        SQLite's, or on PostgreSQL the same but for `take_sequence` (a sequence) and `store_id`.
+        """The SQL this store runs for its writes, record reads and searches: `SQLITE_STATEMENTS` or
+        `PG_STATEMENTS` (`memkit.store.statements` says where they differ).
 
         Public so that a benchmark can run exactly the store's statements on its schema, and follow
         a schema change without copying SQL (bench/contenders.py's raw limit does).
