@@ -125,8 +125,7 @@ def forget_user(store: Store, user: str, *, windows: Iterable[ShortTermWindow] =
             if place in named_gone:
                 raise WindowError(f"{describe(place)} was named gone for good, but it answers: it may still hold "
                                   f"{user!r}'s turns. Nothing was removed anywhere. Forget without naming it")
-            else:
-                reached.append((describe(place), window))
+            reached.append((describe(place), window))
         reached += [(repr(window), window) for window in windows]
         if unreachable:
             raise ForgetIncomplete(

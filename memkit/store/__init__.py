@@ -3,56 +3,18 @@
 `Store` is the one façade, over either backend; `MemoryStore` opens it on a SQLite file and
 `PostgresStore` on PostgreSQL (neither is the other; each has its own `__init__` and `__repr__` and
 overrides no operation of `Store`); `open_store` opens either from a path or a `postgresql://` URL.
-Each concept lives in one module:
+Each concept lives in one module, whose docstring says what it owns:
 
-- `backend`: the `Backend` protocol, what the façade and the shared modules ask of a database
-  (transactions, reads, the per-user lock, the quota and size checks, identity), and the quota and
-  size refusals both backends raise.
-- `facade`: `Store`, made of parts by concept: `store_core` (state, limits, transactions,
-  identity: `path`, `location`, `files()`, `store_id`), `store_records` (records, history, search
-  literal and by meaning, forgetting), `store_proposals`, `store_sessions` (the transcript
-  archive, agent items, window places, export and import).
-- `steps`: the schema, declared once: an append-only list of steps, each in its SQLite and PostgreSQL form.
-- `schema`: one runner and one check at open for either backend, what a version holds derived from the steps.
-- `statements`: each backend's write statements and search SQL (`Statements`), public through
-  `MemoryStore.statements()` and `PostgresStore.statements()`.
-- `search`: the literal, case-folded substring rule on either backend, by scan or a trigram index
-  (SQLite's FTS5, kept only where the limits can use it; PostgreSQL's `pg_trgm`).
-- `bundle`: the export bundle format (JSON Lines, a JSON Schema per line, a SHA-256).
-- `archive`: the transcript archive of turns that left the short-term window.
-- `health`: `health()`, the one counter check, `inspect_file`, `fingerprint`.
-- `proposals`: saves and deletes the model proposed, kept until a person approves or rejects them.
-- `embeddings`: each record's vector (retrieval by meaning), written in the write's transaction and
-  read one user at a time, ranked in Python (or by pgvector on PostgreSQL).
-- `store_limits`: the limits a store records (table `store_limits`) and every open uses.
-- `browse`: what an inspector reads beyond records: deleted keys, sessions, a record's write number.
-- `agent_items`: the items of openai-agents sessions.
-- `peers`: other frameworks' memory files (openai-agents, LangGraph, mem0), recognised and read only.
-- `targets`: what a target names: a SQLite path, or PostgreSQL in any spelling (passwords masked).
-- `opening`: `open_store`, for a path or any PostgreSQL spelling.
-
-SQLite:
-
-- `memory`: `MemoryStore`, which opens a `SqliteDatabase` (or a `ReadOnlyDatabase`) under the façade.
-- `db`: the SQLite backend: one connection, its lock, `transaction()`, reads, the checks.
-- `readonly`: reading a file without changing it (`MemoryStore(path, read_only=True)`): `mode=ro` or
-  `immutable=1`, an older schema from a migrated copy in memory, every write refused.
-- `files`: the files on disk: checks before SQLite is pointed at them (a leftover or foreign `-wal`
-  refused), creation beside and linking into place, half-made files of dead creators removed.
-- `wal`: reading a `-wal` file as bytes (SQLite's format), to tell whose commits it holds.
-
-PostgreSQL (psycopg and psycopg_pool are imported only when a URL is opened):
-
-- `postgres`: the PostgreSQL backend: transactions, the per-user lock, the quota and size checks.
-- `pg_counters`: its counters: each user's row (their lock, the per-user quota) and the store-wide
-  counts in shards (the global quota and the size cap; step 13's statements), settled by each write.
-- `pg_pool`: its connection pool (a connection of its own when the pool is slow).
-- `pg_connection`: a psycopg connection that runs the store's `?` SQL; passwords masked in messages.
-- `pg_schema`: PostgreSQL's part in the schema runner and check (version, lock, catalog), the
-  optional `pg_trgm` index.
-- `pg_vectors`: pgvector where the server has it; `real[]` read fast where it has not.
-- `pg_store`: `PostgresStore`, which opens a `PostgresDatabase` under the façade.
-- `start_embedded_postgres()` (from `memkit.servers.postgres`): a server of its own in a temporary folder.
+- both backends: `backend` (the `Backend` protocol), `facade` and its parts by concept
+  (`store_core`, `store_records`, `store_proposals`, `store_sessions`), `steps` (the schema,
+  declared once), `schema` (its one runner and check), `statements`, `search`, `bundle`,
+  `archive`, `health`, `proposals`, `embeddings`, `store_limits`, `browse`, `agent_items`, `peers`
+  (other frameworks' memory files), `targets` and `opening`.
+- SQLite: `memory` (`MemoryStore`), `db` (the backend), `readonly`, `files`, `wal`.
+- PostgreSQL (psycopg and psycopg_pool are imported only when a URL is opened): `postgres` (the
+  backend), `pg_counters`, `pg_pool`, `pg_connection`, `pg_schema`, `pg_vectors`, `pg_store`
+  (`PostgresStore`); `start_embedded_postgres()` (from `memkit.servers.postgres`) starts a server
+  of its own in a temporary folder.
 
 All SQL and every backend-specific rule live here; a schema change touches only this package.
 """

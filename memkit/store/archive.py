@@ -70,22 +70,14 @@ def archive_rows(db: Backend, rows: list[tuple[Any, ...]]) -> int:
     with db.transaction() as conn:
         added = db.changed(conn, "INSERT INTO transcript (user_id, session_id, turn, role, content, at)"
                                  " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
-        refuse_conflicts(conn, rows, added)
+        if added != len(rows):  # a turn was skipped: it was kept before, perhaps with other content
+            conflicts = sorted({row[2] for row in rows if tuple(conn.execute(
+                "SELECT role, content, at FROM transcript WHERE user_id = ? AND session_id = ? AND turn = ?",
+                row[:3]).fetchone()) != tuple(row[3:])})
+            if conflicts:
+                raise ArchiveConflictError(rows[0][0], rows[0][1], conflicts)
         db.check_size(conn)
     return added
-
-
-def refuse_conflicts(conn: Any, rows: list[tuple[Any, ...]], added: int) -> None:
-    """Inside the archiving transaction, after an insert that skipped turns already kept: raise an
-    `ArchiveConflictError` if a skipped turn is kept with other role, content or time (the caller's
-    transaction then rolls back). Any backend's connection whose `execute` takes `?` placeholders."""
-    if added == len(rows):  # nothing was skipped: no turn was there before
-        return
-    conflicts = sorted({row[2] for row in rows if tuple(conn.execute(
-        "SELECT role, content, at FROM transcript WHERE user_id = ? AND session_id = ? AND turn = ?",
-        row[:3]).fetchone()) != tuple(row[3:])})
-    if conflicts:
-        raise ArchiveConflictError(rows[0][0], rows[0][1], conflicts)
 
 
 def archived_turns(db: Backend, user: str, session: str) -> list[Turn]:

@@ -1,12 +1,6 @@
 """Store: the long-term memory's one façade, every read and write bound to one user, over either
-backend (`Backend`, backend.py).
-
-It checks every argument against its `Limits`, then runs the operation on its database through the
-modules that own each concept. Its methods are grouped in parts by concept (store_core.py says
-which). Two constructors open it, side by side, and override none of its methods:
-`MemoryStore(path)` (memory.py) on a SQLite file and `PostgresStore(url)` (pg_store.py) on a
-PostgreSQL database; `open_store(target)` (opening.py) picks one from the target.
-"""
+backend (`Backend`, backend.py); its methods are grouped in parts by concept (store_core.py says
+which)."""
 
 from __future__ import annotations
 

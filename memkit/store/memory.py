@@ -1,9 +1,5 @@
-"""MemoryStore: the long-term memory, every read and write bound to one user, in a SQLite file.
-
-A constructor, no more: it opens a `SqliteDatabase` (db.py; `ReadOnlyDatabase`, readonly.py, for
-`read_only=True`) and hands it to the façade, `Store` (facade.py), which runs every operation the
-same way on either backend. `PostgresStore` (pg_store.py) is its twin on PostgreSQL.
-"""
+"""MemoryStore: the long-term memory in a SQLite file; a constructor, no more (`PostgresStore`,
+pg_store.py, is its twin on PostgreSQL)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def open_store(target: str | os.PathLike[str], **options: Any) -> Store:
         ...     store.put("alice", "s1", "preference", "drink", "tea")["revision"]
         1
     """
-    conninfo = postgres_conninfo(target) if isinstance(target, str) else None
+    conninfo = postgres_conninfo(target)
     if conninfo is not None:
         from .pg_store import PostgresStore  # psycopg is an optional extra: imported only for a URL
 

@@ -43,15 +43,11 @@ class PeerFormat:
     source: str
 
 
-def _cols(*names: str) -> frozenset[str]:
-    return frozenset(names)
-
-
 PEER_FORMATS: tuple[PeerFormat, ...] = (
     PeerFormat(
         name="openai-agents SQLiteSession",
-        needs={"agent_sessions": _cols("session_id", "created_at", "updated_at"),
-               "agent_messages": _cols("id", "session_id", "message_data", "created_at")},
+        needs={"agent_sessions": frozenset({"session_id", "created_at", "updated_at"}),
+               "agent_messages": frozenset({"id", "session_id", "message_data", "created_at"})},
         group="session",
         columns=("id", "message_data", "created_at"),
         groups_sql="SELECT s.session_id, count(m.id), max(coalesce(m.created_at, s.updated_at)) FROM agent_sessions s"
@@ -64,7 +60,7 @@ PEER_FORMATS: tuple[PeerFormat, ...] = (
     ),
     PeerFormat(
         name="LangGraph SqliteStore",
-        needs={"store": _cols("prefix", "key", "value", "created_at", "updated_at")},
+        needs={"store": frozenset({"prefix", "key", "value", "created_at", "updated_at"})},
         group="namespace",
         columns=("key", "value", "created_at", "updated_at", "expires_at", "ttl_minutes"),
         groups_sql="SELECT prefix, count(*), max(updated_at) FROM store GROUP BY prefix ORDER BY 3 DESC, 1",
@@ -76,9 +72,9 @@ PEER_FORMATS: tuple[PeerFormat, ...] = (
     ),
     PeerFormat(
         name="LangGraph SqliteSaver",
-        needs={"checkpoints": _cols("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type",
-                                    "checkpoint", "metadata"),
-               "writes": _cols("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel")},
+        needs={"checkpoints": frozenset({"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
+                                         "type", "checkpoint", "metadata"}),
+               "writes": frozenset({"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel"})},
         group="thread",
         columns=("checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "metadata", "writes"),
         groups_sql="SELECT thread_id, count(*), max(checkpoint_id) FROM checkpoints"
@@ -94,8 +90,8 @@ PEER_FORMATS: tuple[PeerFormat, ...] = (
     ),
     PeerFormat(
         name="mem0 history",
-        needs={"history": _cols("id", "memory_id", "old_memory", "new_memory", "event", "created_at", "updated_at",
-                                "is_deleted")},
+        needs={"history": frozenset({"id", "memory_id", "old_memory", "new_memory", "event", "created_at",
+                                     "updated_at", "is_deleted"})},
         group="memory",
         columns=("event", "old_memory", "new_memory", "created_at", "updated_at", "is_deleted"),
         groups_sql="SELECT memory_id, count(*), max(coalesce(updated_at, created_at)) FROM history"
@@ -156,7 +152,7 @@ class PeerFile:
                 return found
         raise StoreError(f"{self.path.name} holds no {name} tables; it holds {', '.join(f.name for f in self.formats)}")
 
-    def _sql(self, fmt: PeerFormat, sql: str) -> str:
+    def _sql(self, sql: str) -> str:
         have = self.tables.get("store", frozenset())
         return sql.format(expires_at="expires_at" if "expires_at" in have else "NULL",
                           ttl_minutes="ttl_minutes" if "ttl_minutes" in have else "NULL")
@@ -170,12 +166,12 @@ class PeerFile:
     def groups(self, name: str | None = None) -> list[dict[str, Any]]:
         """The groups of one format (sessions, namespaces, threads or memories): id, items, last."""
         fmt = self.format(name)
-        return [{fmt.group: g, "items": n, "last": last} for g, n, last in self._rows(self._sql(fmt, fmt.groups_sql))]
+        return [{fmt.group: g, "items": n, "last": last} for g, n, last in self._rows(self._sql(fmt.groups_sql))]
 
     def items(self, group: str, name: str | None = None) -> list[dict[str, Any]]:
         """The items of one group, in the order the framework reads them."""
         fmt = self.format(name)
-        rows = self._rows(self._sql(fmt, fmt.items_sql), (group,))
+        rows = self._rows(self._sql(fmt.items_sql), (group,))
         return [dict(zip(fmt.columns, _text(row), strict=True)) for row in rows]
 
     def search(self, text: str, name: str | None = None) -> list[dict[str, Any]]:
@@ -184,7 +180,7 @@ class PeerFile:
         folded = text.lower()
         args = (folded,) * fmt.search_sql.count("?")
         return [dict(zip((fmt.group, *fmt.columns), _text(row), strict=True))
-                for row in self._rows(self._sql(fmt, fmt.search_sql), args)]
+                for row in self._rows(self._sql(fmt.search_sql), args)]
 
     def describe(self) -> str:
         """One line: what the file is and how it is read."""

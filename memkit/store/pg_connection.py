@@ -6,7 +6,7 @@ for psycopg once per statement (cached), and `Row` reads like `sqlite3.Row`. Par
 the client (`psycopg.ClientCursor`), so `? IS NULL` works as in SQLite and one statement is one
 round trip.
 
-`mask` and `scrub` keep passwords out of every message and log line memkit writes.
+`scrub` keeps passwords out of every message and log line memkit writes.
 """
 
 from __future__ import annotations
@@ -205,17 +205,6 @@ class PgConnection:
 
 # -- connection strings and the secrets inside them -----------------------------------------------
 
-def mask(text: str) -> str:
-    """`text` with every password of a connection URL or key=value string shown as `***`: the one
-    masking rule of the kit (`targets.masked`: `password=`, `sslpassword=`, a URL's password whole).
-
-    Example:
-        >>> mask("postgresql://ann:s3cret@db.example/memkit?sslmode=require")
-        'postgresql://ann:***@db.example/memkit?sslmode=require'
-    """
-    return masked(text)
-
-
 def password_of(conninfo: str) -> str | None:
     """The password a connection string carries (None if it has none or cannot be parsed)."""
     try:
@@ -226,6 +215,7 @@ def password_of(conninfo: str) -> str | None:
 
 
 def scrub(text: str, secret: str | None) -> str:
-    """`text` masked (see `mask`), and with any copy of `secret` (a password) replaced by `***`."""
-    text = mask(text)
+    """`text` masked (`targets.masked`, the kit's one masking rule), and with any copy of `secret` (a
+    password) replaced by `***`."""
+    text = masked(text)
     return text.replace(secret, "***") if secret else text

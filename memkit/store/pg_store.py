@@ -1,10 +1,6 @@
-"""PostgresStore: the same long-term memory, its tables in a PostgreSQL database.
-
-A constructor, no more: it opens a `PostgresDatabase` (postgres.py, the PostgreSQL `Backend`) and
-hands it to the façade, `Store` (facade.py), which runs every operation the same way on either
-backend. `MemoryStore` (memory.py) is its twin on SQLite.
-Where PostgreSQL differs (opening, the per-user and proposal locks, search, the archive's insert
-count, health's settings, pgvector), the difference lives in postgres.py and its modules.
+"""PostgresStore: the same long-term memory, its tables in a PostgreSQL database; a constructor, no
+more. Where PostgreSQL differs (opening, the per-user and proposal locks, search, the archive's
+insert count, health's settings, pgvector), the difference lives in postgres.py and its modules.
 """
 
 from __future__ import annotations

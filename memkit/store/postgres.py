@@ -79,25 +79,12 @@ _BEGIN_SETTLING = "BEGIN; SET LOCAL memkit_tx.settles = on"
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
-
 class PostgresDatabase:
     """The store's tables in one PostgreSQL schema, reached through a connection pool: the
     PostgreSQL `Backend` (backend.py).
 
-    Args:
-        conninfo: a `postgresql://` URL (or a libpq key=value string).
-        limits: the store's limits; `busy_timeout_ms` is also how long a write waits for another's
-            lock (`lock_timeout`) and a call for a connection.
-        synchronous: `"FULL"` sets `synchronous_commit = on` (a commit waits for its WAL to reach
-            the disk); `"NORMAL"` sets it `off` (the last commits before a server crash may be lost,
-            the database stays consistent).
-        schema: the PostgreSQL schema (namespace) that holds the store's tables; made if missing.
-        pool_size: the most connections the pool opens (threads beyond it wait for one).
-        create: make the store's tables where there are none yet; False refuses instead.
-
-    Raises:
-        StoreError: the URL is malformed, the server cannot be reached, or the schema holds another
-            program's objects or a newer or malformed memkit schema (left unchanged).
+    Args and Raises: as `PostgresStore`'s (pg_store.py), `conninfo` being its `url` (or a libpq
+    key=value string), and a malformed memkit schema refused as a newer one is.
     """
 
     search_index: bool = False

@@ -53,10 +53,6 @@ def check_id(proposal_id: object) -> int:
     return proposal_id
 
 
-def _parse(moment: str) -> _dt.datetime:
-    return _dt.datetime.strptime(moment, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.UTC)
-
-
 def to_proposal(row: Any, now: _dt.datetime) -> Proposal:
     """A row of `_SELECT` as a `Proposal`.
 
@@ -82,7 +78,7 @@ def to_proposal(row: Any, now: _dt.datetime) -> Proposal:
         "expired": row["status"] == "pending" and row["expires_at"] <= iso(now),
         "created_at": created,
         "expires_at": row["expires_at"],
-        "age_seconds": max(0, int((now - _parse(created)).total_seconds())),
+        "age_seconds": max(0, int((now - _dt.datetime.fromisoformat(created)).total_seconds())),
         "decided_at": row["decided_at"],
         "decided_by": row["decided_by"],
     }

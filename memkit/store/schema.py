@@ -47,28 +47,21 @@ _DDL = re.compile(r"(CREATE|DROP) (TABLE|INDEX|FUNCTION|TRIGGER|SEQUENCE) (\w+)"
 
 
 def _created_columns(statement: str) -> tuple[str, list[str]] | None:
-    """(table, columns) of a `CREATE TABLE t (...)` statement, or None for any other statement."""
-    match = _CREATES_TABLE.match(statement)
+    """(table, columns) of a `CREATE TABLE t (...)` statement, or (view, columns) of a `CREATE VIEW v
+    AS SELECT a AS x, ... FROM t` statement (each column named by its last word: a view that stands in
+    for a table it replaced, PostgreSQL's `total_count` and `store_size` of step 13, is read, and
+    checked, like that table); None for any other statement."""
+    match = _CREATES_TABLE.match(statement) or _CREATES_VIEW.match(statement)
     if match is None:
         return None
     body = match[2]
     while (flat := _INNERMOST.sub("", body)) != body:  # what is in parentheses: types, checks, keys
         body = flat
-    names = [part.split()[0].strip('"') for part in body.split(",") if part.split()]
+    parts = [part.split() for part in body.split(",") if part.split()]
+    if match.re is _CREATES_VIEW:
+        return match[1], [words[-1].strip('"') for words in parts]
+    names = [words[0].strip('"') for words in parts]
     return match[1], [name for name in names if name.upper() not in _CONSTRAINTS]
-
-
-def _view_columns(statement: str) -> tuple[str, list[str]] | None:
-    """(view, columns) of a `CREATE VIEW v AS SELECT a AS x, ... FROM t` statement (each column named by
-    its last word), or None for any other statement: a view that stands in for a table it replaced
-    (PostgreSQL's `total_count` and `store_size`, step 13) is read, and checked, like that table."""
-    match = _CREATES_VIEW.match(statement)
-    if match is None:
-        return None
-    body = match[2]
-    while (flat := _INNERMOST.sub("", body)) != body:
-        body = flat
-    return match[1], [part.split()[-1].strip('"') for part in body.split(",") if part.split()]
 
 
 @functools.cache
@@ -76,7 +69,7 @@ def _columns(version: int, dialect: Dialect) -> tuple[tuple[str, frozenset[str]]
     columns: dict[str, list[str]] = {}
     for statements in (MIGRATIONS if dialect == "sqlite" else PG_MIGRATIONS)[:version]:
         for statement in statements:
-            created = _created_columns(statement) or _view_columns(statement)
+            created = _created_columns(statement)
             if created is not None:
                 columns[created[0]] = created[1]
             for table, column in _ADDS_COLUMN.findall(statement):

@@ -77,12 +77,12 @@ def _records(rows: Iterable[Any]) -> list[Record]:
     return [to_record(cast(Any, row)) for row in rows]  # PostgreSQL's Row reads by name, as sqlite3.Row does
 
 
-def _held(db: Searched, sql: SearchSql) -> contextlib.AbstractContextManager[Any]:
+def _held(db: Searched) -> contextlib.AbstractContextManager[Any]:
     """SQLite's store lock (one connection, shared by threads); PostgreSQL's connections are pooled."""
     return db.lock if isinstance(db, SqliteDatabase) else contextlib.nullcontext()
 
 
-def _may_index(db: Searched, sql: SearchSql) -> bool:
+def _may_index(db: Searched) -> bool:
     """SQLite builds its index when first needed; PostgreSQL has one where the server has `pg_trgm`."""
     return isinstance(db, SqliteDatabase) or db.search_index
 
@@ -91,12 +91,11 @@ def _indexed(db: Searched, sql: SearchSql, args: tuple[Any, ...], scan_args: tup
              kind: str) -> list[Any]:
     if not isinstance(db, SqliteDatabase):
         return db.fetch(sql.indexed(kind), args)
-    sqlite = db
-    if not has_search_index(sqlite.connection):
-        _change_index(sqlite, build=True)  # the threshold was lowered after open: build it now
+    if not has_search_index(db.connection):
+        _change_index(db, build=True)  # the threshold was lowered after open: build it now
     # One snapshot for the check and the query: another store may drop the index (its triggers
     # and its content, in one transaction) at any moment, and an empty index would find nothing.
-    with sqlite.reading() as conn:
+    with db.reading() as conn:
         if not has_search_index(conn):  # it could not be built (the write lock was taken): scan
             return conn.execute(sql.scan(kind), scan_args).fetchall()
         return conn.execute(sql.indexed(kind), args).fetchall()
@@ -116,8 +115,8 @@ def search(db: Searched, sql: SearchSql, user: str, query: str, limit: int, kind
     if not folded:
         return _records(db.fetch(sql.newest(kind_sql), (user, *kind_args, limit)))
     scan_args = (user, *kind_args, folded, folded, limit)
-    with _held(db, sql):
-        if len(folded) < 3 or not _may_index(db, sql) or db.user_records(user) < fts_min_user_rows:
+    with _held(db):
+        if len(folded) < 3 or not _may_index(db) or db.user_records(user) < fts_min_user_rows:
             # The user's rows through the (user_id, seq) index, newest first: the database stops
             # at the `limit`-th match, and never reads another user's rows.
             return _records(db.fetch(sql.scan(kind_sql), scan_args))
@@ -144,8 +143,8 @@ def search_many(db: Searched, sql: SearchSql, user: str, queries: Sequence[str],
     unique = list(dict.fromkeys(queries))
     if not unique or not kinds:
         return {(q, k): [] for q in queries for k in kinds}
-    with _held(db, sql):
-        if _may_index(db, sql) and db.user_records(user) >= fts_min_user_rows:
+    with _held(db):
+        if _may_index(db) and db.user_records(user) >= fts_min_user_rows:
             return {(q, k): search(db, sql, user, q, limit, k, fts_min_user_rows) for q in unique for k in kinds}
         rows = db.fetch(sql.flagged(len(unique), len(kinds)),
                         (*(fold for q in unique for fold in (q.casefold(), q.casefold())), user, *kinds))

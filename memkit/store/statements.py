@@ -32,14 +32,12 @@ class SearchSql:
     `seq`); `kind` is "" or "AND kind = ?", whose argument follows the user's.
 
     Attributes:
-        dialect: "sqlite" or "postgres".
         match: a plain substring test of both folds: (folded, folded).
         index_sql: the match through the trigram index, a template of `{columns}` and `{kind}`:
             (user, [kind,] `index_terms(folded)`..., limit).
         index_terms: the index's arguments for a folded query (its own escaping).
     """
 
-    dialect: str
     match: str
     index_sql: str
     index_terms: Callable[[str], tuple[str, ...]]
@@ -80,12 +78,7 @@ def like_pattern(folded: str) -> str:
     return "%" + folded.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _like_terms(folded: str) -> tuple[str, str]:
-    return (like_pattern(folded),) * 2
-
-
 SQLITE_SEARCH = SearchSql(
-    dialect="sqlite",
     match="(instr(key_fold, ?) > 0 OR instr(value_fold, ?) > 0)",
     # CROSS JOIN fixes the order: the index query runs once, then rows are fetched by id and
     # filtered by user. With a plain JOIN SQLite walked the user's rows and ran the MATCH again
@@ -97,13 +90,12 @@ SQLITE_SEARCH = SearchSql(
 """Search on SQLite: `instr` (a plain substring test) and the FTS5 trigram index over both folds."""
 
 PG_SEARCH = SearchSql(
-    dialect="postgres",
     match="(strpos(key_fold, ?) > 0 OR strpos(value_fold, ?) > 0)",
     # `fold LIKE '%query%'` with every `%`, `_` and `\` escaped: the GIN index can serve it and
     # PostgreSQL then rechecks it exactly. The "C" collation makes both tests byte comparisons.
     index_sql="SELECT {columns} FROM memories WHERE user_id = ? {kind} AND (key_fold LIKE ? OR value_fold LIKE ?)"
               " ORDER BY seq DESC LIMIT ?",
-    index_terms=_like_terms,
+    index_terms=lambda folded: (like_pattern(folded),) * 2,
 )
 """Search on PostgreSQL: `strpos` (as SQLite's `instr`) and the `pg_trgm` indexes over each fold."""
 

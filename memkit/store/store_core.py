@@ -1,13 +1,12 @@
 """The store façade's core: the state every part of `Store` shares, and what they all use.
 
 `Store` (facade.py) is one class over either backend (`Backend`, backend.py), opened by
-`MemoryStore` (SQLite) or `PostgresStore` (PostgreSQL); its methods are
-grouped by concept in parts that each extend `StoreCore`: store_records.py (records, their history,
-search literal and by meaning, forgetting), store_proposals.py (extending the records part: an
-approval writes through `put` and `delete`) and store_sessions.py (conversations, window places,
-export and import). This module holds the open
-store's state, its limits, transactions, identity (`path`, `location`, `files()`, `store_id`) and
-the embedder the parts write vectors with.
+`MemoryStore` (SQLite) or `PostgresStore` (PostgreSQL); its methods are grouped by concept in parts
+that each extend `StoreCore`: store_records.py (records, their history, search literal and by
+meaning, forgetting), store_proposals.py (extending the records part: an approval writes through
+`put` and `delete`) and store_sessions.py (conversations, window places, export and import). This
+module holds the open store's state, its limits, transactions, identity (`path`, `location`,
+`files()`, `store_id`) and the embedder the parts write vectors with.
 """
 
 from __future__ import annotations
@@ -93,8 +92,8 @@ class StoreCore:
 
     @classmethod
     def statements(cls) -> Statements:
-        """The SQL this store runs for its writes and record reads (see `memkit.store.statements`):
-        SQLite's, or on PostgreSQL the same but for `take_sequence` (a sequence) and `store_id`.
+        """The SQL this store runs for its writes, record reads and searches: `SQLITE_STATEMENTS` or
+        `PG_STATEMENTS` (`memkit.store.statements` says where they differ).
 
         Public so that a benchmark can run exactly the store's statements on its schema, and follow
         a schema change without copying SQL (bench/contenders.py's raw limit does).

@@ -64,11 +64,7 @@ class StoreProposals(StoreRecords):
     def proposals(self, user: str, *, pending_only: bool = True) -> list[Proposal]:
         """`user`'s proposals, oldest first: those waiting for a person (expired and stale ones
         included and marked, since a person may want to reject them), or with `pending_only=False`
-        also the decided ones the store still keeps.
-
-        Each has `id`, `action`, `kind`, `key`, `value` (None for a delete), `against_value` and
-        `against_revision` (the record it was proposed against), `stale`, `session`, `status`,
-        `expired`, `created_at`, `expires_at`, `age_seconds`, `decided_at`, `decided_by`.
+        also the decided ones the store still keeps. Their keys: `memkit.store.proposals.to_proposal`.
         """
         self.limits.check_id("user", user)
         with self._db.reading() as conn:

@@ -46,8 +46,8 @@ class StoreSessions(StoreCore):
             # Strictly later than before, even on a clock that stands still (a FakeClock): the
             # change is what tells forgetting that the place was noted again.
             (before,), = conn.execute("SELECT noted_at FROM window_places WHERE place = ?", (place,)).fetchall()
-            later = now if now > str(before) else iso(_dt.datetime.strptime(str(before), "%Y-%m-%dT%H:%M:%S.%fZ")
-                                                          .replace(tzinfo=_dt.UTC) + _dt.timedelta(microseconds=1))
+            later = now if now > str(before) else iso(_dt.datetime.fromisoformat(str(before))
+                                                          + _dt.timedelta(microseconds=1))
             conn.execute("UPDATE window_places SET noted_at = ? WHERE place = ?", (later, place))
             return False
 

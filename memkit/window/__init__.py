@@ -15,13 +15,10 @@ Two implementations share one interface, `ShortTermWindow`:
 * `RedisWindow` (`redis`): the window in Redis, shared by every agent instance that serves the
   user, with a sliding TTL, archived into SQLite exactly once by its `archiver`.
 
-The modules, from the leaves up: `places` (where a store's windows are, recorded in the store so
-that forgetting reaches them), `protocol` (the Redis keys, one layout per prefix and store, and
-every Lua script with its KEYS/ARGV header), `base`, `expiry` (a window's keys leave Redis by
-their TTL only: its range; servers that may evict keys refused), `numbering` (the turn numbers an
-instance knows are taken), `reads` (the read path, and where a session's turns are), `archiver`
-(window to SQLite, exactly once), `redis`. The servers themselves (the embedded redis-server or `REDIS_URL`, the
-workspace's redis-server and its keeper) are `memkit.servers`.
+The modules, from the leaves up (each docstring says what it owns): `places`, `protocol` (the
+Redis keys and every Lua script), `base`, `expiry`, `numbering`, `reads`, `archiver`, `redis`. The
+servers themselves (the embedded redis-server or `REDIS_URL`, the workspace's redis-server and its
+keeper) are `memkit.servers`.
 """
 
 from __future__ import annotations

@@ -44,10 +44,7 @@ class Archiver:
         client: the redis-py client. store: the archive. layout: the prefix's keys.
         scripts: the protocol's scripts on `client` (RETIRE, TRIM and RENUMBER are the archiver's).
         where: the server, for error messages.
-        sweep_margin: retire a session this many seconds before its TTL runs out.
-        interval: seconds between two passes of the background worker.
-        on_archived: called as `on_archived(user, session, turns)` after turns are committed to
-            SQLite and before they are removed from Redis.
+        sweep_margin, interval, on_archived: as `RedisWindow` takes them.
     """
 
     def __init__(self, client: redis.Redis, store: Store, layout: KeyLayout, scripts: Scripts, *, where: str,

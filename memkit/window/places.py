@@ -13,9 +13,6 @@ A place is a small JSON text with sorted keys, so one place is recorded once:
   Forgetting connects with the URL a person named (`--window-gone`) or `REDIS_URL` when it names
   the same server (either may carry the password), else with the recorded URL.
 
-`read_place` reads one back (a `Place`: kind, prefix, folder or URL), for forgetting and for
-`describe`, which says it as a person reads it.
-
 A temporary embedded server (`start_embedded_redis` without a folder) is no place: it archives
 what it holds into the store before it stops, and nothing of it outlives it.
 """

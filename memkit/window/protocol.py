@@ -30,8 +30,6 @@ they would need one hash slot; this kit targets one server.
 The scripts (each with its KEYS/ARGV header; every key they name is one store's, but the life
 key): APPEND (`RedisWindow.append`), READ and RECENT (the
 reads, `memkit.window.reads`), RETIRE, TRIM and RENUMBER (the archiver, `memkit.window.archiver`).
-`Scripts` registers them all on one client; `encode` writes a turn as APPEND takes it, `decode`
-reads back the turns they store.
 """
 
 from __future__ import annotations

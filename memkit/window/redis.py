@@ -154,6 +154,7 @@ class RedisWindow(ShortTermWindow):
         """Every read of the window (`memkit.window.reads`)."""
         # The archive says what was archived: numbering starts past it (`memkit.window.numbering`).
         self._numbers = TakenNumbers(self.archiver.last_archived)
+        server = self._handle if self._handle is not None and self._handle.embedded else embedded_handle(client)
         try:
             with redis_errors(self._where, "connecting"):
                 client.ping()
@@ -164,8 +165,7 @@ class RedisWindow(ShortTermWindow):
             # The store writes down where its windows are, so forgetting a user reaches this one
             # later from any directory or shell (memkit.window.places).
             # (Not a temporary embedded server of this process: it archives all it holds before it stops.)
-            own = self._handle if self._handle is not None and self._handle.embedded else embedded_handle(client)
-            place = client_place(client, prefix) if own is None or own.keeps_data else None
+            place = client_place(client, prefix) if server is None or server.keeps_data else None
             if place is not None:
                 store.note_window(place)
         except BaseException:
@@ -173,7 +173,7 @@ class RedisWindow(ShortTermWindow):
                 self._handle.close()
             raise
         # On an embedded server that keeps no data, archive before it stops (also at exit).
-        self._server = self._handle if self._handle is not None and self._handle.embedded else embedded_handle(client)
+        self._server = server
         if self._server is not None:
             self._server.on_discard(self._archive_before_discard)
         if background:
@@ -226,11 +226,7 @@ class RedisWindow(ShortTermWindow):
 
         The number is past every number the archive holds, even after Redis came back from an
         older state; when the session's backlog of pending turns is full (`max_backlog`), they are
-        archived first, in this call.
-
-        Args:
-            role: "user", "assistant" or "tool".
-            content: the text; any other value (a tool result) is stored as its `codec.dumps` JSON.
+        archived first, in this call. `role` and `content` as `ShortTermWindow.append` takes them.
 
         Raises:
             ValidationError: a bad id, role or content.
