@@ -37,6 +37,7 @@ class PgPool:
         size: the most connections the pool opens (threads beyond it wait for one).
         wait_s: how long a call waits for a connection.
         where: the masked connection string every message shows.
+        name: the pool's name in psycopg_pool's log lines and errors.
         text: how an exception is shown (its password scrubbed).
         busy_ms: the busy timeout now, in milliseconds, for the message of a busy store.
 
