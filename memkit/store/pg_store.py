@@ -39,9 +39,9 @@ class PostgresStore(Store):
         pool_size: the most connections this store opens at once.
         create: make the store's tables where the schema has none (default); False refuses instead
             (a read-only command must not create anything).
-        read_only: open its sessions with `default_transaction_read_only`, so the server itself
-            refuses every write (`ReadOnlyError` from every write method); nothing is created or
-            migrated (an older schema is refused, not changed).
+        read_only: every write raises `ReadOnlyError` (as on SQLite) before it begins, and its
+            sessions are read-only on the server too (`default_transaction_read_only`); nothing is
+            created or migrated (an older schema is refused, not changed).
         embedder: as `MemoryStore`'s. Given one, the store uses pgvector where the server has it
             (installing the extension if it may), so a search by meaning ranks the user's vectors
             in SQL; elsewhere it ranks them in Python, as on SQLite. The answers are the same.

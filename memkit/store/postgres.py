@@ -59,7 +59,7 @@ from collections.abc import Iterator, Sequence
 import psycopg
 from psycopg import errors as pg_errors
 
-from ..errors import LockedError, StoreError
+from ..errors import LockedError, ReadOnlyError, StoreError
 from ..limits import Limits
 from . import embeddings, pg_counters, pg_vectors
 from .pg_connection import PgConnection, Row, connect, password_of, scrub, with_settings
@@ -231,8 +231,12 @@ class PostgresDatabase:
         """`BEGIN`, commit on success, roll back on any exception and re-raise it.
 
         Nested (this thread is already inside one): a savepoint, so a failure undoes only its own
-        writes and the error reaches the outer block.
+        writes and the error reaches the outer block. A read-only store refuses before it begins
+        (`ReadOnlyError`, as on SQLite); its sessions are read-only on the server too.
         """
+        if self.read_only:
+            raise ReadOnlyError(f"{self.where} (schema {self.schema}) is open read-only; nothing was written. "
+                                "Open it for writing (PostgresStore(url), or the inspector's edit=True) to change it")
         current = getattr(self._local, "conn", None)
         if current is not None:
             yield from self._savepoint(current)

@@ -98,3 +98,26 @@ def test_the_facade_is_public_under_its_own_name():
 
     assert "Store" in memkit.__all__ and "Store" in memkit.store.__all__
     assert memkit.Store is memkit.store.Store is Store
+
+
+def test_a_read_only_store_refuses_every_write_with_read_only_error_on_every_backend(tmp_path):
+    from memkit.errors import ReadOnlyError
+
+    path = tmp_path / "memory.sqlite3"
+    with open_store(path) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+    with open_store(path, read_only=True) as reader:
+        writes = {
+            "put": lambda: reader.put("alice", "s1", "preference", "drink", "coffee"),
+            "delete": lambda: reader.delete("alice", "preference", "drink"),
+            "forget_user": lambda: reader.forget_user("alice"),
+            "propose_put": lambda: reader.propose_put("alice", "s1", "preference", "food", "rice"),
+        }
+        for name, write in writes.items():
+            with pytest.raises(ReadOnlyError, match="read-only; nothing was written") as refused:
+                write()
+            assert "Open it for writing" in str(refused.value), name
+        with pytest.raises(ReadOnlyError), reader.transaction():
+            pass
+        assert reader.get("alice", "preference", "drink")["value"] == "tea"
+        assert reader.proposals("alice") == []
