@@ -1,5 +1,5 @@
 """PostgreSQL in the benchmark (`python -m bench postgres`): the store against raw psycopg
-(`pg_store_bench`), and the writer curve: `memkit.lab.scaling.writer_curve` (the one notebook 09
+(`pg_store_bench`), and the writer curve: `classroom.lab.scaling.writer_curve` (the one notebook 09
 plots), 1, 2, 4 and 8 real processes putting new keys durably, `rounds` times on a fresh SQLite file
 and PostgreSQL schema, the backends alternating; each point the median, and every confirmed put must
 be found. The server is `--url`, else an embedded one (Debian's PostgreSQL 15 where present).
@@ -72,7 +72,7 @@ def _stored(target: str, schema: str | None) -> int:
 
 def _curve_round(url: str, backend: str, target: str, config: WriterCurveConfig) -> tuple[list[dict[str, Any]], int]:
     """One backend's writer curve on a fresh file or schema: its rows, and the confirmed puts not found."""
-    from memkit.lab.scaling import writer_curve
+    from classroom.lab.scaling import writer_curve
 
     schema = f"bench_writers_{uuid.uuid4().hex[:8]}" if backend == POSTGRES else None
     try:

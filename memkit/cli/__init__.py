@@ -38,7 +38,7 @@ __all__ = ["build_parser", "main"]
 
 
 def _demo(args: argparse.Namespace) -> None:
-    from ..demo import run_demo  # the demo drives this command in other processes; it is not a library
+    from .demo import run_demo  # the demo drives this command in other processes; it is not a library
 
     run_demo()
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..store import SCHEMA_VERSION, MemoryStore, Store, open_store
-from ..store.store_limits import (LIMIT_NAMES, check_floors, floors, has_table, parse_settings,
+from ..store.recorded_limits import (LIMIT_NAMES, check_floors, floors, has_table, parse_settings,
                                   recorded as recorded_limits, write as write_limits)
 from .options import CliError, database_url, db_path, require_confirm
 from .output import emit
@@ -25,8 +25,8 @@ def _file_version(args: argparse.Namespace) -> tuple[str, int]:
     """Where the store is (as it may be printed) and its schema version, read without changing it."""
     url = database_url(args)
     if url is not None:
-        from ..store.pg_connection import PgConnection, connect, scrub, password_of
-        from ..store.pg_schema import read_version
+        from ..store.postgres.connection import PgConnection, connect, scrub, password_of
+        from ..store.postgres.schema import read_version
 
         try:
             raw = connect(url)

@@ -1,7 +1,7 @@
 """The fixture model: a rule-following stand-in for a real model, so the kit runs with no credentials.
 
 Its phrase table (`propose`, `STATEMENTS`) decides which memory tool call it proposes for what the
-person said; the goldfish agent of `memkit.lab` reads the same table.
+person said; the goldfish agent of `classroom.lab` reads the same table.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .scripted import ModelReply, RecordingModel, call, say, user_envelope
 
 REMEMBER_RULE = re.compile(r"remember (?:that )?my ([a-z][a-z0-9_ .:-]*?) is (.+?)\.?$", re.I)
 """The fixture's explicit phrase for saving a preference ("remember my KEY is VALUE"); the goldfish
-agent of `memkit.lab` follows the same one."""
+agent of `classroom.lab` follows the same one."""
 _EPISODE = re.compile(r"note (?:the )?episode ([a-z][a-z0-9_.:-]*): (.+?)$", re.I)
 _FORGET = re.compile(r"^forget (?:about )?(?:my )?(episode )?([a-z][a-z0-9 _.:-]*?)$", re.I)
 # "My ticket number is T-4471": a fact told in the conversation, not a request to save it.

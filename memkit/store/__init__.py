@@ -13,7 +13,7 @@ Each concept lives in one module, whose docstring says what it owns:
 - SQLite: `memory` (`MemoryStore`), `db` (the backend), `readonly`, `files`, `wal`.
 - PostgreSQL (psycopg and psycopg_pool are imported only when a URL is opened): `postgres` (the
   backend), `pg_counters`, `pg_pool`, `pg_connection`, `pg_schema`, `pg_vectors`, `pg_store`
-  (`PostgresStore`); `start_embedded_postgres()` (from `memkit.servers.postgres`) starts a server
+  (`PostgresStore`); `start_embedded_postgres()` (from `memkit.store.postgres.server`) starts a server
   of its own in a temporary folder.
 
 All SQL and every backend-specific rule live here; a schema change touches only this package.
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from .backend import Backend
 from .bundle import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, LINE_SCHEMAS, seal_bundle
 from .db import SqliteDatabase, is_busy
-from ..servers.postgres import EmbeddedPostgres, start_embedded_postgres
+from .postgres.server import EmbeddedPostgres, start_embedded_postgres
 from .facade import Store
 from .files import SQLITE_MAGIC, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
@@ -37,7 +37,7 @@ from .schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, expected_objec
 from .statements import SQLITE_STATEMENTS, Record, Statements
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an optional extra
-    from .pg_store import PostgresStore
+    from .postgres.store import PostgresStore
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -73,7 +73,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """`PostgresStore` on first use: importing it imports psycopg (the `postgres` extra)."""
     if name == "PostgresStore":
-        from .pg_store import PostgresStore
+        from .postgres.store import PostgresStore
 
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

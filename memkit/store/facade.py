@@ -5,7 +5,7 @@ which)."""
 from __future__ import annotations
 
 from .store_proposals import StoreProposals
-from .store_sessions import StoreSessions
+from .sessions import StoreSessions
 
 
 class Store(StoreProposals, StoreSessions):

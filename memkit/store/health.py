@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ValidationError
 from ..jsonutil import canonical_json
 from .files import sqlite_uri
-from .pg_counters import MEASURED_BYTES_SQL
+from .postgres.counters import MEASURED_BYTES_SQL
 from .statements import total_records_sql
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ def open_store(target: str | os.PathLike[str], **options: Any) -> Store:
     """
     conninfo = postgres_conninfo(target)
     if conninfo is not None:
-        from .pg_store import PostgresStore  # psycopg is an optional extra: imported only for a URL
+        from .postgres.store import PostgresStore  # psycopg is an optional extra: imported only for a URL
 
         return PostgresStore(conninfo, **options)
     return MemoryStore(target, **options)

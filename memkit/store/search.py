@@ -22,7 +22,7 @@ from .schema import build_search_index, drop_search_index, has_search_index
 from .statements import Record, SearchSql, to_record
 
 if TYPE_CHECKING:
-    from .postgres import PostgresDatabase
+    from .postgres.backend import PostgresDatabase
 
 
 Searched = Union["SqliteDatabase", "PostgresDatabase"]

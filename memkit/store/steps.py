@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .pg_counters import SHARDS_STEP
+from .postgres.counters import SHARDS_STEP
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,8 +22,8 @@ from ..semantic import Embedder
 from . import embeddings, health
 from .backend import Backend
 from .statements import Statements
-from .store_limits import has_table as has_limits_table, limits_from, record as record_limits
-from .store_limits import recorded as recorded_limits
+from .recorded_limits import has_table as has_limits_table, limits_from, record as record_limits
+from .recorded_limits import recorded as recorded_limits
 
 if TYPE_CHECKING:
     import numpy

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ApprovalError
 from . import proposals
 from .proposals import Proposal
-from .store_records import StoreRecords
+from .records import StoreRecords
 
 
 class StoreProposals(StoreRecords):

@@ -1,4 +1,4 @@
-"""The lab as the tests use it: the kit's experiments (`memkit.lab`, what the notebooks run) and the
+"""The lab as the tests use it: the kit's experiments (`classroom.lab`, what the notebooks run) and the
 test suite's own, which ship with the tests rather than the package.
 
 The tests' own experiments, each with real processes through the lab's one worker protocol
@@ -26,12 +26,12 @@ The tests' own experiments, each with real processes through the lab's one worke
 - `display`: `compare_prediction`, an exercise's verdict on a prediction.
 
 `start_worker` and `run_worker` here start `python -m lab MODE`, which knows every mode (the
-kit's and the tests'); the rest of `memkit.lab` is re-exported as it is.
+kit's and the tests'); the rest of `classroom.lab` is re-exported as it is.
 """
 
 from __future__ import annotations
 
-from memkit.lab import (HOP_SCRIPT, ROOMY_LIMITS, GoldfishAgent, Instance, attempt_puts, isolation_scan, limits_from,
+from classroom.lab import (HOP_SCRIPT, ROOMY_LIMITS, GoldfishAgent, Instance, attempt_puts, isolation_scan, limits_from,
                         quota_race, read_answer, reply_figures, run_session, scrub, sha256_file, spawn_instance,
                         told_then_killed, try_open, writer_curve, writer_throughput)
 

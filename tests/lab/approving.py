@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 from memkit.errors import LockedError, ProposalError, QuotaError
 from memkit.store import Store, is_database_url, open_store
-from memkit.lab.scaling import backend_of, open_target, prepare_store, store_options
+from classroom.lab.scaling import backend_of, open_target, prepare_store, store_options
 from .workers import (WORKER_TIMEOUT_S, PathLike, answer, expect, run_together, send, start_worker,
                       stop, wait_for_go, worker)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
-from memkit.lab.conversation import start_chat
+from memkit.cli.killed_chat import start_chat
 from memkit.request import History
 from memkit.store import MemoryStore
 from memkit.window import RedisWindow, connect_redis

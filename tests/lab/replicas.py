@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 
 from memkit.agent import MemoryAgent
 from memkit.approvals import Approvals
-from memkit.lab.replicas import HOP_SCRIPT, Instance, reply_figures
-from memkit.lab.scaling import open_target
+from classroom.lab.replicas import HOP_SCRIPT, Instance, reply_figures
+from classroom.lab.scaling import open_target
 from memkit.models import FixtureModel
 from memkit.request import History
 from memkit.store import Store

@@ -9,7 +9,7 @@ import time
 from typing import Any
 from collections.abc import Sequence
 
-from memkit.lab.sessions import GoldfishAgent
+from classroom.lab.sessions import GoldfishAgent
 from memkit.store import MemoryStore
 
 from .workers import answer, limits_from, run_worker, skip_iri_grammar, worker

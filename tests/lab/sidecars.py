@@ -22,7 +22,7 @@ from memkit.errors import QuotaError, StoreError
 from memkit.limits import Limits
 from memkit.store import MemoryStore, seal_bundle
 from .crashes import check_writes, kill_writer
-from memkit.lab.refusals import sha256_file
+from classroom.lab.refusals import sha256_file
 from .workers import ROOMY_LIMITS, WORKER_TIMEOUT_S, PathLike, limits_from, read_answer, start_worker, worker
 
 

@@ -1,4 +1,4 @@
-"""The test suite's side of the lab's one worker protocol (`memkit.lab.workers`).
+"""The test suite's side of the lab's one worker protocol (`classroom.lab.workers`).
 
 The experiments here are the tests' own, so their workers are registered in this package and run
 as `python -m lab MODE` (this folder first on the worker's path, then the memkit under test). That
@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Sequence
 
-from memkit.lab.workers import (ROOMY_LIMITS, WORKER_TIMEOUT_S, WORKERS, Entry, PathLike, answer, expect, finish,
+from classroom.lab.workers import (ROOMY_LIMITS, WORKER_TIMEOUT_S, WORKERS, Entry, PathLike, answer, expect, finish,
                                 limits_from, read_answer, send, skip_iri_grammar, stderr_tail, stop, wait_for_go,
                                 worker)
-from memkit.lab.workers import run_worker as _run_worker
-from memkit.lab.workers import start_worker as _start_worker
+from classroom.lab.workers import run_worker as _run_worker
+from classroom.lab.workers import start_worker as _start_worker
 
 TESTS = Entry("lab", str(Path(__file__).resolve().parents[1]))
 """`python -m lab MODE`, with the tests folder on the worker's path."""
@@ -30,7 +30,7 @@ __all__ = ["ROOMY_LIMITS", "TESTS", "WORKERS", "WORKER_TIMEOUT_S", "PathLike", "
 
 
 def start_worker(mode: str, payload: dict[str, Any], *, capture_stderr: bool = True) -> subprocess.Popen[str]:
-    """`memkit.lab.workers.start_worker` from the tests' entry: the kit's modes and the tests' own."""
+    """`classroom.lab.workers.start_worker` from the tests' entry: the kit's modes and the tests' own."""
     return _start_worker(mode, payload, capture_stderr=capture_stderr, entry=TESTS)
 
 

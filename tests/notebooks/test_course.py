@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from memkit.notebook.exercises import PREDICT_FIRST
+from classroom.exercises import PREDICT_FIRST
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))

@@ -1,11 +1,11 @@
-"""Headless tests of memkit.notebook: the budget chart and the scripted conversation behind it."""
+"""Headless tests of classroom: the budget chart and the scripted conversation behind it."""
 
 from __future__ import annotations
 
 import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
 
 from memkit.models import call
-from memkit.notebook import budget_chart, budget_summary, conversation_rows
+from classroom import budget_chart, budget_summary, conversation_rows
 
 
 def test_conversation_rows_never_send_over_budget_and_trim_history(demo):

@@ -1,4 +1,4 @@
-"""Headless tests of memkit.notebook: the memory inspector, its plain methods and the widget that
+"""Headless tests of classroom: the memory inspector, its plain methods and the widget that
 drives them.
 """
 
@@ -14,7 +14,7 @@ import _notebook_demo  # noqa: F401  (skips this module without the notebook ext
 
 from memkit import Approvals, Limits, MemoryStore, MemoryTools
 from memkit.errors import ApprovalError, StoreError, ValidationError
-from memkit.notebook import MemoryInspector
+from classroom import MemoryInspector
 from memkit.store import fingerprint
 
 
@@ -516,7 +516,7 @@ def test_a_url_string_opens_postgresql_read_only_and_never_shows_the_password(pg
 
 from _peer_files import PEERS  # noqa: E402
 
-from memkit.notebook import NotInspectable, PeerInspector, inspect  # noqa: E402
+from classroom import NotInspectable, PeerInspector, inspect  # noqa: E402
 
 PEER_EXPECTED = {
     # format: (group of the first listing, items of that group, a search text, what it must find)

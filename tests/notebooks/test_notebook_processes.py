@@ -1,5 +1,5 @@
-"""`memkit.notebook.processes`: a function written in a notebook cell runs in real new processes,
-started through the lab's one worker protocol (`python -m memkit.lab function`)."""
+"""`classroom.processes`: a function written in a notebook cell runs in real new processes,
+started through the lab's one worker protocol (`python -m classroom.lab function`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from memkit.notebook import processes
+from classroom import processes
 
 
 def greet(name, times):

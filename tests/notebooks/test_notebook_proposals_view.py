@@ -10,7 +10,7 @@ import pytest
 import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
 
 from memkit import FixtureModel, MemoryAgent
-from memkit.notebook import ProposalsPanel, decide, pending_table
+from classroom import ProposalsPanel, decide, pending_table
 
 
 def _events(store, user, key):

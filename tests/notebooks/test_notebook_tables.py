@@ -1,4 +1,4 @@
-"""Headless tests of memkit.notebook: the tables (records, history, tool results, messages),
+"""Headless tests of classroom: the tables (records, history, tool results, messages),
 run_sync and the lazy optional imports.
 """
 
@@ -12,7 +12,7 @@ import _notebook_demo  # noqa: F401  (skips this module without the notebook ext
 
 from memkit import MemoryAgent, ScriptedModel
 from memkit.models import call
-from memkit.notebook import history_table, messages_table, records_table, run_sync
+from classroom import history_table, messages_table, records_table, run_sync
 from memkit.store import fingerprint
 
 
@@ -59,15 +59,15 @@ def test_run_sync_works_inside_a_running_event_loop():
 
 def test_missing_extra_names_the_install_command():
     script = ("import sys; sys.modules['ipywidgets'] = None\n"
-              "from memkit import Approvals\nfrom memkit.notebook import ConfirmForm\n"
+              "from memkit import Approvals\nfrom classroom import ConfirmForm\n"
               "try:\n    ConfirmForm(Approvals())\nexcept ImportError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert "pip install 'memkit[notebooks]'" in out
 
 
 def test_importing_memkit_notebook_does_not_import_the_extras():
-    script = ("import sys, memkit.notebook.tables, memkit.notebook.charts, memkit.notebook.views, "
-              "memkit.notebook.inspector; print(sorted({'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))")
+    script = ("import sys, memkit.inspector.tables, classroom.charts, classroom.views, "
+              "memkit.inspector; print(sorted({'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -85,7 +85,7 @@ def test_tables_show_text_columns_left_aligned_and_numbers_as_pandas_does(demo):
 def test_a_long_table_shows_its_first_rows_and_how_many_there_are():
     import pandas as pd
 
-    from memkit.notebook.tables import MAX_ROWS, left_aligned, text_table
+    from memkit.inspector.tables import MAX_ROWS, left_aligned, text_table
 
     long = text_table(pd.DataFrame({"n": range(MAX_ROWS + 5), "word": ["tea"] * (MAX_ROWS + 5)}))
     page = long._repr_html_()

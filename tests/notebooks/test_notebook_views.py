@@ -1,4 +1,4 @@
-"""Headless tests of memkit.notebook: the views (budget explorer, confirm form, user switcher) and the
+"""Headless tests of classroom: the views (budget explorer, confirm form, user switcher) and the
 isolation scans.
 """
 
@@ -12,7 +12,7 @@ import _notebook_demo  # noqa: F401  (skips this module without the notebook ext
 from memkit import Approvals, FixtureModel, MemoryAgent, MemoryStore, ScriptedModel
 from memkit.errors import ValidationError
 from memkit.models import call
-from memkit.notebook import (
+from classroom import (
     BudgetExplorer,
     ConfirmForm,
     UserSwitcher,

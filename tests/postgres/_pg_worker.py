@@ -2,7 +2,7 @@
 mid-transaction, an agent whose server is stopped and restarted under it.
 
 Run as `python tests/postgres/_pg_worker.py MODE` with one JSON payload line on stdin (the lab's protocol,
-memkit.lab.workers: JSON answers on stdout, "go" on stdin to start racers together). Every payload
+classroom.lab.workers: JSON answers on stdout, "go" on stdin to start racers together). Every payload
 names `url` and `schema`; each worker opens its own `PostgresStore`, with its own connections.
 
 Modes:
@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this memkit, run from any folder
 
 from memkit.errors import LockedError, MemkitError, QuotaError, StoreError
-from memkit.lab.workers import answer, limits_from, wait_for_go
+from classroom.lab.workers import answer, limits_from, wait_for_go
 from memkit.store import PostgresStore
 
 

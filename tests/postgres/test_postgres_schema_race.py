@@ -104,7 +104,7 @@ def test_an_opener_waiting_past_the_busy_timeout_for_a_migrator_is_told_why(pg_u
 
     from memkit.errors import StoreError
     from memkit.limits import Limits
-    from memkit.store.pg_schema import LOCK_CLASS
+    from memkit.store.postgres.schema import LOCK_CLASS
 
     schema = f"race_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_url, autocommit=True) as migrator:  # holds the schema's lock, as a long step would
@@ -140,7 +140,7 @@ def test_an_up_to_date_schema_opens_while_another_session_holds_the_schema_lock(
     import psycopg
 
     from memkit.limits import Limits
-    from memkit.store.pg_schema import LOCK_CLASS
+    from memkit.store.postgres.schema import LOCK_CLASS
 
     schema = f"race_{uuid.uuid4().hex[:12]}"
     with PostgresStore(pg_url, schema=schema) as store:

@@ -24,7 +24,7 @@ from memkit.errors import LockedError, QuotaError
 from memkit.limits import Limits
 from memkit.store import SCHEMA_VERSION, PostgresStore
 from memkit.store.schema import PG_MIGRATIONS
-from memkit.store.pg_counters import SHARD_LOCK_CLASS, SHARDS
+from memkit.store.postgres.counters import SHARD_LOCK_CLASS, SHARDS
 pytestmark = pytest.mark.postgres
 
 WORKER = Path(__file__).with_name("_pg_worker.py")

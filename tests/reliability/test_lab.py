@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 import lab
-from memkit.lab import workers
+from classroom.lab import workers
 from memkit.clock import FakeClock
 from memkit.errors import StoreError
 from memkit.limits import Limits

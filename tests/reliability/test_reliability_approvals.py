@@ -107,7 +107,7 @@ def test_forgetting_a_user_while_their_approval_is_in_flight_leaves_nothing(tmp_
     import threading
     import time
 
-    from memkit.lab.scaling import prepare_store
+    from classroom.lab.scaling import prepare_store
     from lab.workers import expect, finish, send, start_worker
     from memkit.store import open_store
 

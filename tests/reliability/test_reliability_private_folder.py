@@ -18,7 +18,7 @@ import time
 import pytest
 
 from memkit.store import open_store, start_embedded_postgres
-from memkit.servers.postgres import pgserver_bin_dir
+from memkit.store.postgres.server import pgserver_bin_dir
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="NOT TESTED: the case is root's (PostgreSQL refuses "
                                 "root, so the server runs as another user); CI runs as root")

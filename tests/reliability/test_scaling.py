@@ -1,4 +1,4 @@
-"""Scaling out (memkit.lab.scaling and memkit.lab.replicas) on real processes and real servers:
+"""Scaling out (classroom.lab.scaling and classroom.lab.replicas) on real processes and real servers:
 agent instances behind a round-robin, with their own SQLite file and in-process window or sharing
 one redis-server and one PostgreSQL; writer processes racing a quota on both backends; every model
 request scanned for another user's data; the writer curve's counts. Sizes are small; speed is
@@ -16,7 +16,7 @@ import pytest
 
 from memkit.errors import ValidationError
 from lab import isolation_scan, quota_race, round_robin, start_instance, writer_curve, writer_throughput
-from memkit.lab.replicas import Instance
+from classroom.lab.replicas import Instance
 from memkit.limits import Limits
 from memkit.store import open_store
 from memkit.window import start_embedded_redis

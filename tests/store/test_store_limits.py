@@ -13,7 +13,7 @@ import pytest
 from memkit import Limits, MemoryStore
 from memkit.errors import QuotaError, StoreError, ValidationError
 from memkit.store import MIGRATIONS, open_store
-from memkit.store.store_limits import LIMIT_NAMES, parse_settings
+from memkit.store.recorded_limits import LIMIT_NAMES, parse_settings
 
 LARGE = Limits(max_records_total=3000, max_records_per_user=2000, max_value_chars=1000)
 

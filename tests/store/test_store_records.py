@@ -2,7 +2,7 @@
 transactions, quotas, the size cap, racing writers.
 
 Every test uses a real file under tmp_path; crashes, restarts, locks and races use real processes
-(the lab's workers, `memkit.lab`, started with `sys.executable`).
+(the lab's workers, `classroom.lab`, started with `sys.executable`).
 """
 
 from __future__ import annotations

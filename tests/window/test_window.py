@@ -26,7 +26,7 @@ from _window_helpers import wait_for
 from memkit import codec
 from memkit.clock import FakeClock
 from memkit.errors import ValidationError, WindowError
-from memkit.lab import spawn_instance
+from classroom.lab import spawn_instance
 from memkit.window import (
     InProcessWindow,
     RedisWindow,

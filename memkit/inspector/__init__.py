@@ -1,0 +1,52 @@
+"""The memory inspector: browse any memkit database, read-only unless editing is asked for.
+
+Opening a database to look at it must not change it: the inspector opens it read-only by default
+(`MemoryStore(read_only=True)`: the file's bytes and mtime stay the same, no `-wal`/`-shm` is made,
+an older schema is shown, never migrated). `edit=True`, or the Edit switch, reopens it for writing.
+
+Every control of the widget calls a plain method that returns data, so a notebook (or a test) can
+call the same methods to see, headless, what the widget shows. A correction goes the way an agent's
+does: a one-time confirmation in an `Approvals`, then the `memory_put` or `memory_delete` tool of
+`MemoryTools`, which finds that confirmation, writes with its id in the event history, and spends it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import StoreError
+from ..store import Store
+from .peers import what_is
+from ..store.targets import postgres_conninfo
+from .peer_views import NotInspectable, PeerInspector
+from .core import MemoryInspector
+
+__all__ = ["MemoryInspector", "NotInspectable", "PeerInspector", "inspect"]
+
+
+def inspect(target: Store | str | os.PathLike[str],
+            **options: Any) -> MemoryInspector | PeerInspector | NotInspectable:
+    """Open whatever `target` is for inspection, read-only, without ever raising for the file itself.
+
+    A memkit store (a path, an open store, a PostgreSQL URL) gets a `MemoryInspector` (`options`
+    go to it); another framework's file a `PeerInspector`; anything else, or a store that cannot be
+    opened, a `NotInspectable` that shows one line saying what it is not. Bad options still raise.
+
+    Example:
+        >>> inspect("peer/agent_memory.db")      # doctest: +SKIP
+        PeerInspector('agent_memory.db', format='openai-agents SQLiteSession', session='alice-1')
+    """
+    if isinstance(target, Store):
+        return MemoryInspector(target, **options)
+    try:
+        if isinstance(target, str) and postgres_conninfo(target) is not None:
+            return MemoryInspector(target, **options)
+        kind, line = what_is(target)
+        if kind == "memkit":
+            return MemoryInspector(target, **options)
+        if kind == "peer":
+            return PeerInspector(target)
+    except StoreError as exc:
+        return NotInspectable(str(exc))
+    return NotInspectable(line)

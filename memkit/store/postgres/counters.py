@@ -1,0 +1,325 @@
+"""PostgreSQL's counters and the quota and size checks made on them inside each write.
+
+Each user's row of `user_counts` (step 1) is their lock and their per-user quota (`lock_user`,
+`check_quotas`). The store-wide counts are split into shards, so writers of different users commit
+side by side (`settle`: the global quota and the size cap).
+
+The shards' schema is step 13 in steps.py, whose statements are `SHARDS_STEP` here. Before them every
+write of every user updated the one-row `store_size` (and every create `total_count`) and held it
+until commit: writers queued there. Now each row of `memkit_shards` holds its part of the records
+and bytes and an allowance of each, granted under the caps named beside them; the allowances sum to
+at most the caps, so shards within their allowance together stay within the caps, and a change
+passes without the other shards only within its own shard's allowance. The counting triggers of a
+memkit transaction (which sets `memkit_tx.settles`) only add the change to transaction-local
+settings (`memkit_tx.pending_*`: they lock nothing). The writer then settles (`settle`): it locks a
+shard that no one holds (SKIP LOCKED: it never waits for one) and whose allowances take its change
+(`memkit_settle`), adds the change there and holds the row until commit. Only when no free shard
+takes it does it rebalance (`rebalance`): the shards' advisory lock (`SHARD_LOCK_CLASS`), then every
+shard in shard order; holding them all, it refuses on the exact totals (the same QuotaError as
+ever), or adds its change and shares the room left among the shards. So writers meet only at the
+quota's or the cap's edge, where they take turns at the advisory lock (postgres.py: the whole lock
+order, and why no cycle).
+
+`memkit_settle` tries inside a block of its own: READ COMMITTED can leave a row locked that stopped
+fitting as a rebalance committed (it rechecks the newest version after locking it), and the block's
+rollback lets go of it, so a writer that goes to wait for the rebalance lock holds no shard. A
+writer that bypasses memkit (psql, another program) has no one to settle for it: its triggers take
+the rebalance lock and every shard, add the change to shard 0 and close every allowance, so the next
+memkit writer rebalances against the real totals. The records start from `total_count`; the bytes
+are measured anew from the rows, because step 4's added column changed every existing row's text
+where no trigger saw it (`store_size` had drifted by that on stores with rows from before it; health
+now checks the bytes too). `total_count` and `store_size` stay, as views of the sums with the
+columns the tables had: what read them reads the same figures.
+
+This module imports no psycopg (steps.py, which SQLite stores read too, takes the schema from it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ...errors import LockedError
+from ...limits import Limits
+from ..backend import refuse_past_quotas, refuse_past_size
+
+if TYPE_CHECKING:
+    from .connection import PgConnection
+
+SHARDS = 16
+"""How many rows the store-wide counters are split into (step 13, `memkit_shards`)."""
+
+SHARD_LOCK_CLASS = 0x6D6D73
+"""The first key of the advisory lock a rebalance of the shards takes ("mms"; the second: a hash of
+the store's schema): one rebalance at a time, and none beside a writer that bypasses memkit."""
+
+PAGE_BYTES = 8192
+"""The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
+steps.py), rounded up to 8 KiB."""
+
+MEASURED_BYTES_SQL = "(" + " + ".join(
+    f"(SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM {table} AS r)"
+    for table in ("memories", "memory_events", "transcript", "proposals", "memory_embeddings", "agent_items")) + ")"
+"""The bytes of the rows the size triggers count, measured the way they count them."""
+
+PENDING = "coalesce(nullif(current_setting('memkit_tx.pending_{0}', true), ''), '0')::bigint"
+"""A transaction's record or byte change not yet settled into a shard (the triggers add to it)."""
+
+SHARDS_STEP: list[str] = [
+        """CREATE TABLE memkit_shards (
+            shard integer PRIMARY KEY CHECK (shard >= 0),
+            records bigint NOT NULL,
+            bytes bigint NOT NULL,
+            records_cap bigint,
+            records_allowed bigint,
+            bytes_cap bigint,
+            bytes_allowed bigint
+        )""",
+        f"""INSERT INTO memkit_shards (shard, records, bytes)
+            SELECT s, CASE WHEN s = 0 THEN (SELECT records FROM total_count) ELSE 0 END,
+                      CASE WHEN s = 0 THEN {MEASURED_BYTES_SQL} ELSE 0 END
+            FROM generate_series(0, {SHARDS - 1}) AS s""",
+        f"""CREATE FUNCTION memkit_count_change(records_change bigint, bytes_change bigint) RETURNS void
+            LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            IF records_change = 0 AND bytes_change = 0 THEN
+                RETURN;
+            END IF;
+            IF current_setting('memkit_tx.settles', true) = 'on' THEN
+                IF records_change <> 0 THEN
+                    PERFORM set_config('memkit_tx.pending_records',
+                                       ({PENDING.format('records')} + records_change)::text, true);
+                END IF;
+                IF bytes_change <> 0 THEN
+                    PERFORM set_config('memkit_tx.pending_bytes',
+                                       ({PENDING.format('bytes')} + bytes_change)::text, true);
+                END IF;
+                RETURN;
+            END IF;
+            PERFORM pg_advisory_xact_lock({SHARD_LOCK_CLASS}, hashtext(current_schema()));
+            PERFORM 1 FROM memkit_shards ORDER BY shard FOR UPDATE;
+            UPDATE memkit_shards SET records = records + CASE WHEN shard = 0 THEN records_change ELSE 0 END,
+                                     bytes = bytes + CASE WHEN shard = 0 THEN bytes_change ELSE 0 END,
+                                     records_allowed = NULL, bytes_allowed = NULL;
+        END $$""",
+        f"""CREATE FUNCTION memkit_settle(quota_records bigint, quota_bytes bigint, check_bytes boolean,
+            OUT pending_records bigint,
+            OUT pending_bytes bigint, OUT pending_checking bigint, OUT held_shard integer, OUT taken_shard integer)
+            LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            pending_records := {PENDING.format('records')};
+            pending_bytes := {PENDING.format('bytes')};
+            pending_checking := {PENDING.format('checking')};
+            held_shard := nullif(current_setting('memkit_tx.shard', true), '')::integer;
+            IF pending_records = 0 AND pending_bytes = 0 AND pending_checking = 0 THEN
+                RETURN;
+            END IF;
+            BEGIN
+                UPDATE memkit_shards AS s SET records = s.records + pending_records, bytes = s.bytes + pending_bytes
+                    WHERE s.shard = (
+                        SELECT f.shard FROM memkit_shards AS f
+                        WHERE ((pending_records <= 0 AND pending_checking = 0)
+                               OR (f.records_cap = quota_records AND f.records + pending_records <= f.records_allowed))
+                          AND ((pending_bytes <= 0 AND NOT check_bytes)
+                               OR (f.bytes_cap = quota_bytes AND f.bytes + pending_bytes <= f.bytes_allowed))
+                        ORDER BY (f.shard + {SHARDS} - pg_backend_pid() % {SHARDS}) % {SHARDS}
+                        LIMIT 1 FOR UPDATE SKIP LOCKED)
+                    RETURNING s.shard INTO taken_shard;
+                IF taken_shard IS NULL THEN
+                    RAISE EXCEPTION 'no free shard takes the change' USING ERRCODE = 'MK001';
+                END IF;
+            EXCEPTION WHEN SQLSTATE 'MK001' THEN
+                RETURN;
+            END;
+            PERFORM set_config('memkit_tx.pending_records', '0', true),
+                    set_config('memkit_tx.pending_bytes', '0', true),
+                    set_config('memkit_tx.pending_checking', '0', true),
+                    set_config('memkit_tx.shard', taken_shard::text, true);
+        END $$""",
+        """CREATE OR REPLACE FUNCTION memkit_count_insert() RETURNS trigger LANGUAGE plpgsql
+            SET search_path FROM CURRENT AS $$
+        DECLARE
+            added integer := (SELECT count(*) FROM new_rows);
+        BEGIN
+            IF added > 0 THEN
+                INSERT INTO user_counts AS c SELECT user_id, count(*) FROM new_rows GROUP BY user_id
+                    ON CONFLICT (user_id) DO UPDATE SET records = c.records + EXCLUDED.records;
+                PERFORM memkit_count_change(added, 0);
+            END IF;
+            RETURN NULL;
+        END $$""",
+        """CREATE OR REPLACE FUNCTION memkit_count_delete() RETURNS trigger LANGUAGE plpgsql
+            SET search_path FROM CURRENT AS $$
+        DECLARE
+            removed integer := (SELECT count(*) FROM old_rows);
+        BEGIN
+            IF removed > 0 THEN
+                UPDATE user_counts AS c SET records = c.records - gone.records
+                    FROM (SELECT user_id, count(*) AS records FROM old_rows GROUP BY user_id) AS gone
+                    WHERE c.user_id = gone.user_id;
+                DELETE FROM user_counts WHERE records <= 0 AND user_id IN (SELECT user_id FROM old_rows);
+                PERFORM memkit_count_change(-removed, 0);
+            END IF;
+            RETURN NULL;
+        END $$""",
+        """CREATE OR REPLACE FUNCTION memkit_size_change() RETURNS trigger LANGUAGE plpgsql
+            SET search_path FROM CURRENT AS $$
+        DECLARE
+            change bigint := 0;
+        BEGIN
+            IF TG_OP <> 'DELETE' THEN
+                change := change + (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM new_rows AS r);
+            END IF;
+            IF TG_OP <> 'INSERT' THEN
+                change := change - (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM old_rows AS r);
+            END IF;
+            PERFORM memkit_count_change(0, change);
+            RETURN NULL;
+        END $$""",
+        "DROP TABLE total_count",
+        'CREATE VIEW total_count AS SELECT 1 AS "only", sum(records)::integer AS records FROM memkit_shards',
+        "DROP TABLE store_size",
+        'CREATE VIEW store_size AS SELECT 1 AS "only", sum(bytes)::bigint AS bytes FROM memkit_shards',
+]
+"""Step 13's PostgreSQL statements (steps.py declares the step; SQLite has nothing to do)."""
+
+CHECK_USER_SQL = (f"SELECT records, set_config('memkit_tx.pending_checking',"
+                  f" ({PENDING.format('checking')} + ?)::text, true) FROM user_counts WHERE user_id = ? FOR UPDATE")
+"""The per-user quota's read under the user's row lock, noting `?` records for the global check at the settle."""
+ADD_CHECKING = f"SELECT set_config('memkit_tx.pending_checking', ({PENDING.format('checking')} + ?)::text, true)"
+SETTLED_SQL = ("SELECT set_config('memkit_tx.pending_records', '0', true),"
+               " set_config('memkit_tx.pending_bytes', '0', true),"
+               " set_config('memkit_tx.pending_checking', '0', true), set_config('memkit_tx.shard', ?, true)")
+SETTLE_SQL = "SELECT * FROM memkit_settle(?, ?, ?)"
+"""The fast path of `settle` (`memkit_settle`, step 13), given the caps: the pending changes, the
+shard this transaction took before (if any), and the shard that took them now (None: none did)."""
+REBALANCE_SQL = (
+    "UPDATE memkit_shards AS s SET records = v.records, bytes = v.bytes, records_cap = ?, bytes_cap = ?,"
+    " records_allowed = v.records_allowed, bytes_allowed = v.bytes_allowed"
+    " FROM unnest(?::integer[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[])"
+    " AS v(shard, records, bytes, records_allowed, bytes_allowed) WHERE s.shard = v.shard")
+
+
+def db_bytes(conn: PgConnection) -> int:
+    """The store's size as the cap counts it: its rows' bytes (the shards', plus this transaction's
+    changes not yet settled into one), in whole 8 KiB pages."""
+    stored = conn.value(f"SELECT (SELECT sum(bytes) FROM memkit_shards) + {PENDING.format('bytes')}")
+    return math.ceil(stored / PAGE_BYTES) * PAGE_BYTES
+
+
+def caps(limits: Limits) -> tuple[int, int]:
+    """The global quota and the size cap as shards count them: records, and bytes whose whole
+    pages fit within `max_db_bytes`."""
+    return limits.max_records_total, limits.max_db_bytes // PAGE_BYTES * PAGE_BYTES
+
+
+def shares(used: list[int], shards: list[int], target: int, room: int) -> list[int | None]:
+    """Each shard's allowance: what it uses plus an equal part of the `room` left under the cap (the
+    rest of the division to `target`, the shard that asked); none at all where no room is left."""
+    if room < 0:
+        return [None] * len(used)
+    part, rest = divmod(room, len(used))
+    return [n + part + (rest if shard == target else 0) for n, shard in zip(used, shards, strict=True)]
+
+
+def lock_user(conn: PgConnection, user: str, creating: bool, where: str) -> int:
+    """Lock `user`'s counter row until the transaction ends; return their record count.
+
+    Every write of a user takes this lock before it reads that user's rows, so the rows it reads
+    stay as read until it commits. A user without records has no row: `creating` makes one (at 0;
+    the insert trigger counts the record), otherwise there is nothing of theirs to lock.
+
+    Raises:
+        LockedError: the row kept vanishing and coming back (`where` names the store).
+    """
+    for _ in range(3):  # the row may vanish under us once: its last record deleted by the holder
+        row = conn.execute("SELECT records FROM user_counts WHERE user_id = ? FOR UPDATE", (user,)).fetchone()
+        if row is not None or not creating:
+            return int(row[0]) if row is not None else 0
+        conn.execute("INSERT INTO user_counts VALUES (?, 0) ON CONFLICT (user_id) DO NOTHING", (user,))
+    raise LockedError(f"the counter row of user {user!r} in {where} kept changing; try again")
+
+
+def check_quotas(conn: PgConnection, limits: Limits, user: str, adding: int, where: str) -> None:
+    """Refuse (QuotaError) `adding` new records of `user` past the per-user quota now, and past
+    the global quota when the write settles (`settle`: the size check, or the commit).
+
+    The per-user figure is read holding the user's counter row, so no racing writer of the user
+    passes the same check with the same room. The global one is checked where the write's records
+    are moved into a shard (`settle`): before then, a writer holds no row other users need.
+    """
+    # One round trip where the user's row exists (a put locked it already): read it and note
+    # the global check for the settle; a refusal below rolls the note back with the write.
+    row = conn.execute(CHECK_USER_SQL, (adding, user)).fetchone()
+    if row is None:
+        mine = lock_user(conn, user, creating=True, where=where)
+        conn.execute(ADD_CHECKING, (adding,))
+    else:
+        mine = int(row[0])
+    if mine + adding > limits.max_records_per_user:
+        refuse_past_quotas(limits, user, mine, 0, adding)
+
+
+def settle(conn: PgConnection, limits: Limits, schema: str, where: str, check_size: bool) -> None:
+    """Move the transaction's pending record and byte changes into one shard it locks.
+
+    The fast path is one call (`memkit_settle`, step 13): lock a shard that no other transaction
+    holds (SKIP LOCKED) and whose allowances, granted under this store's caps, take the changes, and
+    add them there. When none does, it holds no shard it tried, and this writer rebalances
+    (`rebalance`). A checked write (a record added under `check_quotas`, or `check_size`) needs a
+    shard within its allowances whatever the sign of its change, so a store past a cap (lowered
+    between opens, or written by psql: no allowance then) refuses it there on the exact totals, as
+    it did before the shards and as SQLite does, however busy the shards are.
+
+    Args:
+        conn: the write transaction's connection.
+        limits: the store's limits (the caps, and what a refusal names).
+        schema: the store's PostgreSQL schema (the second key of the rebalance lock).
+        where: the store's masked URL, for messages.
+        check_size: refuse past the size cap (the write's size check), not only past the quota.
+
+    Raises:
+        QuotaError: past the global quota (if `check_quotas` asked) or the size cap.
+        LockedError: this transaction holds a shard and another writer is rebalancing.
+    """
+    records, size, checking, held, taken = conn.execute(SETTLE_SQL, (*caps(limits), check_size)).fetchall()[0]
+    if taken is None and (records or size or checking):
+        rebalance(conn, limits, schema, where, (records, size, checking), held, check_size)
+    conn.settled_at = conn.sent  # nothing pending now; a later statement may add some
+
+
+def rebalance(conn: PgConnection, limits: Limits, schema: str, where: str, pending: tuple[int, int, int],
+              held: int | None, check_size: bool) -> None:
+    """The slow path of `settle`: the rebalance lock, then every shard in shard order; refuse on the
+    exact totals, or apply the `pending` (records, bytes, checking) changes and share the room left
+    among the shards (none where a total is past its cap: every later write that grows it comes here
+    and is refused)."""
+    records, size, checking = pending
+    cap_records, cap_bytes = caps(limits)
+    key = (SHARD_LOCK_CLASS, schema)
+    if held is None:
+        conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", key)
+    elif not conn.value("SELECT pg_try_advisory_xact_lock(?, hashtext(?))", key):
+        # This transaction holds a shard from an earlier write of its own, and the writer that
+        # rebalances now may be waiting for it: waiting here would close the cycle.
+        raise LockedError(
+            f"{where}: another writer is rebalancing the store's counters, and this transaction "
+            "holds one of them from an earlier write; it was rolled back and nothing was written. "
+            "Try again")
+    rows = conn.execute("SELECT shard, records, bytes FROM memkit_shards ORDER BY shard FOR UPDATE").fetchall()
+    total_records = sum(row[1] for row in rows) + records
+    total_bytes = sum(row[2] for row in rows) + size
+    if checking and total_records > cap_records:
+        # The per-user quota was checked under the user's lock (`check_quotas`): the global
+        # one only here (mine = -checking keeps the per-user check of this call quiet).
+        refuse_past_quotas(limits, "", -checking, total_records - checking, checking)
+    if check_size:
+        refuse_past_size(limits, math.ceil(total_bytes / PAGE_BYTES) * PAGE_BYTES)
+    target = held if held is not None else int(conn.value(f"SELECT pg_backend_pid() % {SHARDS}"))
+    numbers = [row[0] for row in rows]
+    used_records = [row[1] + (records if row[0] == target else 0) for row in rows]
+    used_bytes = [row[2] + (size if row[0] == target else 0) for row in rows]
+    conn.execute(REBALANCE_SQL, (cap_records, cap_bytes, numbers, used_records, used_bytes,
+                                 shares(used_records, numbers, target, cap_records - total_records),
+                                 shares(used_bytes, numbers, target, cap_bytes - total_bytes)))
+    conn.execute(SETTLED_SQL, (str(target),))
