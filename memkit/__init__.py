@@ -1,14 +1,15 @@
 """memkit: a persistent, user-scoped memory for AI agents, small enough to read in a class.
 
-The public API is what a student or an integrator needs, listed in `__all__`. Everything else is
-importable from its own module (`memkit.request.History`, `memkit.models.call`, ...).
+The public API is what a student or an integrator needs, listed in `__all__` (at most 35 names).
+Everything else is importable from its own module (`memkit.store.Record`, `memkit.agent.AgentReply`,
+`memkit.errors.ProposalError`, `memkit.models.call`, ...).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .agent import AgentReply, MemoryAgent
+from .agent import MemoryAgent
 from .approvals import Approvals
 from .budget import BudgetedModel
 from .clock import FakeClock
@@ -19,7 +20,6 @@ from .errors import (
     LockedError,
     MemkitError,
     ModelError,
-    ProposalError,
     QuotaError,
     ReadOnlyError,
     StoreError,
@@ -30,8 +30,8 @@ from .forgetting import ForgetIncomplete, forget_user
 from .limits import Limits
 from .models import FixtureModel, OpenAIModel, ScriptedModel
 from .retrieval import retrieve
-from .semantic import SemanticUnavailableError, load_embedder
-from .store import MemoryStore, Proposal, Record, Store, open_store, start_embedded_postgres
+from .semantic import load_embedder
+from .store import MemoryStore, Store, open_store, start_embedded_postgres
 from .tools import MemoryTools
 from .window import InProcessWindow, RedisWindow, ShortTermWindow, start_embedded_redis
 
@@ -42,12 +42,12 @@ __version__ = "0.1.0"
 
 __all__ = [  # noqa: RUF022 -- grouped by concept under comments, not alphabetical
     # long-term memory: one façade (`Store`) over SQLite, or PostgreSQL (the `postgres` extra)
-    "Store", "MemoryStore", "Record", "Proposal", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
+    "Store", "MemoryStore", "Limits", "open_store", "PostgresStore", "start_embedded_postgres",
     # the agent and what it is made of
-    "MemoryAgent", "AgentReply", "MemoryTools", "Approvals", "retrieve", "BudgetedModel",
+    "MemoryAgent", "MemoryTools", "Approvals", "retrieve", "BudgetedModel",
     "FixtureModel", "ScriptedModel", "OpenAIModel",
     # retrieval by meaning (the `semantic` extra, imported when a model is loaded)
-    "load_embedder", "SemanticUnavailableError",
+    "load_embedder",
     # short-term memory
     "ShortTermWindow", "InProcessWindow", "RedisWindow", "start_embedded_redis",
     # forgetting a user everywhere: every window the store used, then the store
@@ -56,7 +56,7 @@ __all__ = [  # noqa: RUF022 -- grouped by concept under comments, not alphabetic
     "FakeClock",
     # errors
     "MemkitError", "ValidationError", "QuotaError", "StoreError", "LockedError", "ReadOnlyError",
-    "ApprovalError", "ProposalError", "BudgetError", "ModelError", "WindowError",
+    "ApprovalError", "BudgetError", "ModelError", "WindowError",
     "CommittedThenFailedError",
 ]
 
