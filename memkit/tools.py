@@ -1,75 +1,28 @@
 """The memory tools a model may call, bound to one user and session chosen by the trusted caller.
 
-Arguments are checked against a JSON Schema (`additionalProperties: false`, so a model cannot add a
-`user` field), then by the store's own rules. A write or delete runs only when a confirmation for
-exactly it is waiting. Without one, the tools either refuse it (`unconfirmed="refuse"`, the
-default) or keep it as a proposal of the user, waiting for a person (`unconfirmed="propose"`): the
-result then says plainly that nothing was saved yet, never that it was.
-Every outcome goes back to the model as JSON: `{"ok": true, "result": ...}` or `{"ok": false, "error": ...}`.
+The model can never choose the user: `MemoryTools` is made for one user, and the arguments a model
+writes are checked against a JSON Schema with `additionalProperties: false` (no `user` field can
+slip in), then by the store's own rules. A write or delete runs only when a person's confirmation
+for exactly it is waiting (`Approvals`); without one it is refused, or kept as a proposal for a
+person to approve. Every outcome goes back to the model as JSON: `{"ok": true, "result": ...}` or
+`{"ok": false, "error": ...}`; a model's mistake never raises.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any, Literal
 from collections.abc import Callable
 
 from .approvals import Approvals
-from .limits import shorten
 from .errors import MemkitError, ValidationError
-from .jsonutil import import_jsonschema
-from .limits import KEY_PATTERN, KINDS
+from .limits import KEY_PATTERN, KINDS, shorten
 from .store import Store
 from .store.proposals import Proposal, describe
+from .validators import first_error, validator
 
 Unconfirmed = Literal["refuse", "propose"]
 """What the tools do with a write or delete no confirmation allows: refuse it, or keep it as a proposal."""
-
-PUT_WHEN = (
-    "Propose saving a lasting fact or preference the user stated about themselves (where they live, "
-    "what to call them, their diet, a standing preference) as a preference, or something that "
-    "happened to them as an episode; not a one-off instruction for this conversation. Unless the "
-    "user confirmed this exact value outside the chat, nothing is saved: it waits for the person to "
-    "approve it, as the result says. Never say it was saved unless the result shows a revision."
-)
-DELETE_WHEN = (
-    "Propose deleting a memory of the user when they ask you to forget it or it no longer holds. "
-    "Unless they confirmed the delete outside the chat, nothing is deleted: it waits for the person "
-    "to approve it, as the result says."
-)
-
-
-def tool_schemas(store: Store, unconfirmed: Unconfirmed = "refuse") -> list[dict[str, Any]]:
-    """The four memory tools in chat-completions form, with the store's limits in their schemas.
-
-    With `unconfirmed="propose"` the descriptions of `memory_put` and `memory_delete` tell a model
-    what is worth proposing and that a proposal waits for the person.
-    """
-    limits = store.limits
-    kind = {"type": "string", "enum": list(KINDS)}
-    key = {"type": "string", "minLength": 1, "maxLength": limits.max_key_chars, "pattern": f"^{KEY_PATTERN}$"}
-    value = {"type": "string", "minLength": 1, "maxLength": limits.max_value_chars}
-
-    def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-        return {"type": "function", "function": {
-            "name": name, "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required,
-                           "additionalProperties": False},
-        }}
-
-    return [
-        tool("memory_get", "Read one memory of the current user.", {"kind": kind, "key": key}, ["kind", "key"]),
-        tool("memory_search", "Search the current user's memories by a literal, case-insensitive substring.",
-             {"query": {"type": "string", "maxLength": limits.max_query_chars}, "kind": kind,
-              "limit": {"type": "integer", "minimum": 1, "maximum": limits.max_search_limit}}, ["query"]),
-        tool("memory_put", PUT_WHEN if unconfirmed == "propose" else
-             "Save a memory. Works only if the user confirmed exactly this value outside the chat.",
-             {"kind": kind, "key": key, "value": value}, ["kind", "key", "value"]),
-        tool("memory_delete", DELETE_WHEN if unconfirmed == "propose" else
-             "Delete a memory. Works only if the user confirmed the delete outside the chat.",
-             {"kind": kind, "key": key}, ["kind", "key"]),
-    ]
 
 
 class MemoryTools:
@@ -104,9 +57,6 @@ class MemoryTools:
             raise ValidationError(f"unconfirmed is {unconfirmed!r}; use 'refuse' or 'propose'")
         self.unconfirmed = unconfirmed
         self.schemas = tool_schemas(store, unconfirmed)
-        # The validators are made at the first tool call, not here: importing jsonschema is a
-        # good part of a one-message `memkit chat`, and a reply without a tool call needs none.
-        self._validators: dict[str, Any] | None = None
         self._handlers: dict[str, Callable[..., Any]] = {
             "memory_get": self._get, "memory_search": self._search,
             "memory_put": self._put, "memory_delete": self._delete,
@@ -128,11 +78,7 @@ class MemoryTools:
                 return {"ok": False, "error": f"arguments of {name} cannot be decoded: {str(exc)[:120]}"}
         if not isinstance(arguments, dict):
             return {"ok": False, "error": f"arguments of {name} must be a JSON object"}
-        jsonschema = import_jsonschema()  # (without the IRI grammar's seconds: see import_jsonschema)
-        if self._validators is None:
-            self._validators = {s["function"]["name"]: _validator(json.dumps(s["function"]["parameters"],
-                                                                             sort_keys=True)) for s in self.schemas}
-        error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
+        error = first_error(self.validators[name], arguments)
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path)
             return {"ok": False, "error": f"invalid arguments for {name}{' at ' + where if where else ''}: "
@@ -141,6 +87,11 @@ class MemoryTools:
             return {"ok": True, "result": self._handlers[name](**arguments)}
         except MemkitError as exc:
             return {"ok": False, "error": str(exc)}
+
+    @property
+    def validators(self) -> dict[str, Any]:
+        """Each tool's JSON-Schema validator (compiled once per process: see `memkit.validators`)."""
+        return {s["function"]["name"]: validator(s["function"]["parameters"]) for s in self.schemas}
 
     def _get(self, kind: str, key: str) -> Any:
         return self.store.get(self.user, kind, key)
@@ -168,11 +119,50 @@ class MemoryTools:
         return {"deleted": deleted}
 
 
-@functools.lru_cache(maxsize=64)  # a process sees a few sets of limits, not thousands
-def _validator(schema: str) -> Any:
-    """The validator of one tool's JSON Schema (given as JSON text), compiled once per process: every
-    `MemoryTools` with the same limits (a user's, the inspector's after each reopen) shares it."""
-    return import_jsonschema().Draft202012Validator(json.loads(schema))
+PUT_WHEN = (
+    "Propose saving a lasting fact or preference the user stated about themselves (where they live, "
+    "what to call them, their diet, a standing preference) as a preference, or something that "
+    "happened to them as an episode; not a one-off instruction for this conversation. Unless the "
+    "user confirmed this exact value outside the chat, nothing is saved: it waits for the person to "
+    "approve it, as the result says. Never say it was saved unless the result shows a revision."
+)
+DELETE_WHEN = (
+    "Propose deleting a memory of the user when they ask you to forget it or it no longer holds. "
+    "Unless they confirmed the delete outside the chat, nothing is deleted: it waits for the person "
+    "to approve it, as the result says."
+)
+
+
+def tool_schemas(store: Store, unconfirmed: Unconfirmed = "refuse") -> list[dict[str, Any]]:
+    """The four memory tools in chat-completions form, with the store's limits in their schemas.
+
+    No schema has a `user` property, and none allows another. With `unconfirmed="propose"` the
+    descriptions of `memory_put` and `memory_delete` tell a model what is worth proposing.
+    """
+    limits = store.limits
+    kind = {"type": "string", "enum": list(KINDS)}
+    key = {"type": "string", "minLength": 1, "maxLength": limits.max_key_chars, "pattern": f"^{KEY_PATTERN}$"}
+    value = {"type": "string", "minLength": 1, "maxLength": limits.max_value_chars}
+
+    def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+        return {"type": "function", "function": {
+            "name": name, "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required,
+                           "additionalProperties": False},
+        }}
+
+    return [
+        tool("memory_get", "Read one memory of the current user.", {"kind": kind, "key": key}, ["kind", "key"]),
+        tool("memory_search", "Search the current user's memories by a literal, case-insensitive substring.",
+             {"query": {"type": "string", "maxLength": limits.max_query_chars}, "kind": kind,
+              "limit": {"type": "integer", "minimum": 1, "maximum": limits.max_search_limit}}, ["query"]),
+        tool("memory_put", PUT_WHEN if unconfirmed == "propose" else
+             "Save a memory. Works only if the user confirmed exactly this value outside the chat.",
+             {"kind": kind, "key": key, "value": value}, ["kind", "key", "value"]),
+        tool("memory_delete", DELETE_WHEN if unconfirmed == "propose" else
+             "Delete a memory. Works only if the user confirmed the delete outside the chat.",
+             {"kind": kind, "key": key}, ["kind", "key"]),
+    ]
 
 
 def _waiting(proposal: Proposal) -> dict[str, Any]:
@@ -194,7 +184,7 @@ def _waiting(proposal: Proposal) -> dict[str, Any]:
 
 
 def _describe(error: Any) -> str:
-    """A schema error in a few words. jsonschema's own message quotes the whole offending value,
+    """A schema error in a few words: jsonschema's own message quotes the whole offending value,
     which for a 5000-character value would make the tool result too big to send back."""
     if error.validator in ("maxLength", "minLength") and isinstance(error.instance, str):
         bound = "at most" if error.validator == "maxLength" else "at least"

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from ..errors import StoreError
-from ..jsonutil import import_jsonschema
+from ..validators import import_jsonschema
 from ..store import Store, open_store
 from ..store.targets import postgres_conninfo
 

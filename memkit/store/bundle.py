@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
 
 from ..errors import StoreError, ValidationError
-from ..jsonutil import import_jsonschema
+from ..validators import import_jsonschema
 from ..limits import Limits, check_text
 from .files import write_private
 from .schema import SCHEMA_VERSION

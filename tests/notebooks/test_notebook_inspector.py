@@ -726,7 +726,7 @@ def test_every_confirm_of_a_process_shares_one_compiled_set_of_tool_validators(t
         inspector.select_key("preference", "drink")
         inspector.stage_edit(value)
         assert inspector.confirm()["done"] == "edit"
-        seen.append(inspector._tools[user]._validators)
+        seen.append(inspector._tools[user].validators)
 
     first = MemoryInspector(str(path), edit=True)
     correct(first, "ann", "coffee")
