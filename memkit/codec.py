@@ -1,28 +1,10 @@
 """The JSON codec of structured turn content: plain JSON plus a few tagged Python types.
 
-A tool turn may carry structured content (a price, a date, a set of tags). A window stores it as
-the text `dumps` writes and hands that text back as it is; whoever wants the value again calls
-`loads` (the window's own envelope, `memkit.window.protocol.encode`, never holds a tag). JSON has no
-type for those values, so the codec writes each one as a one-key object with a `$` tag and reads
-it back as the same Python type:
-
-==============================  ==========================================  =========================
-Python value                    JSON text                                   decoded as
-==============================  ==========================================  =========================
-``datetime(2026, 1, 1, 9, 0,    ``{"$datetime":"2026-01-01T09:00:00+00:00"}``  the same datetime
-tzinfo=timezone.utc)``                                                        (naive stays naive)
-``Decimal("9.99")``             ``{"$decimal":"9.99"}`` (text, never float)  the exact Decimal
-``b"\\x00\\xff"``               ``{"$bytes":"AP8="}`` (base64)              the same bytes
-``{"b", "a"}`` / frozenset      ``{"$set":["a","b"]}`` (sorted by encoding)  a set
-a dict whose one key is a tag   ``{"$object":[["$set",...]]}`` (escaped)    the dict as it was
-==============================  ==========================================  =========================
-
-Everything else is plain JSON: str, int, float, bool, None, lists (tuples become lists, as JSON
-has no tuple) and dicts with string keys. The codec refuses what it cannot bring back faithfully
-instead of changing it silently: NaN and infinities, non-string dict keys, other types.
-
-Output is canonical (sorted keys, no spaces, UTF-8 kept as is), so equal values encode to equal
-text: Redis sorted-set members and tests can compare it byte for byte.
+A tool turn may carry a price, a date or a set of tags; JSON has no type for those, so `dumps`
+writes each as a one-key object with a `$` tag (`{"$decimal":"9.99"}`) and `loads` reads it back as
+the same type. What cannot come back as it was (NaN, a non-string key) is refused, never changed.
+The output is canonical, so equal values give equal text. The table of tags and why decoding has a
+fast path: docs/design/codec.md.
 
 Example:
     >>> from decimal import Decimal
@@ -76,15 +58,10 @@ def loads(text: str | bytes) -> Any:
 
 
 def loads_many(texts: Sequence[str | bytes]) -> list[Any]:
-    """`[loads(text) for text in texts]` for texts that `dumps` wrote, faster when there are many.
+    """`[loads(text) for text in texts]`, decoded as one JSON array when no text can hold a tag.
 
-    A window read decodes ten turns. When no text can hold a tag, they are decoded together as one
-    JSON array: one call of the C decoder instead of one Python round per text (about a third of
-    the time for ten turns). That is exact for texts that hold one JSON value each, as `dumps`
-    writes them (and as the window's append script stores them). Texts that do not split back into
-    as many values (one of them is cut, or holds two) are decoded one by one, which raises for the
-    first bad one; texts crafted to cut and join in equal numbers are not detected, so decode text
-    from elsewhere with `loads`.
+    For texts `dumps` wrote (a window's turns); decode text from elsewhere with `loads`. Why it is
+    exact for those and what it cannot detect: docs/design/codec.md.
 
     Raises:
         ValidationError: as `loads`, for the first text that is not JSON or holds a malformed tag.
@@ -107,11 +84,8 @@ def loads_many(texts: Sequence[str | bytes]) -> list[Any]:
 
 
 def _untagged(text: str | bytes) -> bool:
-    """True when no key of `text` can be a tag: it has no '$', and no escape that could spell one.
-
-    Then plain decoding gives exactly what decoding with the tag hook gives, at under half the cost
-    (the hook is a Python call per object); a window read decodes every turn of the window.
-    """
+    """True when no key of `text` can be a tag (no '$', no escape that could spell one): then plain
+    decoding gives what the tag hook gives, at under half the cost."""
     if isinstance(text, str):
         return "$" not in text and "\\u" not in text
     return b"$" not in text and b"\\u" not in text
