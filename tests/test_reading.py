@@ -144,29 +144,33 @@ def read_the_code_cells(nb: dict) -> list[str]:
     return cells
 
 
+BULLET = re.compile(r"- `(?P<path>[^`]+)`(?P<names>(?:[^:`\n]|`[^`]*`)*):")
+"""A pointer: '- `memkit/file.py`, `Class.method` and `function`: what it does, in prose'."""
+
+
 def pointer_problems(text: str, root: Path = ROOT) -> list[str]:
     """What a "Read the code" cell names that does not exist.
 
-    Each bullet that starts with a backticked path names, in backticks after it, things that path
-    defines (`function`, `Class`, `Class.method`); a name with spaces or symbols is prose."""
+    Each bullet names a file, then (before the colon) the functions, classes or methods to read in
+    it; the prose after the colon is free to quote anything in backticks (a table, a statement)."""
     problems = []
     bullets = [b for b in re.split(r"\n(?=- )", text) if b.startswith("- `")]
     if not bullets:
-        return ["no bullet of the form '- `memkit/file.py`: `name` ...'"]
+        return ["no bullet of the form '- `memkit/file.py`, `name`: ...'"]
     for bullet in bullets:
-        path_match = re.match(r"- `([^`]+\.py)`", bullet)
-        if not path_match:
-            problems.append(f"a bullet does not start with a file: {bullet[:60]!r}")
+        match = BULLET.match(bullet)
+        if not match or not match["path"].endswith(".py"):
+            problems.append(f"a bullet does not start with a file and its names: {bullet[:60]!r}")
             continue
-        path = root / path_match[1]
+        path = root / match["path"]
         if not path.is_file():
-            problems.append(f"{path_match[1]} does not exist")
+            problems.append(f"{match['path']} does not exist")
             continue
-        names = CODE_NAME.findall(bullet[path_match.end():])
+        names = CODE_NAME.findall(match["names"])
         if not names:
-            problems.append(f"{path_match[1]}: no function or class named")
+            problems.append(f"{match['path']}: no function or class named before the colon")
         defined = defined_names(path.read_text(encoding="utf-8"))
-        problems += [f"{path_match[1]} defines no {name!r}" for name in names if name not in defined]
+        problems += [f"{match['path']} defines no {name!r}" for name in names if name not in defined]
     return problems
 
 
@@ -254,14 +258,19 @@ def test_a_small_drift_in_a_line_count_is_allowed(tmp_path):
 
 def test_a_read_the_code_cell_with_a_stale_pointer_is_reported(tmp_path):
     root = _tree(tmp_path)
-    right = "**Read the code.**\n\n- `memkit/a.py`: `Store.put`, which checks `LIMIT` (the `x = 1` form)."
+    right = ("### Read the code\n\n- `memkit/a.py`, `Store.put` and `LIMIT`: it checks the `memories` "
+             "table: `x = 1`.\n- `memkit/a.py`, `Store`: the class.")
     assert pointer_problems(right, root) == []
     assert pointer_problems(right.replace("Store.put", "MemoryStore.transaction"), root) == [
         "memkit/a.py defines no 'MemoryStore.transaction'"]
-    [problem] = pointer_problems(right.replace("memkit/a.py", "memkit/store/"), root)
-    assert problem.startswith("a bullet does not start with a file: '- `memkit/store/`")
+    [problem] = pointer_problems(right.replace("- `memkit/a.py`, `Store`:", "- `memkit/b.py`, `Store`:"), root)
+    assert problem == "memkit/b.py does not exist"
+    [problem] = pointer_problems(right.replace("`memkit/a.py`, `Store.put` and `LIMIT`:", "`memkit/a.py`:"), root)
+    assert problem == "memkit/a.py: no function or class named before the colon"
+    [problem] = pointer_problems(right.replace("- `memkit/a.py`, `Store`:", "- `memkit/store/`, `Store`:"), root)
+    assert problem.startswith("a bullet does not start with a file and its names: '- `memkit/store/`")
     assert pointer_problems("Read `MemoryStore.transaction` in `memkit/store/`.", root) == [
-        "no bullet of the form '- `memkit/file.py`: `name` ...'"]
+        "no bullet of the form '- `memkit/file.py`, `name`: ...'"]
     nb = {"cells": [{"cell_type": "markdown", "source": [right]},
                     {"cell_type": "markdown", "source": ["## Read the table"]}]}
     assert read_the_code_cells(nb) == [right]
