@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from pathlib import Path
 
 import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
 
@@ -14,6 +15,9 @@ from memkit import MemoryAgent, ScriptedModel
 from memkit.models import call
 from classroom import history_table, messages_table, records_table, run_sync
 from memkit.store import fingerprint
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+"""Where the notebooks run, and so where `classroom` is importable without an install."""
 
 
 def test_records_and_history_tables_have_fixed_columns(demo):
@@ -61,14 +65,16 @@ def test_missing_extra_names_the_install_command():
     script = ("import sys; sys.modules['ipywidgets'] = None\n"
               "from memkit import Approvals\nfrom classroom import ConfirmForm\n"
               "try:\n    ConfirmForm(Approvals())\nexcept ImportError as exc:\n    print(exc)\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=NOTEBOOKS).stdout
     assert "pip install 'memkit[notebooks]'" in out
 
 
-def test_importing_memkit_notebook_does_not_import_the_extras():
-    script = ("import sys, memkit.inspector.tables, classroom.charts, classroom.views, "
+def test_importing_classroom_and_the_inspector_does_not_import_the_extras():
+    script = ("import sys, memkit.inspector.tables, classroom, classroom.charts, classroom.views, "
               "memkit.inspector; print(sorted({'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=NOTEBOOKS).stdout
     assert out.strip() == "[]"
 
 
