@@ -56,8 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         sub.add_argument("--db", metavar="PATH|URL", help="the SQLite file, or a postgresql:// URL "
                          "(default: $MEMKIT_DB, $DATABASE_URL, or ./memkit-workspace)")
-        sub.add_argument("--workspace", metavar="DIR", help="use DIR/state/memory.sqlite3; with --db postgresql://..., "
-                         "the folder for this machine's state (chat's window) instead of ./memkit-workspace")
+        sub.add_argument("--workspace", metavar="DIR", help="use DIR/state/memory.sqlite3 (made private if missing)")
         return sub
 
     def identity(sub: argparse.ArgumentParser, key: bool = True) -> None:
@@ -103,8 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--confirm", action="store_true")
     sub.add_argument("--window-gone", action="append", metavar="PLACE",
                      help="a recorded window gone for good (a retired Redis: its URL, with its password if "
-                          "it needs one; a removed workspace: its folder); skipped if nothing answers there, then no "
-                          "longer recorded (repeatable; `memkit windows` lists them)")
+                          "it needs one; an older memkit's removed workspace: its folder); skipped if nothing answers "
+                          "there, then no longer recorded (repeatable; `memkit windows` lists them)")
     sub = command("windows", cmd_windows, "the window places the store recorded, and whether each answers; "
                   "--drop one gone for good (needs --confirm)")
     sub.add_argument("--drop", metavar="PLACE", help="stop recording this place (its Redis URL, workspace folder "
@@ -131,9 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--confirm-delete", nargs=2, action="append", metavar=("KIND", "KEY"))
     sub.add_argument("--live", action="store_true", help="use OPENAI_API_KEY / OPENAI_MODEL / OPENAI_BASE_URL")
     sub.add_argument("--budget", type=int, default=None, help="request budget in characters (default 16000)")
-    sub.add_argument("--window", choices=("workspace", "process"), default="workspace",
-                     help="where the conversation's recent turns live: REDIS_URL or the workspace's redis-server "
-                          "(default), or this process only (the goldfish, for comparison)")
+    sub.add_argument("--window", choices=("kept", "process"), default="kept",
+                     help="where the conversation's recent turns live: kept (default) in the store's own file, or "
+                          "in Redis with --redis-url or REDIS_URL; or this process only (the goldfish, for comparison)")
+    sub.add_argument("--redis-url", metavar="URL", help="keep the window in the Redis at URL (default: $REDIS_URL)")
     sub.add_argument("--dump-requests", metavar="PATH", help="write every request the fixture received (JSON)")
     sub = command("mcp", cmd_mcp, "serve one user's memory to an MCP host over stdio; writes ask the person "
                   "(the mcp extra)")

@@ -1,4 +1,4 @@
-"""`memkit chat`: the agent over the workspace's store and window, one message after another.
+"""`memkit chat`: the agent over the store and its window, one message after another.
 
 Messages come from `--message`/`--task`, or line by line from standard input (each answered with a
 JSON line flushed the moment the exchange is stored, then `{"done": true}`).

@@ -4,7 +4,7 @@
    and a new process for alice (another session) recalls hers and never sees bob's.
 2. Short-term memory: alice gives a ticket number in a conversation; that process is killed with
    SIGKILL; a new process for the same session is asked "What was my ticket number?" and answers
-   it from the conversation's window, which outlived the process.
+   it from the conversation's window, kept in the store's own file: nothing ran in between.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any
 
 from ..errors import MemkitError
 from .killed_chat import told_then_killed
-from ..servers.workspace import WorkspaceRedis, window_folder
 
 
 class DemoFailed(MemkitError):
@@ -63,7 +62,7 @@ def run_demo() -> None:
         recall = third["turns"][0]["reply"]
         print(f"[process 3, alice/s2] {third['turns'][0]['message']!r}\n    -> {recall}\n")
 
-        print("2. The conversation survives a crash: its recent turns live in the window, not the process")
+        print("2. The conversation survives a crash: its recent turns live in the store's file, not the process")
         told = told_then_killed(db, "My ticket number is T-4471")
         print(f"[process 4, alice/support] {told['message']!r}\n    -> {told['reply']}\n"
               f"    (process {told['pid']} killed with SIGKILL right after that reply)")
@@ -93,5 +92,4 @@ def run_demo() -> None:
         if not all(checks.values()):
             raise DemoFailed("the demo's checks failed")
     finally:
-        WorkspaceRedis.stop(window_folder(db))  # a server the killed process left is not left running
         shutil.rmtree(workspace, ignore_errors=True)

@@ -15,7 +15,7 @@ from typing import Any
 def start_chat(db: Path, user: str, session: str, env: dict[str, str] | None) -> subprocess.Popen[str]:
     """A `memkit chat` process reading messages on stdin (one JSON line out per stored exchange)."""
     return subprocess.Popen([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", user,
-                             "--session", session, "--window", "workspace"], stdin=subprocess.PIPE,
+                             "--session", session], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -21,8 +20,7 @@ from ..limits import DEFAULT_LIMITS, Limits, check_text
 from ..semantic import DEFAULT_MIN_SIMILARITY
 from ..store import MemoryStore, Store, is_database_url, open_store
 from ..store.targets import postgres_conninfo
-from ..window import InProcessWindow, RedisWindow, ShortTermWindow, connect_redis
-from ..servers.workspace import DEFAULT_WAIT_S, WorkspaceRedis, window_folder
+from ..window import InProcessWindow, RedisWindow, ShortTermWindow, StoreWindow, connect_redis
 
 DEFAULT_WORKSPACE = "memkit-workspace"
 WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat", "mcp"}
@@ -42,8 +40,7 @@ def db_path(args: argparse.Namespace) -> tuple[Path, bool]:
     """
     _refuse_empty(args)
     if args.db and args.workspace is not None:
-        raise CliError(f"--db {args.db} and --workspace {args.workspace} both name a SQLite file; give one of them "
-                       "(--workspace goes with --db only when --db is a postgresql:// URL)")
+        raise CliError(f"--db {args.db} and --workspace {args.workspace} both name the store; give one of them")
     if args.db:
         return Path(args.db), False
     if args.workspace is None and os.environ.get("MEMKIT_DB"):
@@ -64,6 +61,9 @@ def database_url(args: argparse.Namespace) -> str | None:
         # Any PostgreSQL spelling (postgresql+psycopg://, upper case, key=value) is one; another
         # scheme is refused here, its password masked, never taken for a file name.
         conninfo = postgres_conninfo(args.db)
+        if conninfo is not None and args.workspace is not None:
+            raise CliError(f"--workspace {args.workspace} names a SQLite store's folder, and --db names a PostgreSQL "
+                           "store; give one of them")
         if conninfo is not None:
             return conninfo
     if args.db or args.workspace is not None or os.environ.get("MEMKIT_DB"):
@@ -72,21 +72,6 @@ def database_url(args: argparse.Namespace) -> str | None:
     if url is not None and not is_database_url(url):
         raise CliError("DATABASE_URL is set but is not a postgresql:// URL; unset it, or give --db or --workspace")
     return url
-
-
-def workspace_window(args: argparse.Namespace, store: Store) -> Path:
-    """The folder of the workspace's own redis-server (the window when REDIS_URL is unset).
-
-    Beside a SQLite file: `memory.sqlite3-window/`. For a PostgreSQL store, in the workspace
-    (`--workspace DIR`, else ./memkit-workspace): `state/postgresql-<id>-window/`, `<id>` naming the
-    server, database and schema (`PostgresStore.location`), so every process on this machine that
-    uses that store shares one window, and two stores never share one (a window archives its turns
-    into the store it was opened with).
-    """
-    if store.path is not None:
-        return window_folder(store.path)
-    digest = hashlib.sha256(store.location.encode("utf-8")).hexdigest()[:12]
-    return Path(args.workspace or DEFAULT_WORKSPACE) / "state" / f"postgresql-{digest}-window"
 
 
 KEEPS_VECTORS = frozenset({"put", "chat", "approve", "import", "mcp"})
@@ -183,9 +168,6 @@ def check_args(args: argparse.Namespace) -> None:
                 raise CliError(f"--min-similarity is {args.min_similarity}; use a number from -1 to 1")
         elif args.model is not None or args.min_similarity != DEFAULT_MIN_SIMILARITY:
             raise CliError("--model and --min-similarity go with --by-meaning; add it, or drop them")
-    if args.command in ("chat", "forget-user", "windows"):  # the window's settings, checked before anything is opened
-        window_wait()
-        window_idle()
     if args.command == "chat":
         for key, value in (args.confirm_preference or []) + (args.confirm_episode or []):
             limits.check_key(key)
@@ -217,60 +199,28 @@ def require_confirm(args: argparse.Namespace, what: str) -> None:
 
 @contextlib.contextmanager
 def window_for(args: argparse.Namespace, store: Store) -> Iterator[ShortTermWindow]:
-    """The short-term window of `chat`: Redis at `REDIS_URL`, else the workspace's own redis-server.
-
-    The embedded server keeps its data (AOF, fsynced every second) in a folder beside the SQLite
-    file, or in the workspace for a PostgreSQL store (`workspace_window`), and is shared by every
-    memkit process using that database, so a conversation continues in the next process with
-    nothing but the workspace.
-    """
-    if getattr(args, "window", "workspace") == "process":
-        with InProcessWindow(store.limits.window_turns, limits=store.limits) as goldfish:
+    """The short-term window of `chat`: Redis at `--redis-url` or `REDIS_URL`, else the store's own
+    file (`StoreWindow`), so the conversation continues in the next process with nothing running
+    between commands; `--window process` keeps it in this process only (the goldfish)."""
+    size = store.limits.window_turns
+    if args.window == "process":
+        with InProcessWindow(size, limits=store.limits) as goldfish:
             yield goldfish
         return
-    url = os.environ.get("REDIS_URL")
-    if not url:  # a PostgreSQL store's window lives in the workspace, which may not exist yet
-        private_folders(workspace_window(args, store).parent)
-    handle = connect_redis(url) if url else WorkspaceRedis(workspace_window(args, store), wait=window_wait(),
-                                                         idle=window_idle())
-    try:
-        window = RedisWindow(store, handle.client, size=store.limits.window_turns)
-        with window:
+    url = args.redis_url or os.environ.get("REDIS_URL") or None
+    if url is None:
+        if store.path is None:
+            raise CliError("a PostgreSQL store keeps chat's window in Redis: give --redis-url URL or set REDIS_URL "
+                           "(or --window process, for a conversation that ends with the process)")
+        with StoreWindow(store, size) as window:
             yield window
+        return
+    handle = connect_redis(url)
+    try:
+        with RedisWindow(store, handle.client, size=size) as redis_window:
+            yield redis_window
     finally:
         handle.close()
-
-
-def _seconds(name: str, default: float, *, zero: bool, what: str) -> float:
-    """Seconds from the environment variable `name` (unset or blank: `default`); a negative value,
-    zero unless `zero`, a day or more, or not a number is refused, naming the variable and its value."""
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not (seconds >= 0 if zero else seconds > 0) or not seconds < 86400:
-        raise CliError(f"{name} is {raw!r}; give {what}")
-    return seconds
-
-
-def window_wait() -> float:
-    """Seconds to wait for the workspace window's lock or a stalled server: $MEMKIT_WINDOW_WAIT, else 15."""
-    return _seconds("MEMKIT_WINDOW_WAIT", DEFAULT_WAIT_S, zero=False,
-                    what="the seconds to wait for the window as a positive number")
-
-
-DEFAULT_IDLE_S = 60.0
-"""Seconds the workspace's redis-server stays warm after the last chat (its keeper then stops it)."""
-
-
-def window_idle() -> float:
-    """Seconds the workspace's server stays warm for the next message: $MEMKIT_WINDOW_IDLE, else 60
-    (0: stop it when the last process closes, paying its start on every message)."""
-    return _seconds("MEMKIT_WINDOW_IDLE", DEFAULT_IDLE_S, zero=True,
-                    what="the seconds to keep the window's server warm (0 to stop it after each command)")
 
 
 def private_folders(folder: Path) -> None:

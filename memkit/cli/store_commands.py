@@ -15,8 +15,8 @@ from pathlib import Path
 from ..forgetting import drop_window, forget_user, window_status
 from ..store import Store
 from ..store.files import write_private
-from ..window.places import url_place, workspace_place
-from .options import CliError, cli_approvals, require_confirm, store_for, window_wait, workspace_window
+from ..window.places import url_place
+from .options import CliError, cli_approvals, require_confirm, store_for
 from .output import emit
 
 
@@ -98,18 +98,13 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 
 def cmd_forget_user(args: argparse.Namespace) -> None:
-    """Forget the user in every window the store recorded (`memkit.forgetting`), this shell's
-    `REDIS_URL` and workspace window included, then in the store."""
+    """Forget the user in the store, its own window and every Redis window the store recorded
+    (`memkit.forgetting`), this shell's `REDIS_URL` included."""
     require_confirm(args, "forget-user")
     with store_for(args) as store:
         url = os.environ.get("REDIS_URL") or None
-        here = []  # windows opened before the store recorded its window places
-        if workspace_window(args, store).exists():
-            here.append(workspace_place(workspace_window(args, store)))
-        if url:
-            here.append(url_place(url))
-        report = forget_user(store, args.user, places=here, gone=args.window_gone or (), redis_url=url,
-                             wait=window_wait())
+        here = [url_place(url)] if url else []  # a window opened before the store recorded its places
+        report = forget_user(store, args.user, places=here, gone=args.window_gone or (), redis_url=url)
         dropped = "".join(f"; {entry['window']} no longer recorded" for entry in report["dropped_windows"])
         dropped += "".join(f"; {entry['window']} skipped (named gone, never recorded)"
                            for entry in report["skipped_windows"])
@@ -126,7 +121,7 @@ def cmd_windows(args: argparse.Namespace) -> None:
         return
     require_confirm(args, f"dropping the window place {args.drop!r}")
     with store_for(args) as store:
-        report = drop_window(store, args.drop, redis_url=url, wait=window_wait())
+        report = drop_window(store, args.drop, redis_url=url)
         emit(report, committed=f"{report['dropped']} no longer recorded")
 
 

@@ -1,24 +1,17 @@
 """Short-term windows: the recent turns of a live session, and how they reach the archive.
 
 A conversation has two tiers. The *window* holds the last `size` turns of a session, where the
-agent reads them on every reply; the *archive* (the `transcript` table of the SQLite store) keeps
-every turn that left the window. `load_session` joins the two back into the whole conversation.
+agent reads them on every reply; the *archive* (the store's `transcript` table) keeps every turn
+that left the window. `load_session` joins the two back into the whole conversation. Three windows
+share one interface, `ShortTermWindow` (`base`):
 
-    append ──► window (last N) ──► pending ──► archive (SQLite)
-                 │  falls out       │  worker     ▲
-                 └── idle near TTL ─┘  (or flush) │   load_session = archive + pending + window
+* `InProcessWindow` (`base`): a bounded deque per session in this process, gone when it exits.
+* `StoreWindow` (`store_window`): in the store's own SQLite file, one transaction per turn; what
+  `memkit chat` uses, and what survives a killed process with nothing else running.
+* `RedisWindow` (`redis`): in Redis, shared by every agent instance that serves the user, with a
+  sliding TTL, archived into the store exactly once by its `archiver`.
 
-Two implementations share one interface, `ShortTermWindow`:
-
-* `InProcessWindow` (`base`): a bounded deque per session in this process. Fast, private to the
-  process, gone when it exits; the default of the early notebooks.
-* `RedisWindow` (`redis`): the window in Redis, shared by every agent instance that serves the
-  user, with a sliding TTL, archived into SQLite exactly once by its `archiver`.
-
-The modules, from the leaves up (each docstring says what it owns): `places`, `protocol` (the
-Redis keys and every Lua script), `base`, `expiry`, `numbering`, `reads`, `archiver`, `redis`. The
-servers themselves (the embedded redis-server or `REDIS_URL`, the workspace's redis-server and its
-keeper) are `memkit.servers`.
+The Redis key layout and the scripts' contracts: docs/design/window.md.
 """
 
 from __future__ import annotations
@@ -30,6 +23,7 @@ from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, InProcessWindow, Shor
 from .protocol import KeyLayout, SessionKeys, session_keys
 from .expiry import DEFAULT_TTL_SECONDS
 from .redis import RedisWindow
+from .store_window import StoreWindow
 
 __all__ = [
     "DEFAULT_MAX_CONTENT_CHARS",
@@ -44,6 +38,7 @@ __all__ = [
     "RedisWindow",
     "SessionKeys",
     "ShortTermWindow",
+    "StoreWindow",
     "check_redis_url",
     "connect_redis",
     "display_url",

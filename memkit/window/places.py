@@ -1,20 +1,12 @@
-"""Where a store's short-term windows live, written down in the store so that forgetting reaches them.
+"""Where a store's Redis windows live, written down in the store so that forgetting reaches them.
 
-A window is opened at a *place*: a workspace's own redis-server (its folder), or a Redis server at
-a URL. The store records each place a window of it was opened at (`Store.note_window`), so
-`memkit.forgetting.forget_user` can clear every one of them later, from any directory and in any
-shell: chat on PostgreSQL from one folder and forget from another, or chat with `REDIS_URL` set in
-one shell and forget in a shell without it.
-
-A place is a small JSON text with sorted keys, so one place is recorded once:
-
-* `{"folder": "/abs/path/memory.sqlite3-window", "kind": "workspace", "prefix": "memkit"}`
-* `{"kind": "redis", "prefix": "memkit", "url": "redis://user@host:6379/0"}`: never the password.
-  Forgetting connects with the URL a person named (`--window-gone`) or `REDIS_URL` when it names
-  the same server (either may carry the password), else with the recorded URL.
-
-A temporary embedded server (`start_embedded_redis` without a folder) is no place: it archives
-what it holds into the store before it stops, and nothing of it outlives it.
+A `RedisWindow` records the server it was opened on (`Store.note_window`), so
+`memkit.forgetting.forget_user` can clear it later from any shell: chat with `REDIS_URL` set in one
+shell and forget in a shell without it. A place is a small JSON text with sorted keys, e.g.
+`{"kind": "redis", "prefix": "memkit", "url": "redis://user@host:6379/0"}`: never the password.
+Stores made by an older memkit may also hold `{"kind": "workspace", "folder": ...}` places (the
+redis-server the CLI used to keep beside the store). The store's own window (`StoreWindow`) is no
+place: it is in the store. Nor is a temporary embedded server: it archives all it holds before it stops.
 """
 
 from __future__ import annotations
@@ -26,7 +18,6 @@ from typing import Any, NamedTuple
 
 from ..errors import WindowError
 from ..servers.redis_client import check_redis_url
-from ..servers.workspace_folder import socket_folder_of
 
 WORKSPACE = "workspace"
 REDIS = "redis"
@@ -46,7 +37,7 @@ class Place(NamedTuple):
 
 
 def read_place(place: str) -> Place:
-    """A place's JSON text (as `workspace_place` and `url_place` write it), read.
+    """A place's JSON text (as `url_place` writes it, or an older memkit wrote a workspace place), read.
 
     Raises:
         WindowError: `place` is not a JSON object, or a workspace place names no folder or a Redis
@@ -66,11 +57,6 @@ def read_place(place: str) -> Place:
         what = "folder" if kind == WORKSPACE else "URL"
         raise WindowError(f"the {kind} window place {place!r} names no {what}: this memkit did not write it")
     return Place(kind, str(data.get("prefix", "memkit")), folder, url)
-
-
-def workspace_place(folder: str | Path, prefix: str = "memkit") -> str:
-    """The place of a workspace's own redis-server, named by its folder (made absolute)."""
-    return json.dumps({"kind": WORKSPACE, "folder": str(Path(folder).resolve()), "prefix": prefix}, sort_keys=True)
 
 
 def url_place(url: str, prefix: str = "memkit") -> str:
@@ -108,9 +94,6 @@ def client_place(client: Any, prefix: str = "memkit") -> str | None:
     database = int(kwargs.get("db") or 0)
     if kwargs.get("path"):
         path = str(kwargs["path"])
-        folder = socket_folder_of(path)
-        if folder is not None:  # a workspace's server: its socket moves with each start, its folder stays
-            return workspace_place(folder, prefix)
         if Path(path).parent.name.startswith("memkit-sock-") and _temporary_data(client):
             return None  # another process's embedded server without a folder: its owner archives it all
         return url_place(f"unix://{user}{path}?db={database}", prefix)

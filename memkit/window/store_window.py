@@ -1,0 +1,169 @@
+"""The short-term window kept in the store's own SQLite file: `memkit chat`'s window by default.
+
+Each session keeps its last `size` turns in the table `window_turns`, beside the transcript archive
+in the same file. An append is one transaction: the new turn goes in and a turn that falls out of
+the window moves into the archive, so every turn is in exactly one of the two, and a process killed
+at any moment leaves the whole append or none of it. A session unused for `ttl` seconds (each read
+and write restarts the clock) is moved whole into the archive at its next use or at `flush()`.
+With several machines, or many writers, keep the window in Redis instead (`RedisWindow`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from ..clock import Clock, iso, utc_now
+from ..errors import ValidationError
+from ..store import Store
+from ..transcript import Turn, merge_turns
+from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
+from .expiry import DEFAULT_TTL_SECONDS, check_ttl
+
+_COLUMNS = "turn, role, content, at"
+
+
+class StoreWindow(ShortTermWindow):
+    """The last `size` turns of each session, in the store's own file, with a sliding expiry.
+
+    Args:
+        store: a SQLite store (`MemoryStore`); its transcript table is the archive.
+        size: how many turns each session keeps (default 10).
+        ttl: seconds without a read or write after which a session's window is archived (default 1800).
+        clock: where the time comes from (a `FakeClock` in tests).
+
+    Raises:
+        ValidationError: a bad size or ttl, or a store that is not a SQLite file.
+
+    Example:
+        >>> with MemoryStore(tmp / "m.sqlite3") as store:  # doctest: +SKIP
+        ...     window = StoreWindow(store, size=2)
+        ...     for text in ["hi", "hello", "tea?"]:
+        ...         _ = window.append("alice", "s1", "user", text)
+        ...     [t["content"] for t in window.recent("alice", "s1")], len(window.load_session("alice", "s1"))
+        (['hello', 'tea?'], 3)
+    """
+
+    def __init__(self, store: Store, size: int = DEFAULT_SIZE, *, ttl: float = DEFAULT_TTL_SECONDS,
+                 clock: Clock = utc_now, max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS) -> None:
+        if getattr(store, "path", None) is None:
+            raise ValidationError("StoreWindow keeps its turns in a SQLite store's file, and this store is not one; "
+                                  "for a PostgreSQL store use RedisWindow (REDIS_URL, or memkit chat --redis-url)")
+        super().__init__(size, store, clock, store.limits, max_content_chars)
+        self.store: Store = store
+        self.ttl = check_ttl(ttl)
+
+    def append(self, user: str, session: str, role: str, content: Any) -> Turn:
+        """Add a turn and return it with its number; a turn that falls out goes to the archive, in the
+        same transaction. Raises ValidationError (nothing written) for a bad id, role or content."""
+        self._check(user, session)
+        text = self._content(role, content)
+        with self.store.transaction() as conn:
+            return self._append(conn, user, session, role, text)
+
+    def append_exchange(self, user: str, session: str, question: str, answer: str) -> list[Turn]:
+        """Store the user's turn and the assistant's in one transaction: both or neither."""
+        self._check(user, session)
+        texts = [("user", self._content("user", question)), ("assistant", self._content("assistant", answer))]
+        with self.store.transaction() as conn:
+            return [self._append(conn, user, session, role, text) for role, text in texts]
+
+    def _append(self, conn: Any, user: str, session: str, role: str, text: str) -> Turn:
+        now = self._clock()
+        self._expire(conn, user, session, now)
+        # The next number is past both the window and the archive; the transaction holds the store's
+        # write lock, so no other process can take the same number meanwhile.
+        number = 1 + conn.execute(
+            "SELECT max(coalesce((SELECT max(turn) FROM window_turns WHERE user_id = ? AND session_id = ?), 0),"
+            " coalesce((SELECT max(turn) FROM transcript WHERE user_id = ? AND session_id = ?), 0))",
+            (user, session, user, session)).fetchone()[0]
+        turn: Turn = {"turn": number, "role": role, "content": text, "at": iso(now)}
+        conn.execute("INSERT INTO window_turns (user_id, session_id, turn, role, content, at, expires_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, '')", (user, session, number, role, text, turn["at"]))
+        self._slide(conn, user, session, now)
+        self._archive(conn, user, session, up_to=number - self.size)  # what fell out of the window
+        return turn
+
+    def recent(self, user: str, session: str) -> list[Turn]:
+        """The session's window, oldest first; reading it restarts its expiry."""
+        self._check(user, session)
+        with self.store.transaction() as conn:
+            now = self._clock()
+            self._expire(conn, user, session, now)
+            self._slide(conn, user, session, now)
+            return self._window(conn, user, session)
+
+    def load_session(self, user: str, session: str) -> list[Turn]:
+        """The whole conversation, archive and window together, each turn once, in turn order."""
+        self._check(user, session)
+        with self.store.transaction() as conn:  # one snapshot of both tables
+            self._expire(conn, user, session, self._clock())
+            return merge_turns(self.store.archived_turns(user, session), self._window(conn, user, session))
+
+    def retire_user(self, user: str) -> int:
+        """Move every window turn of `user` into the archive (after a confirmed delete); returns how
+        many sessions were retired."""
+        self.limits.check_id("user", user)
+        with self.store.transaction() as conn:
+            sessions = [row[0] for row in conn.execute(
+                "SELECT DISTINCT session_id FROM window_turns WHERE user_id = ?", (user,)).fetchall()]
+            for session in sessions:
+                self._archive(conn, user, session)
+        return len(sessions)
+
+    def clear_user(self, user: str) -> dict[str, int]:
+        """Delete `user`'s window turns (every session), leaving the rest of the store alone."""
+        self.limits.check_id("user", user)
+        with self.store.transaction() as conn:
+            return {"window_turns": conn.execute("DELETE FROM window_turns WHERE user_id = ?", (user,)).rowcount}
+
+    def forget_user(self, user: str) -> dict[str, int]:
+        """Remove `user`'s window turns and, in the same transaction, everything of theirs in the store."""
+        with self.store.transaction():
+            cleared = self.clear_user(user)
+            return {**self.store.forget_user(user), **cleared}
+
+    def user_turns(self, user: str) -> int:
+        """How many turns of `user` the window holds, all sessions."""
+        self.limits.check_id("user", user)
+        with self.store.transaction() as conn:
+            return int(conn.execute("SELECT count(*) FROM window_turns WHERE user_id = ?", (user,)).fetchone()[0])
+
+    def flush(self) -> dict[str, int]:
+        """Archive every session (of every user) whose window has expired. Returns
+        {"closed": sessions archived, "archived": turns moved}."""
+        with self.store.transaction() as conn:
+            expired = conn.execute("SELECT user_id, session_id, count(*) FROM window_turns WHERE expires_at <= ?"
+                                   " GROUP BY user_id, session_id", (iso(self._clock()),)).fetchall()
+            for user, session, _ in expired:
+                self._archive(conn, user, session)
+        return {"closed": len(expired), "archived": sum(row[2] for row in expired)}
+
+    # -- the steps, each inside the caller's transaction ---------------------------------------------
+
+    def _window(self, conn: Any, user: str, session: str) -> list[Turn]:
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM window_turns WHERE user_id = ? AND session_id = ?"
+                            " ORDER BY turn", (user, session)).fetchall()
+        return [Turn(turn=row[0], role=row[1], content=row[2], at=row[3]) for row in rows]
+
+    def _slide(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
+        expires = iso(now + _dt.timedelta(seconds=self.ttl))
+        conn.execute("UPDATE window_turns SET expires_at = ? WHERE user_id = ? AND session_id = ?",
+                     (expires, user, session))
+
+    def _expire(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
+        """An idle session's window goes to the archive whole: it is not lost, only no longer recent."""
+        if conn.execute("SELECT 1 FROM window_turns WHERE user_id = ? AND session_id = ? AND expires_at <= ?"
+                        " LIMIT 1", (user, session, iso(now))).fetchone():
+            self._archive(conn, user, session)
+
+    def _archive(self, conn: Any, user: str, session: str, up_to: int | None = None) -> None:
+        """Move the session's window turns numbered `up_to` or less (None: all) into the archive.
+        Copy and delete share the caller's transaction: a turn is archived exactly once."""
+        limit = up_to if up_to is not None else 2**62
+        turns = [dict(t) for t in self._window(conn, user, session) if t["turn"] <= limit]
+        if turns:
+            self.store.archive_turns(user, session, turns)
+            conn.execute("DELETE FROM window_turns WHERE user_id = ? AND session_id = ? AND turn <= ?",
+                         (user, session, limit))
+
