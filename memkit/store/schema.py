@@ -1,10 +1,10 @@
-"""The schema's runner: one check at open and one migration over the steps of `steps.py`, on either backend.
+"""The schema's runner: one check at open and one migration over a backend's steps.
 
 Each step runs with its version bump in one transaction (`migrate`), so a crash leaves a store at the
 old version or the new one. What a store at version N must hold is derived from the steps
 (`expected_objects`, `expected_columns`), so the check at open cannot drift from the schema. A
-backend takes part through a small `SchemaPart` (its version, objects, columns, lock): SQLite's is
-here (`SqliteSchema`), PostgreSQL's in pg_schema.py, beside psycopg.
+backend takes part through a small `SchemaPart` (its steps, version, objects, columns, lock):
+SQLite's is here (`SqliteSchema`, the steps of `steps.py`), PostgreSQL's in `postgres/schema.py`.
 """
 
 from __future__ import annotations
@@ -13,29 +13,23 @@ import contextlib
 import functools
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import StoreError
 from .steps import DROP_SEARCH_INDEX, SEARCH_INDEX_TRIGGERS, STEPS
 
-Dialect = Literal["sqlite", "postgres"]
-"""Which form of each step a store runs."""
+Steps = tuple[tuple[str, ...], ...]
+"""A backend's statements of each step: `steps[N - 1]` brings a store to version N."""
 
-MIGRATIONS: list[list[str]] = [step.sqlite for step in STEPS]
+MIGRATIONS: list[list[str]] = [step.statements for step in STEPS]
 """SQLite's statements of each step: `MIGRATIONS[N - 1]` brings a file to `PRAGMA user_version = N`."""
 
-PG_MIGRATIONS: list[list[str]] = [step.postgres for step in STEPS]
-"""PostgreSQL's statements of each step: `PG_MIGRATIONS[N - 1]` brings a namespace to version N."""
-
 SCHEMA_VERSION = len(STEPS)
-"""The version a store has once every step has run."""
-
-PG_SCHEMA_VERSION = SCHEMA_VERSION
-"""The same number on PostgreSQL: the steps are declared once, so version N names the same records on
-both backends, and an export bundle of version N imports into either."""
+"""The version a store has once every step has run (on PostgreSQL too: version N names the same
+records on both backends, so an export bundle of version N imports into either)."""
 
 _CREATES_TABLE = re.compile(r"\s*CREATE TABLE (\w+) \((.*)\)(?: WITHOUT ROWID)?\s*$", re.S)
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
@@ -64,10 +58,15 @@ def _created_columns(statement: str) -> tuple[str, list[str]] | None:
     return match[1], [name for name in names if name.upper() not in _CONSTRAINTS]
 
 
+def frozen(steps: Sequence[Sequence[str]]) -> Steps:
+    """`steps` as tuples: what `SchemaPart.steps` holds, and what the caches below are keyed by."""
+    return tuple(tuple(statements) for statements in steps)
+
+
 @functools.cache
-def _columns(version: int, dialect: Dialect) -> tuple[tuple[str, frozenset[str]], ...]:
+def _columns(steps: Steps, version: int) -> tuple[tuple[str, frozenset[str]], ...]:
     columns: dict[str, list[str]] = {}
-    for statements in (MIGRATIONS if dialect == "sqlite" else PG_MIGRATIONS)[:version]:
+    for statements in steps[:version]:
         for statement in statements:
             created = _created_columns(statement)
             if created is not None:
@@ -80,48 +79,57 @@ def _columns(version: int, dialect: Dialect) -> tuple[tuple[str, frozenset[str]]
     return tuple((table, frozenset(names)) for table, names in columns.items())
 
 
-def expected_columns(version: int = SCHEMA_VERSION, dialect: Dialect = "sqlite") -> dict[str, frozenset[str]]:
-    """The columns of every table the first `version` steps create, in the order they create them.
+def expected_columns(version: int = SCHEMA_VERSION,
+                     steps: Sequence[Sequence[str]] = MIGRATIONS) -> dict[str, frozenset[str]]:
+    """The columns of every table the first `version` of `steps` (SQLite's by default) create, in order.
 
     Read from the steps' own `CREATE TABLE`, `ADD COLUMN`, `DROP TABLE` and `CREATE VIEW` statements, on
     either backend (a view that replaced a table counts as one: its columns are read like a table's).
     """
-    return dict(_columns(version, dialect))
+    return dict(_columns(frozen(steps), version))
 
 
 @functools.cache
-def expected_objects(version: int = SCHEMA_VERSION, dialect: Dialect = "sqlite") -> frozenset[tuple[str, str]]:
-    """(kind, name) of every table, index, trigger (and on PostgreSQL function and sequence) the first
-    `version` steps leave behind, the database's own excluded.
+def expected_objects(version: int = SCHEMA_VERSION) -> frozenset[tuple[str, str]]:
+    """(kind, name) of every table, index and trigger SQLite's first `version` steps leave behind.
 
-    SQLite's are read from a scratch in-memory database the steps build (FTS5 makes tables no
-    statement names); PostgreSQL's from the steps' own `CREATE` and `DROP` statements. Either way a
-    store missing the search index or a counting trigger is refused at open, not silently used with
-    wrong quotas or search results.
+    Read from a scratch in-memory database the steps build (FTS5 makes tables no statement names),
+    so a file missing the search index or a counting trigger is refused at open, not silently used
+    with wrong quotas or search results.
     """
-    if dialect == "sqlite":
-        conn = sqlite3.connect(":memory:", isolation_level=None)
-        try:
-            for statements in MIGRATIONS[:version]:
-                for statement in statements:
-                    conn.execute(statement)
-            return frozenset(_sqlite_objects(conn))
-        finally:
-            conn.close()
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for statements in MIGRATIONS[:version]:
+            for statement in statements:
+                conn.execute(statement)
+        return frozenset(_sqlite_objects(conn))
+    finally:
+        conn.close()
+
+
+@functools.cache
+def _declared_objects(steps: Steps, version: int) -> frozenset[tuple[str, str]]:
     objects: set[tuple[str, str]] = set()
-    for statements in PG_MIGRATIONS[:version]:
+    for statements in steps[:version]:
         for statement in statements:
             for verb, kind, name in _DDL.findall(statement):
                 (objects.add if verb == "CREATE" else objects.discard)((kind.lower(), name))
     return frozenset(objects)
 
 
+def declared_objects(steps: Sequence[Sequence[str]], version: int) -> frozenset[tuple[str, str]]:
+    """(kind, name) of every table, index, function, trigger and sequence the first `version` of
+    `steps` create and do not drop, read from their own `CREATE` and `DROP` statements."""
+    return _declared_objects(frozen(steps), version)
+
+
 class SchemaPart:
     """What one backend gives `check_schema` and `migrate` (everything else about them is shared):
-    `conn` runs its statements; `where` names the store in messages; `newer`, `malformed` and `says`
-    are its words for a newer or a malformed version and for what a version says."""
+    `steps` its statements of each step; `conn` runs them; `where` names the store in messages;
+    `newer`, `malformed` and `says` are its words for a newer or a malformed version and for what a
+    version says."""
 
-    dialect: Dialect
+    steps: Steps
     conn: Any
     where: str
     newer: str
@@ -129,8 +137,17 @@ class SchemaPart:
     says: str
     begin_sql = "BEGIN"
 
+    @property
+    def latest(self) -> int:
+        """The version a store has once every step has run."""
+        return len(self.steps)
+
     def read_version(self) -> int:
         """The store's version: 0 for none, negative when malformed."""
+        raise NotImplementedError
+
+    def expected_objects(self, version: int) -> frozenset[tuple[str, str]]:
+        """(kind, name) of everything a store at `version` must hold (derived from the steps)."""
         raise NotImplementedError
 
     def write_version(self, version: int) -> None:
@@ -180,9 +197,9 @@ def check_schema(part: SchemaPart) -> int:
     # fresh store) pairs one version with another version's objects, and a sound store would be
     # refused as malformed or as another program's.
     version, present, columns = _read(part)
-    if version > SCHEMA_VERSION:  # newer than this memkit: refused, whatever a migrator does
+    if version > part.latest:  # newer than this memkit: refused, whatever a migrator does
         return _judge(part, version, present, columns)
-    if version == SCHEMA_VERSION:
+    if version == part.latest:
         with contextlib.suppress(StoreError):
             return _judge(part, version, present, columns)
     with part.locked():
@@ -197,25 +214,25 @@ def _read(part: SchemaPart) -> tuple[int, set[tuple[str, str]], dict[str, set[st
     # program's views is still theirs, and the migrations must not be run into it.
     present = part.objects()
     part.check_sound()
-    columns = part.columns(expected_columns(version, part.dialect)) if 0 < version <= SCHEMA_VERSION else {}
+    columns = part.columns(expected_columns(version, part.steps)) if 0 < version <= part.latest else {}
     return version, present, columns
 
 
 def _judge(part: SchemaPart, version: int, present: set[tuple[str, str]], columns: dict[str, set[str]]) -> int:
     """`version` if what was read is a sound memkit store at it (see `check_schema`), else StoreError."""
-    if version > SCHEMA_VERSION:
-        raise StoreError(part.newer.format(where=part.where, version=version, known=SCHEMA_VERSION))
+    if version > part.latest:
+        raise StoreError(part.newer.format(where=part.where, version=version, known=part.latest))
     if version < 0:
         raise StoreError(part.malformed.format(where=part.where, version=version))
     if version == 0:
         part.refuse_unversioned(present)
         return 0
     says = part.says.format(where=part.where, version=version)
-    missing_objects = sorted((expected_objects(version, part.dialect) | part.optional(version, present)) - present)
+    missing_objects = sorted((part.expected_objects(version) | part.optional(version, present)) - present)
     if missing_objects:
         names = ", ".join(f"{kind} {name!r}" for kind, name in missing_objects[:5])
         raise StoreError(f"{says} but lacks {names}; it is malformed and memkit left it as it was")
-    expected = expected_columns(version, part.dialect)
+    expected = expected_columns(version, part.steps)
     for table, wanted in expected.items():
         if not wanted <= columns.get(table, set()):
             missing = ", ".join(sorted(wanted - columns.get(table, set())))
@@ -231,19 +248,18 @@ def migrate(part: SchemaPart) -> None:
     another process may have run the step while this one waited, and running it twice would fail
     half-way.
     """
-    if part.read_version() >= SCHEMA_VERSION:
+    if part.read_version() >= part.latest:
         return  # the common case takes no lock, so opening works while another writes
-    steps = MIGRATIONS if part.dialect == "sqlite" else PG_MIGRATIONS
     with part.locked():
         while True:
             part.conn.execute(part.begin_sql)
             try:
                 version = part.read_version()
-                if version >= SCHEMA_VERSION:
+                if version >= part.latest:
                     part.conn.execute("COMMIT")
                     return
                 part.prepare(version)
-                for statement in steps[version]:
+                for statement in part.steps[version]:
                     part.conn.execute(statement)
                 part.write_version(version + 1)
             except BaseException:
@@ -266,7 +282,7 @@ class SqliteSchema(SchemaPart):
     """SQLite's part: the version is `PRAGMA user_version`, and a step's transaction takes the write
     lock first (`BEGIN IMMEDIATE`), which keeps other migrators out."""
 
-    dialect: Dialect = "sqlite"
+    steps = frozen(MIGRATIONS)
     begin_sql = "BEGIN IMMEDIATE"
     newer = ("{where} has schema version {version}, newer than this memkit knows ({known}); "
              "upgrade memkit to open it. The file was not changed")
@@ -282,6 +298,9 @@ class SqliteSchema(SchemaPart):
 
     def write_version(self, version: int) -> None:
         self.conn.execute(f"PRAGMA user_version = {int(version)}")
+
+    def expected_objects(self, version: int) -> frozenset[tuple[str, str]]:
+        return expected_objects(version)
 
     def objects(self) -> set[tuple[str, str]]:
         return _sqlite_objects(self.conn)

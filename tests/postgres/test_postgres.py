@@ -27,7 +27,9 @@ from memkit.errors import LockedError, StoreError, ValidationError
 from memkit.limits import Limits
 from memkit.store import MemoryStore, PostgresStore, open_store
 from memkit.store import SCHEMA_VERSION
-from memkit.store.schema import PG_MIGRATIONS, PG_SCHEMA_VERSION, expected_columns, expected_objects
+from memkit.store.schema import expected_columns
+from memkit.store.postgres.schema import PG_SCHEMA_VERSION, expected_objects
+from memkit.store.postgres.steps import PG_MIGRATIONS
 
 pytestmark = pytest.mark.postgres
 
@@ -139,15 +141,15 @@ def test_expected_objects_and_columns_are_what_the_migrations_make(pg_url):
     PostgresStore(pg_url, schema=schema).close()
     kinds = {"r": "table", "i": "index", "f": "function", "t": "trigger", "S": "sequence"}
     made = {(kinds[kind], name) for name, kind in catalog(pg_url, schema)["objects"] if kind in kinds}
-    assert expected_objects(dialect="postgres") <= made
+    assert expected_objects() <= made
     with psycopg.connect(pg_url, autocommit=True) as conn:
         columns: dict[str, set[str]] = {}
         for table, column in conn.execute(
                 "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s", (schema,)):
             columns.setdefault(table, set()).add(column)
-    assert columns == expected_columns(dialect="postgres")
+    assert columns == expected_columns(PG_SCHEMA_VERSION, PG_MIGRATIONS)
     assert PG_SCHEMA_VERSION == SCHEMA_VERSION  # version N names the same schema on both backends
-    assert {name for kind, name in expected_objects(dialect="postgres") if kind == "trigger"} == {
+    assert {name for kind, name in expected_objects() if kind == "trigger"} == {
         "memories_count_insert", "memories_count_delete", "memory_events_append_only",
         *(f"{table}_size_{event}"
           for table in ("memories", "memory_events", "transcript", "proposals", "memory_embeddings",

@@ -398,22 +398,6 @@ def test_expected_columns_are_what_the_steps_make_at_every_version(tmp_path):
     assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
-def test_every_version_names_the_same_tables_and_columns_on_both_backends():
-    """Each step is declared once in both forms: the records they make agree at every version, so an
-    export bundle of version N imports into either backend."""
-    from memkit.store import expected_columns
-
-    # Each backend's bookkeeping (SQLite's store-wide count moved into store_meta at step 12,
-    # PostgreSQL's counters into memkit_shards at step 13).
-    own = {"sqlite": {"store_meta", "total_count"},
-           "postgres": {"memkit_meta", "store_size", "total_count", "memkit_shards"}}
-    for version in range(1, SCHEMA_VERSION + 1):
-        sqlite, postgres = ({table: columns for table, columns in expected_columns(version, dialect).items()
-                             if table not in own[dialect]} for dialect in ("sqlite", "postgres"))
-        assert sqlite == postgres, version
-        assert "memories" in sqlite
-
-
 def test_a_file_whose_later_table_lacks_a_column_is_refused(tmp_path):
     path = _file_at_version(tmp_path / "new.sqlite3", SCHEMA_VERSION)
     conn = sqlite3.connect(path, isolation_level=None)

@@ -126,7 +126,8 @@ def _fresh_database(pg_url: str, name: str) -> str:
 
 def test_memkit_migrate_and_limits_on_postgresql(pg_url):
     psycopg = pytest.importorskip("psycopg")
-    from memkit.store.schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
+    from memkit.store.postgres.schema import PG_SCHEMA_VERSION
+    from memkit.store.postgres.steps import PG_MIGRATIONS
 
     url = _fresh_database(pg_url, "limits_cli")
     with psycopg.connect(url, autocommit=True) as conn:  # a store made by the first memkit

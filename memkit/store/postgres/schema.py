@@ -1,11 +1,10 @@
-"""PostgreSQL's part in the schema (`schema.py` runs the steps of `steps.py`), and its search index.
+"""PostgreSQL's part in the schema (the core's `schema.py` runs the steps of `steps.py` here), and its search index.
 
 The store's tables live in one PostgreSQL schema (a namespace; `public` unless chosen), its version
 in the one-row table `memkit_meta`. Each step runs in one transaction under an advisory lock, so
-concurrent openers run it once (PostgreSQL's DDL is transactional); the check at open reads the
-version and the objects under the same lock, so it never pairs one step's version with the next
-step's objects. The trigram indexes (`pg_trgm`) are no step: made at open where the server has the
-extension; searches answer the same without.
+concurrent openers run it once; the check at open reads the version and the objects under the same
+lock. The trigram indexes (`pg_trgm`) are no step: made at open where the server has the extension;
+searches answer the same without.
 """
 
 from __future__ import annotations
@@ -18,11 +17,15 @@ import psycopg
 
 from ...errors import StoreError, ValidationError
 from .connection import PgConnection
-from ..schema import PG_SCHEMA_VERSION, Dialect, SchemaPart, check_schema, migrate
+from ..schema import SchemaPart, check_schema, declared_objects, frozen, migrate
+from .steps import PG_MIGRATIONS
 
 LOCK_CLASS = 0x6D6D6B  # "mmk": the first key of memkit's advisory locks (the second: the namespace)
 
 _KIND_ORDER = ("table", "view", "sequence", "function", "type", "index", "trigger")  # what a reader recognizes first
+PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
+"""The version a namespace has once every step has run: SQLite's `SCHEMA_VERSION`, step for step."""
+
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _OBJECTS = """
@@ -39,6 +42,12 @@ _OBJECTS = """
     SELECT 'trigger', t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
         WHERE c.relnamespace = ?::regnamespace AND NOT t.tgisinternal
 """
+
+
+def expected_objects(version: int = PG_SCHEMA_VERSION) -> frozenset[tuple[str, str]]:
+    """(kind, name) of every table, index, function, trigger and sequence the first `version` steps
+    leave behind, read from their own `CREATE` and `DROP` statements."""
+    return declared_objects(PG_MIGRATIONS, version)
 
 
 def check_schema_name(schema: object) -> str:
@@ -88,7 +97,7 @@ class PgSchema(SchemaPart):
     """PostgreSQL's part: the version is `memkit_meta`'s row, migrators wait at the namespace's
     advisory lock, and the namespace itself is made with the first step."""
 
-    dialect: Dialect = "postgres"
+    steps = frozen(PG_MIGRATIONS)
     newer = ("{where} has memkit schema version {version}, newer than this memkit knows ({known}); "
              "upgrade memkit to open it. Nothing was changed")
     malformed = "{where} has a malformed memkit_meta table; memkit left it as it was"
@@ -99,6 +108,9 @@ class PgSchema(SchemaPart):
 
     def read_version(self) -> int:
         return read_version(self.conn, self.schema)
+
+    def expected_objects(self, version: int) -> frozenset[tuple[str, str]]:
+        return expected_objects(version)
 
     def write_version(self, version: int) -> None:
         self.conn.execute('INSERT INTO memkit_meta VALUES (1, ?) ON CONFLICT ("only") DO UPDATE SET schema_version = ?',
