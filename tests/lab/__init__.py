@@ -31,9 +31,9 @@ kit's and the tests'); the rest of `classroom.lab` is re-exported as it is.
 
 from __future__ import annotations
 
-from classroom.lab import (HOP_SCRIPT, ROOMY_LIMITS, GoldfishAgent, Instance, attempt_puts, isolation_scan, limits_from,
-                        quota_race, read_answer, reply_figures, run_session, scrub, sha256_file, spawn_instance,
-                        told_then_killed, try_open, writer_curve, writer_throughput)
+from classroom.lab import (HOP_SCRIPT, ROOMY_LIMITS, GoldfishAgent, Instance, attempt_puts, isolation_scan,
+                           limits_from, quota_race, read_answer, reply_figures, run_session, scrub, sha256_file,
+                           spawn_instance, try_open, writer_curve, writer_throughput)
 
 from . import redis_faults
 from .approving import approval_kill_experiment, approval_race, proposal_race
@@ -88,7 +88,6 @@ __all__ = [
     "start_redis_server",
     "start_worker",
     "stream_writes",
-    "told_then_killed",
     "try_open",
     "writer_curve",
     "writer_throughput",

@@ -16,7 +16,6 @@ so notebook outputs carry no machine paths.
 
 from __future__ import annotations
 
-from memkit.cli.killed_chat import told_then_killed
 from .display import scrub
 from .instances import spawn_instance
 from .refusals import attempt_puts, sha256_file, try_open
@@ -42,7 +41,6 @@ __all__ = [
     "sha256_file",
     "spawn_instance",
     "start_worker",
-    "told_then_killed",
     "try_open",
     "writer_curve",
     "writer_throughput",
