@@ -4,12 +4,11 @@ Each round starts a real `memkit chat` process for one user and session (message
 JSON line printed per answered message, only once the exchange is stored in the window), feeds it
 numbered messages and kills it with SIGKILL at a random moment: right after an acknowledged reply
 (between two messages) or a random few milliseconds into the next ask. Then the conversation as
-the window and its archive hold it (`load_session`) is compared with what was acknowledged:
+the window and its archive hold it (`load_session`) is compared with what was acknowledged. The
+window is the store's own (`StoreWindow`, in the SQLite file), or a separate redis-server:
 
 * lost: an acknowledged message missing from the conversation (must be 0);
 * duplicated: a message stored twice (must be 0);
-* redis-server killed too: in the embedded variant, a third of the rounds also SIGKILL the
-  workspace's redis-server, so the next process restarts it from its AOF;
 * stored unacknowledged: an ask the process finished storing but was killed before printing
   (a fact to count: the user never saw that reply, and it is in the history; not an error).
 
@@ -35,9 +34,7 @@ from collections.abc import Iterator
 from memkit.cli.killed_chat import start_chat
 from memkit.request import History
 from memkit.store import MemoryStore
-from memkit.window import RedisWindow, connect_redis
-from memkit.servers.redis import _is_alive as is_alive
-from memkit.servers.workspace import WorkspaceRedis, window_folder
+from memkit.window import RedisWindow, StoreWindow, connect_redis
 
 
 @contextlib.contextmanager
@@ -75,29 +72,15 @@ def start_redis_server(folder: Path) -> Iterator[str]:
             server.wait()
 
 
-def _kill_workspace_server(db: Path) -> int:
-    """SIGKILL the workspace's redis-server, if one runs (its AOF is all the next process has). 1 if killed."""
-    record = window_folder(db) / "server.json"
-    try:
-        pid = int(json.loads(record.read_text(encoding="utf-8"))["pid"])
-        os.kill(pid, signal.SIGKILL)
-    except (OSError, ValueError, KeyError):
-        return 0
-    deadline = time.monotonic() + 5
-    while is_alive(pid) and time.monotonic() < deadline:  # a zombie counts as gone
-        time.sleep(0.01)
-    return 1
-
-
 def _conversation(db: Path, user: str, session: str, redis_url: str | None) -> list[str]:
     """The user messages of the whole conversation (archive + pending + window), in turn order."""
     with MemoryStore(db) as store:
-        handle: Any = connect_redis(redis_url) if redis_url else WorkspaceRedis(window_folder(db))
-        try:
-            with RedisWindow(store, handle.client, size=History().turns_needed, background=False) as window:
-                return [t["content"] for t in window.load_session(user, session) if t["role"] == "user"]
-        finally:
-            handle.close()
+        if redis_url is None:
+            turns = StoreWindow(store, History().turns_needed).load_session(user, session)
+            return [t["content"] for t in turns if t["role"] == "user"]
+        with connect_redis(redis_url) as handle, RedisWindow(store, handle.client, size=History().turns_needed,
+                                                            background=False) as window:
+            return [t["content"] for t in window.load_session(user, session) if t["role"] == "user"]
 
 
 def conversation_crash_experiment(db: Path, *, kills: int, seed: int = 0, redis_url: str | None = None,
@@ -105,8 +88,8 @@ def conversation_crash_experiment(db: Path, *, kills: int, seed: int = 0, redis_
     """Kill `kills` chat processes at random points; return the figures (see the module docstring).
 
     Args:
-        db: the SQLite file (its workspace window folder is created beside it when `redis_url` is None).
-        redis_url: a separate redis-server to use instead of the workspace's embedded one.
+        db: the SQLite file (it holds the window too when `redis_url` is None).
+        redis_url: a separate redis-server to keep the window in instead.
     """
     rng = random.Random(seed)
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
@@ -114,7 +97,7 @@ def conversation_crash_experiment(db: Path, *, kills: int, seed: int = 0, redis_
         env["REDIS_URL"] = redis_url
     acked: list[str] = []
     sent = 0
-    between = inside = server_killed = 0
+    between = inside = 0
     for _ in range(kills):
         process = start_chat(db, user, session, env)
         assert process.stdin is not None and process.stdout is not None
@@ -139,8 +122,6 @@ def conversation_crash_experiment(db: Path, *, kills: int, seed: int = 0, redis_
         finally:
             process.send_signal(signal.SIGKILL)
             process.communicate()
-        if redis_url is None and rng.random() < 0.3:
-            server_killed += _kill_workspace_server(db)  # the machine's other process dies too
     stored = _conversation(db, user, session, redis_url)
     lost = [m for m in acked if m not in stored]
     duplicated = len(stored) - len(set(stored))
@@ -155,7 +136,7 @@ def conversation_crash_experiment(db: Path, *, kills: int, seed: int = 0, redis_
     newest = [m for m in stored if m.startswith("My note")][-len(recalled):] if recalled else []
     return {
         "kills": kills, "killed between messages": between, "killed inside an ask": inside,
-        "redis-server killed too": server_killed, "acknowledged exchanges": len(acked),
+        "acknowledged exchanges": len(acked),
         "stored unacknowledged": len([m for m in set(stored) if m not in acked]),
         "recalled in the next request": len(recalled),
         "recalled in order": recalled == newest and len(recalled) == min(len(stored), History().max_exchanges),

@@ -1,8 +1,8 @@
 """The reliability lab: an agent conversation whose process is killed with SIGKILL, again and again.
 
 A real `memkit chat` process per round (messages on stdin, one JSON line per acknowledged reply),
-killed between two messages or at a random moment inside an ask; the window is the workspace's
-embedded redis-server (the default) or a separate redis-server given by REDIS_URL.
+killed between two messages or at a random moment inside an ask; the window is the store's own
+(in the SQLite file: the default) or a separate redis-server given by REDIS_URL.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pytest
 
 from _reliability import scale
 import lab
-from memkit.servers.workspace import WorkspaceRedis, window_folder
 
 
 def check(figures_of: dict) -> None:
@@ -24,13 +23,10 @@ def _no_ambient_redis(monkeypatch):
     monkeypatch.delenv("REDIS_URL", raising=False)
 
 
-def test_conversation_killed_mid_ask_embedded_window(tmp_path, figures):
+def test_conversation_killed_mid_ask_store_window(tmp_path, figures):
     db = tmp_path / "memory.sqlite3"
-    try:
-        result = lab.conversation_crash_experiment(db, kills=scale(4, 100), seed=11)
-    finally:
-        WorkspaceRedis.stop(window_folder(db))
-    figures("Conversation crash: embedded window", **result)
+    result = lab.conversation_crash_experiment(db, kills=scale(4, 100), seed=11)
+    figures("Conversation crash: the store's own window", **result)
     check(result)
 
 

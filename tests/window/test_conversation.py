@@ -1,7 +1,7 @@
 """The conversation survives a restart: the agent's short-term memory is its window.
 
-Real processes (`python -m memkit chat`), a real redis-server (the workspace's embedded one, or
-REDIS_URL), a real SQLite file. No fixture of these tests stands in for any of them.
+Real processes (`python -m memkit chat`) and a real SQLite file holding the store and its window
+(`StoreWindow`). No fixture of these tests stands in for either.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,6 @@ from memkit import FixtureModel, InProcessWindow, MemoryAgent, ModelError, Scrip
 from memkit.approvals import Approvals
 from memkit.models import call, say
 from memkit.request import History
-from memkit.servers.workspace import WorkspaceRedis, window_folder
 
 
 def requests_of(dump: Path) -> list[dict]:
@@ -42,9 +42,7 @@ def finish(process: subprocess.Popen) -> None:
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     monkeypatch.delenv("REDIS_URL", raising=False)
-    ws = tmp_path / "ws"
-    yield ws
-    WorkspaceRedis.stop(window_folder(ws / "state" / "memory.sqlite3"))
+    return tmp_path / "ws"
 
 
 # -- in Python: the agent reads and appends its window -----------------------------------------------
@@ -114,7 +112,7 @@ def test_a_confirmed_delete_retires_recent_history_of_every_session(store):
     assert window.recent("alice", "s0")[0]["content"] == "what now?"
 
 
-# -- across processes, with the embedded defaults ----------------------------------------------------
+# -- across processes, with the store's own window ----------------------------------------------------
 
 
 def test_two_chat_invocations_continue_one_conversation(workspace, tmp_path):
@@ -128,10 +126,9 @@ def test_two_chat_invocations_continue_one_conversation(workspace, tmp_path):
     assert "T-4471" in json.loads(second.stdout)["turns"][0]["reply"]
     history = requests_of(dump)[0]["recent_history"]
     assert history == [{"user": "My ticket number is T-4471", "assistant": "Noted: your ticket number is T-4471."}]
-    # The server is kept warm for the next message, with a keeper that stops it once idle
-    # (tests/window/test_window_warm.py); the fixture stops it now.
-    record = json.loads((window_folder(workspace / "state" / "memory.sqlite3") / "server.json").read_text())
-    assert record["keeper"] and record["pid"]
+    # Nothing is kept running between the two commands: the window is in the store's file.
+    assert sorted(p.name for p in (workspace / "state").iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
+        "memory.sqlite3"]
 
 
 def test_messages_on_stdin_are_answered_one_json_line_each_as_they_arrive(workspace):
@@ -222,21 +219,21 @@ def test_forget_user_removes_the_user_from_store_archive_and_live_windows(worksp
     assert "T-1" in json.loads(bob.stdout)["turns"][0]["reply"]
 
 
-@pytest.mark.parametrize("asked, expected", [(None, "always"), ("everysec", "everysec")])
-def test_the_workspace_server_fsyncs_before_it_replies_unless_told_otherwise(tmp_path, asked, expected):
-    """The window holds the only copy of a turn until it is archived: the default is `always`
-    (Redis's `everysec` may hold a write back and still reply)."""
-    folder = tmp_path / "memory.sqlite3-window"
-    options = {} if asked is None else {"appendfsync": asked}
-    with WorkspaceRedis(folder, **options) as handle:
-        assert handle.client.config_get("appendfsync") in ({"appendfsync": expected},
-                                                           {b"appendfsync": expected.encode()})
-    WorkspaceRedis.stop(folder)
+def test_a_process_killed_inside_an_ask_leaves_the_whole_exchange_or_none_of_it(workspace):
+    ws = ["--workspace", str(workspace), "--user", "alice", "--session", "s1"]
+    assert memkit("chat", *ws, "--message", "My ticket number is T-1").returncode == 0
+    for delay in (0.0, 0.01, 0.03, 0.1):
+        process = subprocess.Popen([sys.executable, "-m", "memkit", "chat", *ws], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process.stdin.write("My ticket number is T-2\n")
+        process.stdin.flush()
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+    from memkit import MemoryStore
+    from memkit.window import StoreWindow
 
-
-def test_an_unknown_appendfsync_is_refused_before_a_server_starts(tmp_path):
-    from memkit.errors import WindowError
-
-    with pytest.raises(WindowError, match="appendfsync is 'no'; use 'always' or 'everysec'"):
-        WorkspaceRedis(tmp_path / "w", appendfsync="no")
-    assert not (tmp_path / "w").exists()
+    with MemoryStore(workspace / "state" / "memory.sqlite3") as store:
+        turns = StoreWindow(store).load_session("alice", "s1")
+    assert [t["turn"] for t in turns] == list(range(1, len(turns) + 1))  # no gap, none twice
+    assert [t["role"] for t in turns] == ["user", "assistant"] * (len(turns) // 2)  # whole exchanges only
