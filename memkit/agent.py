@@ -1,13 +1,10 @@
 """The agent: retrieve memory for a task, ask the model through the budget wrapper, run its tool calls.
 
-Two memories feed every request. Long-term memory is a `Store` (retrieved for the task).
-Short-term memory is a `ShortTermWindow`: the agent reads the session's recent turns from it on
-every `ask` and appends the exchange (the user's message and the final reply) when the ask is
-answered. With a `RedisWindow` that conversation outlives the process: a new process for the same
-user and session continues it.
-
-The loop is async and bounded (turns, tool calls, wall time) and can be cancelled cleanly: the
-window changes only when an ask completes, and nothing is extracted or saved at exit.
+Two memories feed every request: long-term memory is a `Store` (retrieved for the task), short-term
+memory a `ShortTermWindow` of the session's recent turns, to which each answered exchange is
+appended (in Redis or the store's file, the conversation outlives the process). The loop is async
+and bounded (turns, tool calls, wall time) and can be cancelled cleanly: the window changes only
+when an ask completes, and nothing is extracted or saved at exit.
 """
 
 from __future__ import annotations
@@ -104,6 +101,10 @@ class MemoryAgent:
     async def ask(self, task: str) -> AgentReply:
         """Answer one task: retrieve, call the model, run tool calls, repeat until an answer or a bound.
 
+        The exchange is appended to the window only once the model has answered, and `ask` returns
+        only after the window has stored it: a reply the caller sees is in short-term memory (in
+        Redis: acknowledged by the server, in its AOF when persistence is on).
+
         Raises:
             BudgetError: the newest exchange cannot fit the budget (the model was not called).
             ModelError: the model failed, or its reply is longer than the window keeps a turn.
@@ -117,10 +118,6 @@ class MemoryAgent:
                 one of the failures above (or the timeout) stopped it: `committed` names the
                 changes, which stand, and `cause` the failure.
             asyncio.CancelledError: the caller cancelled; the window is left as it was.
-
-        The exchange is appended to the window only once the model has answered, and `ask`
-        returns only after the window has stored it: a reply the caller sees is in short-term
-        memory (in Redis: acknowledged by the server, in its AOF when persistence is on).
         """
         if not isinstance(task, str) or not task.strip():
             raise ValidationError("the task is empty; ask something")

@@ -24,11 +24,10 @@ from .tokens import DEFAULT_ENCODING, Tokenizer, get_tokenizer
 class Measurement:
     """One request as measured before it was sent (or refused). Read it; do not change it.
 
-    `total_chars` is the length of the request's canonical JSON. `parts` breaks it down (system,
-    tools, memory, history, tool_rounds, task and envelope); the parts add up to the total. They are
-    counted when first read, not on the way to the model: the budget decision needs the total only.
-    `tokens` (of the same JSON) is None unless the wrapper counts tokens; `budget_tokens` is None
-    unless it has a token budget.
+    `total_chars` is the length of the request's canonical JSON; `parts` breaks it down (system,
+    tools, memory, history, tool_rounds, task and envelope) and adds up to it, counted when first
+    read (the budget decision needs the total only). `tokens` and `budget_tokens` are None unless
+    the wrapper counts tokens or has a token budget.
     """
 
     call: int
@@ -55,11 +54,8 @@ class Measurement:
 
 @dataclasses.dataclass
 class PreparedRequest:
-    """A request fitted to the budget: its measurement, its messages, and the JSON that was measured.
-
-    `body` is the canonical JSON of `{"messages": messages, "tools": tools}`; its length is
-    `measurement.total_chars`, by construction rather than by arithmetic.
-    """
+    """A request fitted to the budget: its measurement, its messages, and `body`, the canonical JSON
+    of `{"messages": messages, "tools": tools}` that was measured (its length is the total)."""
 
     measurement: Measurement
     messages: list[dict[str, Any]]
@@ -74,17 +70,11 @@ class BudgetedModel:
     newest exchange still does not fit, the call is refused with `BudgetError` and the model is not
     called. Every measurement, sent or refused, is kept in `measurements`.
 
-    Measuring is encoding: the wrapper encodes the request as canonical JSON once, as any client
-    must to send it, and its size is the length of that text. A model with `complete_encoded` (the
-    live model) sends that very text, so what was measured is what goes over the wire and measuring
-    costs little beyond the encoding that sending needs anyway. A request over budget is encoded
-    once more after trimming.
-
-    With `budget_tokens`, the request must also fit that many tokens of its canonical JSON, counted
-    by `tokenizer` (an encoding name or a `memkit.tokens.Tokenizer`; default o200k_base; needs the
-    `tokens` extra). A `tokenizer` alone counts every request's tokens and enforces no token budget.
-    Characters are trimmed first as above; then, while the tokens are over, one
-    more item is trimmed in the same order and the request encoded and counted again.
+    Measuring is encoding: the request's size is the length of its canonical JSON, encoded once as
+    a client must to send it, and a model with `complete_encoded` (the live model) sends that very
+    text. With `budget_tokens` the request must also fit that many tokens of the same JSON, counted
+    by `tokenizer` (an encoding name or a `memkit.tokens.Tokenizer`, default o200k_base; the
+    `tokens` extra), trimming on in the same order; a `tokenizer` alone only counts.
 
     Example:
         >>> model = BudgetedModel(ScriptedModel(["hi"]), budget_chars=16000)   # doctest: +SKIP
@@ -111,11 +101,8 @@ class BudgetedModel:
 
     @staticmethod
     def _list_item_chars(items: list[Any], item_json: str) -> int:
-        """How much a list's share of the user message shrinks when an item is taken out of it.
-
-        The list sits inside the user message's JSON string: the item's escaped encoding, plus the
-        comma that joined it to a neighbour when the list held more than one item.
-        """
+        """How much the user message's string shrinks when an item left a list: the item's escaped
+        encoding, and the comma that joined it to a neighbour if one is left."""
         return escaped_chars(item_json) + (1 if items else 0)
 
     def _trim_one(self, request: Request, trimmed: list[dict[str, Any]], budget: str = "") -> int | None:
@@ -153,8 +140,8 @@ class BudgetedModel:
     def prepare(self, request: Request) -> PreparedRequest:
         """Fit `request` to the budget; return its measurement, the messages and the JSON to send.
 
-        Trimming takes off what each trimmed item took (sizes add up: JSON joins items with commas),
-        and a trimmed request is encoded once more at the end, so `body` is always what was measured.
+        Each trimmed item takes off exactly its share (JSON joins items with commas), and a trimmed
+        request is encoded once more at the end, so `body` is always what was measured.
         """
         trimmed: list[dict[str, Any]] = []
         encoded = request.encode()

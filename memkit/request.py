@@ -1,8 +1,8 @@
-"""What one model request is made of: the bounded recent history, the JSON envelope, the request parts,
-and its encoding (`Request.encode`: the canonical JSON sent, and its size part by part).
+"""What one model request is made of: the bounded recent history, the parts, and their encoding.
 
 Retrieved memory and recent history travel inside the user message as JSON data beside the task
 (the *envelope*), never as a system message: a model reads them as data, not as instructions.
+`Request.encode` gives the canonical JSON that is measured and sent, and its size part by part.
 """
 
 from __future__ import annotations
@@ -19,15 +19,11 @@ from .transcript import Turn
 class History:
     """The bounded view a request takes of a session's recent turns; the window keeps the turns whole.
 
-    The short-term memory itself is a `ShortTermWindow` (in this process, or in Redis so that it
-    outlives the process). On every `ask` the agent reads the window's recent turns and this view
-    makes them the `recent_history` of the request: each user turn followed by the assistant's
-    reply is one exchange `{"user": ..., "assistant": ...}`; a text longer than `max_text_chars` is
-    shortened with a visible marker; then the oldest exchanges are dropped until at most
-    `max_exchanges` remain and their canonical JSON is at most `max_chars`.
-
-    A user turn with no reply after it (a process killed between the two appends of an older
-    version, or another writer interleaving) is not an exchange and is left out; so are tool turns.
+    A user turn and the reply after it make one exchange `{"user": ..., "assistant": ...}` of the
+    request's `recent_history`; a text over `max_text_chars` is shortened with a visible marker;
+    then the oldest exchanges are dropped until at most `max_exchanges` remain and their canonical
+    JSON is at most `max_chars`. A user turn with no reply after it is not an exchange and is left
+    out (a process killed between two appends, another writer interleaving); so are tool turns.
 
     Example:
         >>> turns = [{"turn": n, "role": role, "content": f"{role} {n}", "at": ""}
@@ -85,9 +81,8 @@ _ENVELOPE_AFTER_MEMORY = ',"task":'
 def escaped_chars(json_text: str) -> int:
     """Size of canonical JSON text once put inside a JSON string, without the two quotes.
 
-    Canonical JSON holds no raw control characters (they are escaped inside its strings, and it
-    has no whitespace between tokens), so encoding it as a string escapes only `"` and `\\`, each
-    with one more character. Counting them costs a fraction of encoding the text again.
+    Canonical JSON holds no raw control characters, so as a string only `"` and `\\` are escaped,
+    each with one more character: counting them is exact, and cheaper than encoding the text again.
     """
     return len(json_text) + json_text.count('"') + json_text.count("\\")
 
@@ -99,8 +94,7 @@ _USER_FIXED_CHARS = len('{"content":"","role":"user"}') + escaped_chars(
 
 @dataclasses.dataclass(frozen=True)
 class PartSizes:
-    """What `EncodedRequest.parts` counts from, without the encoded request itself: a measurement
-    keeps one for every request it measured (the body, messages and tools' encoding are not kept)."""
+    """What the size by part is counted from; a measurement keeps this, not the encoded request."""
 
     system: str
     memory_json: str
@@ -111,11 +105,10 @@ class PartSizes:
     total_chars: int
 
     def parts(self) -> dict[str, int]:
-        """The request's size by part (system, tools, memory, history, tool_rounds, task); they add up to
+        """The request's size by part (system, tools, memory, history, tool_rounds, task), adding up to
         `total_chars`.
 
-        Memory and history count as they read inside the user message's string (escaped); the
-        tool rounds are what the messages list holds besides the system and user messages; the task
+        Memory and history count as they read inside the user message's string (escaped); the task
         part is the rest: the task itself, the envelope and the request's own punctuation.
         """
         memory, history = escaped_chars(self.memory_json), escaped_chars(self.history_json)
@@ -130,11 +123,11 @@ class PartSizes:
 
 @dataclasses.dataclass(frozen=True)
 class EncodedRequest:
-    """A request encoded once, as any client encodes it to send it: `body` is the canonical JSON of
+    """A request encoded once, as a client encodes it to send it: `body` is the canonical JSON of
     `{"messages": messages, "tools": tools}`, and its length is the request's size.
 
-    The encodings of the parts are kept, so `parts()` breaks the size down without encoding
-    anything again, and a trimmed request can reuse `tools_json` (trimming never touches the tools).
+    The parts' encodings are kept: `parts()` needs no second encoding, and a trimmed request reuses
+    `tools_json` (trimming never touches the tools).
     """
 
     body: str
@@ -147,8 +140,7 @@ class EncodedRequest:
     messages_chars: int
 
     def sizes(self) -> PartSizes:
-        """What `parts()` counts from, without this encoding's body, messages and tools (what a
-        measurement keeps)."""
+        """What `parts()` counts from, without the body, messages and tools (what a measurement keeps)."""
         return PartSizes(self.system, self.memory_json, self.history_json, self.task_json, self.messages_chars,
                          len(self.tools_json), len(self.body))
 
@@ -161,9 +153,8 @@ class EncodedRequest:
 class Request:
     """One model request in parts, so the budget wrapper can trim it part by part.
 
-    Retrieved memory and history travel inside the user message, as JSON data beside the task,
-    never as a system message. `tool_rounds` are this task's tool round trips, each a list whose
-    first message is the assistant's tool calls and the rest their results.
+    `tool_rounds` are this task's tool round trips, each a list whose first message is the
+    assistant's tool calls and the rest their results.
     """
 
     system: str
@@ -173,9 +164,8 @@ class Request:
     history: list[dict[str, str]] = dataclasses.field(default_factory=list)
     tool_rounds: list[list[dict[str, Any]]] = dataclasses.field(default_factory=list)
     packing: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """The packing report of this request: every candidate memory and what became of it. Starts as a
-    copy of the retrieval report; trimming a record replaces its row (rows are never changed in
-    place), so the later calls of the same task report it as trimmed too."""
+    """Every candidate memory and what became of it: the retrieval report at first; trimming a record
+    replaces its row (never changed in place), so the task's later calls report it trimmed too."""
 
     def mark_packing(self, kind: str, key: str, status: str, reason: str) -> None:
         """Record in the packing report what became of an included record (the row is replaced)."""
@@ -187,9 +177,8 @@ class Request:
                      task_json: str | None = None) -> str:
         """The user message's text: `{"note", "recent_history", "retrieved_memory", "task"}` as canonical JSON.
 
-        Assembled from the encodings of its parts, in sorted key order: JSON encodes nested values
-        on their own, so this is the same text as encoding the envelope dict whole. The budget
-        wrapper passes the encodings it has already made, so nothing is encoded twice.
+        Assembled from its parts' encodings in sorted key order: the same text as encoding the
+        envelope whole, and the budget wrapper passes encodings it has made, so none is made twice.
         """
         if memory_json is None:
             memory_json = canonical_json(self.memory)
@@ -200,21 +189,17 @@ class Request:
         return (_ENVELOPE_OPEN + history_json + _ENVELOPE_AFTER_HISTORY + memory_json + _ENVELOPE_AFTER_MEMORY
                 + task_json + "}")
 
-    def user_message(self, content: str | None = None) -> dict[str, Any]:
-        """The user message: the task with memory and history as data in one JSON envelope."""
-        return {"role": "user", "content": self.user_content() if content is None else content}
-
     def messages(self, user_content: str | None = None) -> list[dict[str, Any]]:
         """The messages exactly as the model receives them (`user_content`: the text already made)."""
-        messages = [{"role": "system", "content": self.system}, self.user_message(user_content)]
+        messages = [{"role": "system", "content": self.system},
+                    {"role": "user", "content": self.user_content() if user_content is None else user_content}]
         for tool_round in self.tool_rounds:
             messages.extend(tool_round)
         return messages
 
     def encode(self, tools_json: str | None = None) -> EncodedRequest:
-        """The request as canonical JSON, encoded the way any client encodes it to send it.
+        """The request as canonical JSON, encoded once as a client encodes it to send it.
 
-        Memory, history and task once, into the user message; then the messages and the tools.
         `tools_json`: the tools' encoding made moments ago for this same request, to reuse.
         """
         memory_json = canonical_json(self.memory)
@@ -232,10 +217,9 @@ class Request:
 class ChatModel(Protocol):
     """What the budget wrapper and the agent need of a model.
 
-    A model that sends requests over the wire may also define
-    `async complete_encoded(body, messages, tools)`: the wrapper then hands it `body`, the canonical
-    JSON it measured, so the request is encoded once and what was measured is what is sent (the
-    live model adds its name, and leaves out an empty tools list, which endpoints refuse).
+    A model that sends requests over the wire may also define `async complete_encoded(body,
+    messages, tools)`: the wrapper then hands it `body`, the canonical JSON it measured, so what
+    was measured is what is sent.
     """
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any: ...

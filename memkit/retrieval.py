@@ -115,44 +115,10 @@ def retrieve(store: Store, user: str, task: str, limits: Limits | None = None, *
     if not isinstance(by_meaning, bool):
         raise ValidationError(f"by_meaning is {by_meaning!r}; use True, False or None")
     terms = task_terms(task, limits.retrieval_max_terms, limits.max_query_chars)
-    per_term = min(limits.retrieval_max_episodes, limits.max_search_limit)
+    found = _found_by_terms(store, user, terms, limits)
+    similar = _found_by_meaning(store, user, task, limits, min_similarity) if by_meaning else {}
 
-    # Candidates with the terms that found them; a record found by more terms ranks higher.
-    # One search_many call gives what a search per term and kind would, reading the user's rows once.
-    hits = store.search_many(user, terms, limit=per_term, kinds=KINDS)
-    found: dict[tuple[str, str], tuple[Record, list[str]]] = {}
-    for term in terms:
-        for kind in KINDS:
-            for record in hits[(term, kind)]:
-                found.setdefault((record["kind"], record["key"]), (record, []))[1].append(term)
-
-    # By meaning: the user's records close to the whole task (the store reads this user's vectors
-    # alone), at most as many as the per-kind counts could take.
-    similar: dict[tuple[str, str], tuple[Record, float]] = {}
-    # A task is the person's text, not a checked query: NULs and lone surrogates (which the
-    # literal terms skip) must not make the search by meaning refuse it.
-    query = task.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8").strip()[: limits.max_query_chars]
-    if by_meaning and query:
-        wanted = min(limits.retrieval_max_preferences + limits.retrieval_max_episodes, limits.max_search_limit)
-        for record in store.search_by_meaning(user, query, limit=wanted, min_similarity=min_similarity):
-            similar[(record["kind"], record["key"])] = (record, record["similarity"])
-
-    def ranked(kind: str) -> list[tuple[Record, str]]:
-        hits = [(rec, terms_) for (k, _), (rec, terms_) in found.items() if k == kind]
-        hits.sort(key=lambda hit: hit[0]["updated_at"], reverse=True)  # newest first among equals
-        hits.sort(key=lambda hit: len(hit[1]), reverse=True)  # then most terms matched (a stable sort)
-        literal = []
-        for rec, terms_ in hits:
-            why = "terms: " + ", ".join(terms_)
-            if (kind, rec["key"]) in similar:
-                why += f"; similarity {similar[(kind, rec['key'])][1]:.2f}"
-            literal.append((rec, why))
-        # Literal hits first (the task names them), then records found by meaning alone, most similar first.
-        meaning = [(rec, f"similarity {sim:.2f}") for (k, key), (rec, sim) in similar.items()
-                   if k == kind and (k, key) not in found]
-        return literal + meaning
-
-    preferences = ranked("preference")[: limits.retrieval_max_preferences]
+    preferences = _ranked("preference", found, similar)[: limits.retrieval_max_preferences]
     if len(preferences) < limits.retrieval_max_preferences:
         chosen = {rec["key"] for rec, _ in preferences}
         recent = store.search(user, "", limit=min(limits.retrieval_max_preferences, limits.max_search_limit),
@@ -160,21 +126,80 @@ def retrieve(store: Store, user: str, task: str, limits: Limits | None = None, *
         for record in recent:
             if record["key"] not in chosen and len(preferences) < limits.retrieval_max_preferences:
                 preferences.append((record, "recent preference"))
-    episodes = ranked("episode")[: limits.retrieval_max_episodes]
+    episodes = _ranked("episode", found, similar)[: limits.retrieval_max_episodes]
+    memory, packing, size = _pack(preferences + episodes, limits.retrieval_budget_chars)
+    return RetrievedContext(memory, packing, terms, size, limits.retrieval_budget_chars, by_meaning)
 
+
+Found = dict[tuple[str, str], tuple[Record, list[str]]]
+"""Records by (kind, key), with the task terms that found each."""
+Similar = dict[tuple[str, str], tuple[Record, float]]
+"""Records by (kind, key), with their similarity to the task."""
+
+
+def _found_by_terms(store: Store, user: str, terms: list[str], limits: Limits) -> Found:
+    """The user's records that hold a task term, and which terms: a record found by more ranks higher.
+
+    One `search_many` call gives what a search per term and kind would, reading the user's rows once.
+    """
+    per_term = min(limits.retrieval_max_episodes, limits.max_search_limit)
+    hits = store.search_many(user, terms, limit=per_term, kinds=KINDS)
+    found: Found = {}
+    for term in terms:
+        for kind in KINDS:
+            for record in hits[(term, kind)]:
+                found.setdefault((record["kind"], record["key"]), (record, []))[1].append(term)
+    return found
+
+
+def _found_by_meaning(store: Store, user: str, task: str, limits: Limits, min_similarity: float) -> Similar:
+    """The user's records close in meaning to the whole task, at most as many as the counts could take."""
+    # A task is the person's text, not a checked query: NULs and lone surrogates (which the
+    # literal terms skip) must not make the search by meaning refuse it.
+    query = task.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8").strip()[: limits.max_query_chars]
+    if not query:
+        return {}
+    wanted = min(limits.retrieval_max_preferences + limits.retrieval_max_episodes, limits.max_search_limit)
+    return {(record["kind"], record["key"]): (record, record["similarity"])
+            for record in store.search_by_meaning(user, query, limit=wanted, min_similarity=min_similarity)}
+
+
+def _ranked(kind: str, found: Found, similar: Similar) -> list[tuple[Record, str]]:
+    """The candidates of one kind, best first, each with why it was chosen (`matched_by`).
+
+    Literal hits first (the task names them): most terms matched, then newest. Then records found
+    by meaning alone, most similar first.
+    """
+    hits = [(rec, terms) for (k, _), (rec, terms) in found.items() if k == kind]
+    hits.sort(key=lambda hit: hit[0]["updated_at"], reverse=True)  # newest first among equals
+    hits.sort(key=lambda hit: len(hit[1]), reverse=True)  # then most terms matched (a stable sort)
+    literal = []
+    for rec, terms in hits:
+        why = "terms: " + ", ".join(terms)
+        if (kind, rec["key"]) in similar:
+            why += f"; similarity {similar[(kind, rec['key'])][1]:.2f}"
+        literal.append((rec, why))
+    meaning = [(rec, f"similarity {sim:.2f}") for (k, key), (rec, sim) in similar.items()
+               if k == kind and (k, key) not in found]
+    return literal + meaning
+
+
+def _pack(candidates: list[tuple[Record, str]], budget_chars: int,
+          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """Whole records in rank order while they fit the budget: the memory, the report and its size."""
     memory: list[dict[str, Any]] = []
     packing: list[dict[str, Any]] = []
     size = 2  # "[]"
-    for record, matched_by in preferences + episodes:
+    for record, matched_by in candidates:
         item = {"kind": record["kind"], "key": record["key"], "value": record["value"]}
         chars = json_chars(item)
         cost = chars + (1 if memory else 0)  # and the comma that joins it to the previous record
         row = {"kind": item["kind"], "key": item["key"], "matched_by": matched_by, "chars": chars}
-        if size + cost <= limits.retrieval_budget_chars:
+        if size + cost <= budget_chars:
             memory.append(item)
             size += cost
             packing.append({**row, "status": "included", "reason": ""})
         else:
             packing.append({**row, "status": "skipped",
-                           "reason": f"would make memory {size + cost} chars; budget {limits.retrieval_budget_chars}"})
-    return RetrievedContext(memory, packing, terms, size, limits.retrieval_budget_chars, by_meaning)
+                            "reason": f"would make memory {size + cost} chars; budget {budget_chars}"})
+    return memory, packing, size
