@@ -3,8 +3,8 @@
 Step N brings a file to `PRAGMA user_version = N`; `schema.py` runs each step with its version bump
 in one transaction, and derives from the steps what a file at version N must hold. Never edit a step
 that has shipped: append one. PostgreSQL runs the same steps in its own SQL
-(`memkit/store/postgres/steps.py`), so version N names the same records on both backends.
-Why each step is as it is: docs/design/schema.md.
+(`memkit/store/postgres/steps.py`), so version N names the same records on both backends. More on
+why the steps are as they are: docs/design/schema.md.
 """
 
 from __future__ import annotations
@@ -105,11 +105,10 @@ STEPS: list[Step] = [
             SELECT RAISE(ABORT, 'memory_events is append-only: events are never changed');
         END""",
     ]),
-    # 3: a sequence that only grows. SQLite keeps it in one row with the database's random id: every
-    # write transaction takes a number (`SqliteDatabase.transaction`), so every WAL memkit writes
-    # carries its own database's id, and a WAL beside another database is refused (`files.check_wal`).
-    # PostgreSQL's sequence takes no lock: writers of different users never wait at it (id: step 11).
-    Step("the store's sequence (and SQLite's database id)", [
+    # 3: a sequence that only grows, in one row with the database's random id. Every write
+    # transaction takes a number, so every WAL memkit writes carries its database's id, and a WAL
+    # beside another database is refused (`files.check_wal`).
+    Step("the store's sequence and the database's id", [
         """CREATE TABLE store_meta (
             only INTEGER PRIMARY KEY CHECK (only = 1),
             database_id TEXT NOT NULL,
@@ -117,8 +116,8 @@ STEPS: list[Step] = [
         )""",
         "INSERT INTO store_meta VALUES (1, lower(hex(randomblob(16))), 0)",
     ]),
-    # 4: "newest first" is commit order (within a user on PostgreSQL): each record write takes the
-    # next number of the sequence, kept in `seq`, so a clock that steps back cannot reorder records.
+    # 4: "newest first" is commit order: each record write takes the next number of the sequence,
+    # kept in `seq`, so a clock that steps back cannot reorder records.
     # Existing rows are numbered in the order step 1 kept them in (updated_at, then id).
     Step("records numbered in commit order", [
         "ALTER TABLE memories ADD COLUMN seq INTEGER NOT NULL DEFAULT 0",
@@ -129,11 +128,9 @@ STEPS: list[Step] = [
         "CREATE INDEX memories_by_user_seq ON memories (user_id, seq)",
         "DROP INDEX memories_by_user_time",
     ]),
-    # 5: SQLite's trigram index is kept only where it can be used. With the default limits no user
-    # can reach the size at which search asks it (fts_min_user_rows), yet every write kept it up to
-    # date. The table stays; its triggers go, and it is emptied. A store adds them back at open where
-    # its limits need the index (search.fit_index); search answers the same with or without it.
-    # PostgreSQL's pg_trgm indexes are ordinary GIN indexes that search plans around: nothing to do.
+    # 5: the trigram index is kept only where it can be used: its triggers go and it is emptied. A
+    # store adds them back at open where its limits let a user reach the size at which search asks
+    # the index (`search.fit_index`); search answers the same with or without it.
     Step("SQLite's trigram index kept only where it can be used", [
         "DROP TRIGGER memories_fts_insert",
         "DROP TRIGGER memories_fts_delete",
@@ -185,7 +182,7 @@ STEPS: list[Step] = [
     # user, so a search reads one user's vectors through the index. A change of the value or a
     # delete removes it in the same statement (the triggers); the store's put writes the new one in
     # its transaction, and a write without an embedder leaves none (missing until `reindex`), never
-    # a wrong one. PostgreSQL's `real[]` (not bytes) lets a search with pgvector rank in SQL.
+    # a wrong one.
     Step("one vector per record, for retrieval by meaning", [
         """CREATE TABLE memory_embeddings (
             memory_id INTEGER PRIMARY KEY,
@@ -218,21 +215,15 @@ STEPS: list[Step] = [
     # 11: window places: where this store's short-term windows live (a workspace's redis-server
     # folder, or a Redis server named without its password), noted the first time a window opens on
     # the store (`Store.note_window`), so forget_user reaches every one (`memkit.forgetting`).
-    # PostgreSQL gets the store's id here (SQLite's is step 3's): window keys carry it, so two stores
-    # on one Redis never share a window.
     Step("window places (and PostgreSQL's database id)", [
         """CREATE TABLE window_places (
             place TEXT PRIMARY KEY,
             noted_at TEXT NOT NULL
         )""",
     ]),
-    # 12: SQLite's store-wide record count moves into `store_meta`, beside the sequence and the
-    # database id. Every write transaction already writes that row (it takes a number of the
-    # sequence), so a put of a new key or a delete now dirties one page fewer: the count and the
-    # sequence share a page, and `total_count` (a table of one row, a page of its own) goes. The
-    # quota check still reads the count inside `BEGIN IMMEDIATE`, and the triggers keep it exact as
-    # before. PostgreSQL keeps its counters where they are (its writers take no store-wide row lock
-    # for the sequence): nothing to do here.
+    # 12: the store-wide record count moves into `store_meta`, beside the sequence, which every write
+    # transaction already writes: a put of a new key or a delete dirties one page fewer. The
+    # triggers keep it exact as before.
     Step("SQLite's record count beside the sequence", [
         "ALTER TABLE store_meta ADD COLUMN records INTEGER NOT NULL DEFAULT 0",
         "UPDATE store_meta SET records = (SELECT records FROM total_count)",
@@ -250,9 +241,8 @@ STEPS: list[Step] = [
         END""",
         "DROP TABLE total_count",
     ]),
-    # 13: nothing to do on SQLite: PostgreSQL splits its store-wide counters into shards here, so
-    # writers of different users commit side by side. The step is here to keep version N the same
-    # on both backends.
+    # 13: nothing to do on SQLite (PostgreSQL splits its store-wide counters into shards): the step
+    # keeps version N the same on both backends.
     Step("PostgreSQL's store-wide counters split into shards", []),
     # 14: the store's own short-term window (`memkit.window.store_window`): each session's last turns,
     # beside the transcript, so one transaction moves a turn from one to the other exactly once.

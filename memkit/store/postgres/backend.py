@@ -1,51 +1,11 @@
 """One PostgreSQL database of a store: its connection pool, transactions and reads, the per-user
 lock, and the quota and size checks made inside each write.
 
-Concurrency. Writers run READ COMMITTED transactions and take locks in one order:
-
-1. their user's row of `user_counts` (`lock_user`), before they read anything of that user; the
-   per-user quota is checked there (`check_quotas`);
-2. one row of `memkit_shards`, when the write settles its counts (`pg_counters.settle`: at the size
-   check, or just before the commit): a shard no one holds (SKIP LOCKED: it never waits for one)
-   whose allowances take its change, held until commit;
-3. only when no free shard takes it: the shards' advisory lock (`SHARD_LOCK_CLASS`), then every
-   shard in shard order (`pg_counters.rebalance`: it refuses on the exact totals, or shares the room).
-
-Until it settles, a write's triggers only add its changes to transaction-local settings: they lock
-nothing. So writers of different users run side by side to their commits, each in a shard of its
-own, and meet only at the quota's or the cap's edge, where they take turns at the advisory lock.
-Both caps stay exact (pg_counters.py: the shards, their allowances under the caps, and why).
-
-No cycle among these locks: a writer waits for the advisory lock holding no shard (it locks only a
-shard that takes its change; pg_counters.py: how). The holder of the advisory lock waits only for
-shards, whose holders wait for nothing more (they are committing). A transaction of several writes
-that already holds a shard from an earlier one cannot let it go: it only tries the advisory lock
-and, if another writer rebalances, fails with a LockedError (nothing written) rather than wait in a
-cycle. Writers of one user still run one at a time (revisions never skip or repeat, no update is
-lost). A writer that bypasses memkit (psql) settles in its triggers (pg_counters.py). A caller's
-block of several writes that locks two users in the opposite order of another's can deadlock with
-it: PostgreSQL stops one, which fails with a LockedError that says so (rolled back whole, nothing
-written, safe to run again), and the other goes on.
-
-Why row locks and not SERIALIZABLE with a bounded retry: writes change counter rows that racing
-writers change too (a user's, and at the edge of a cap every shard), so under SERIALIZABLE they
-conflict there and all but one are rolled back and retried, where with locks they simply queue.
-Measured by a bench suite since retired (bench/RESULTS.md, "Retired measurements"): 4 writer
-processes, 1000 puts for one user at the per-user quota's edge, the store's statements on raw
-connections, two runs each. Before the shards (one counter row for the whole store, a shared 2-core
-machine): row locks 128 and 77 puts/s, no retry, no write refused; SERIALIZABLE with up to 10
-retries 89 and 60 puts/s, 1.4 and 1.6 retries per put, and 48 and 51 writes (5%) still refused
-after the tenth. Both kept the quota and every revision. With the shards (an idle 2-core machine):
-row locks 453 and 443 puts/s, none refused; SERIALIZABLE 504 and 513, 0.5 retries per put, and
-1.4-2.4% of writes still refused after the tenth. A retry would also have to replay the
-caller's whole `transaction()` block, which memkit cannot do for a caller; a lock wait replays
-nothing.
-
-Connections: a `psycopg_pool` pool (pg_pool.py), one connection per thread for the length of a transaction or a
-read (a thread inside `transaction()` keeps its connection, so nested calls see its writes). A
-connection the server dropped (a restart) is replaced before a transaction begins, so service
-resumes by itself; while the server is down, calls fail with a StoreError after the busy timeout.
-No message or log line of memkit carries the password of the connection string.
+Writers run READ COMMITTED transactions and take row locks in one order: their user's counter row,
+then one shard of the store-wide counters (`counters.settle`). Why this order cannot deadlock, and
+why row locks rather than SERIALIZABLE with retries (measured): docs/design/postgres.md. A
+connection the server dropped is replaced before a transaction begins, so service resumes after a
+restart; no message carries the connection string's password.
 """
 
 from __future__ import annotations
@@ -407,6 +367,13 @@ class PostgresDatabase:
     def db_bytes(self, conn: PgConnection) -> int:
         """The store's size as the cap counts it (`db_bytes`)."""
         return pg_counters.db_bytes(conn)
+
+    def size_consistent(self, conn: PgConnection) -> bool:
+        """Whether the size counter (the sum of the shards' bytes) is what the stored rows measure now,
+        each row's text form plus its 24-byte header, as the size triggers count them."""
+        counted, real = conn.execute(
+            f"SELECT (SELECT sum(bytes) FROM memkit_shards), {pg_counters.MEASURED_BYTES_SQL}").fetchall()[0]
+        return bool(counted == real)
 
     def fit_search_index(self, fts_min_user_rows: int) -> None:
         """Nothing to do: the trigram index was made (where the server has `pg_trgm`) at open."""

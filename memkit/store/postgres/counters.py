@@ -1,37 +1,10 @@
 """PostgreSQL's counters and the quota and size checks made on them inside each write.
 
-Each user's row of `user_counts` (step 1) is their lock and their per-user quota (`lock_user`,
-`check_quotas`). The store-wide counts are split into shards, so writers of different users commit
-side by side (`settle`: the global quota and the size cap).
-
-The shards' schema is step 13 in steps.py, whose statements are `SHARDS_STEP` here. Before them every
-write of every user updated the one-row `store_size` (and every create `total_count`) and held it
-until commit: writers queued there. Now each row of `memkit_shards` holds its part of the records
-and bytes and an allowance of each, granted under the caps named beside them; the allowances sum to
-at most the caps, so shards within their allowance together stay within the caps, and a change
-passes without the other shards only within its own shard's allowance. The counting triggers of a
-memkit transaction (which sets `memkit_tx.settles`) only add the change to transaction-local
-settings (`memkit_tx.pending_*`: they lock nothing). The writer then settles (`settle`): it locks a
-shard that no one holds (SKIP LOCKED: it never waits for one) and whose allowances take its change
-(`memkit_settle`), adds the change there and holds the row until commit. Only when no free shard
-takes it does it rebalance (`rebalance`): the shards' advisory lock (`SHARD_LOCK_CLASS`), then every
-shard in shard order; holding them all, it refuses on the exact totals (the same QuotaError as
-ever), or adds its change and shares the room left among the shards. So writers meet only at the
-quota's or the cap's edge, where they take turns at the advisory lock (postgres.py: the whole lock
-order, and why no cycle).
-
-`memkit_settle` tries inside a block of its own: READ COMMITTED can leave a row locked that stopped
-fitting as a rebalance committed (it rechecks the newest version after locking it), and the block's
-rollback lets go of it, so a writer that goes to wait for the rebalance lock holds no shard. A
-writer that bypasses memkit (psql, another program) has no one to settle for it: its triggers take
-the rebalance lock and every shard, add the change to shard 0 and close every allowance, so the next
-memkit writer rebalances against the real totals. The records start from `total_count`; the bytes
-are measured anew from the rows, because step 4's added column changed every existing row's text
-where no trigger saw it (`store_size` had drifted by that on stores with rows from before it; health
-now checks the bytes too). `total_count` and `store_size` stay, as views of the sums with the
-columns the tables had: what read them reads the same figures.
-
-This module imports no psycopg (steps.py, which SQLite stores read too, takes the schema from it).
+Each user's row of `user_counts` is their lock and their per-user quota (`lock_user`,
+`check_quotas`). The store-wide counts are split into shards (`memkit_shards`, step 13), so writers
+of different users commit side by side: a write settles its change into a shard no one holds whose
+allowance takes it (`settle`), and only at a cap's edge do writers take turns to rebalance the
+shards on the exact totals (`rebalance`). How and why: docs/design/postgres.md.
 """
 
 from __future__ import annotations
