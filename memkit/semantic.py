@@ -1,16 +1,10 @@
 """Retrieval by meaning: an embedding model that works offline, and what the store keeps of it.
 
-A record's text ("drink: espresso") becomes a vector of numbers; texts that mean similar things get
-vectors that point the same way, so "coffee" finds "espresso" although no letter of one is in the
-other. The similarity of two unit vectors is their dot product (the cosine): 1 the same direction,
-0 unrelated.
-
-The model is WordLlama's `l2_supercat` (256 dimensions): its 16 MB of weights and its tokenizer
-ship inside the `wordllama` wheel, so it loads offline in about a second and embeds a text in
-well under a millisecond on a CPU. The other small embedders (model2vec, fastembed,
-sentence-transformers) download their weights on first use, which a classroom machine without
-network cannot do. It lives in the `semantic` extra (numpy and tokenizers, about 190 MB installed),
-imported only when a store is given an embedder: without it, literal search works as before.
+A record's text ("drink: espresso") becomes a vector; texts that mean similar things get vectors
+that point the same way, so "coffee" finds "espresso" although no letter of one is in the other.
+The similarity of two unit vectors is their dot product: 1 the same direction, 0 unrelated. The
+model (WordLlama, inside its wheel: no download) comes with the `semantic` extra, imported only
+when a store is given an embedder. Why this model and this threshold: docs/design/semantic.md.
 
 Example:
     >>> embedder = load_embedder()                                   # doctest: +SKIP
@@ -36,9 +30,8 @@ DEFAULT_MODEL = "wordllama/l2_supercat-256"
 """The model `load_embedder()` loads: WordLlama's l2_supercat weights at their full 256 dimensions."""
 
 DEFAULT_MIN_SIMILARITY = 0.3
-"""A by-meaning hit must be at least this similar to the question. Chosen on the labelled set of
-`bench/semantic_bench.py`: the true matches there score 0.3-0.7, unrelated records mostly under 0.25
-(bench/RESULTS.md, "Retrieval by meaning", shows recall at 3 for several thresholds)."""
+"""A by-meaning hit must be at least this similar to the question (chosen on bench/semantic_bench.py's
+labelled set: docs/design/semantic.md)."""
 
 _KEY_SEPARATORS = re.compile(r"[_.:-]+")
 
@@ -66,9 +59,8 @@ class Embedder(Protocol):
 class WordLlamaEmbedder:
     """WordLlama's `l2_supercat` model from the files inside its wheel (no download).
 
-    `WordLlama.load()` looks for the tokenizer under `wordllama/tokenizer/` while the wheel ships it in
-    `wordllama/tokenizers/`, and would try to download it; pointing `cache_dir` at the package's own
-    folder with downloads disabled finds both the weights and the tokenizer there.
+    `cache_dir` is the package's own folder: `WordLlama.load()` would look for the tokenizer where
+    the wheel does not put it, and try to download it (docs/design/semantic.md).
     """
 
     def __init__(self, dim: int = 256) -> None:

@@ -1,18 +1,13 @@
 """Tokens: what a model really counts, next to the characters memkit budgets in (the `tokens` extra).
 
-memkit measures every request in characters of canonical JSON, because anyone can recompute that
-exactly. A model bills and limits in *tokens*: pieces of text from a byte-pair-encoding (BPE)
-vocabulary. This module counts them offline with the real vocabularies of OpenAI's models
-(`o200k_base`, used by GPT-4o and later, and `cl100k_base`, used by GPT-4 and GPT-3.5), which the
-`bpe-openai` wheel ships inside itself: nothing is downloaded at first use, unlike `tiktoken`.
-
-The tokenizer is imported when first used, so `import memkit.tokens` works without the extra.
+A model bills and limits in tokens, pieces of text from a byte-pair-encoding vocabulary; memkit
+budgets in characters of canonical JSON, which anyone can recompute. This module counts tokens
+offline with the real vocabularies of OpenAI's models (`o200k_base`, GPT-4o and later;
+`cl100k_base`, GPT-4), shipped inside the `bpe-openai` wheel. It is imported when first used.
 
 Example:
     >>> count_tokens("hello world")                     # doctest: +SKIP
     2
-    >>> [row["chars_per_token"] for row in chars_per_token()]   # doctest: +SKIP
-    [5.0, 1.2, 2.8]
 """
 
 from __future__ import annotations

@@ -11,20 +11,7 @@ from .live import DEFAULT_MODEL_TIMEOUT_S, OpenAIModel
 from .scripted import ModelReply, RecordingModel, ScriptedModel, ScriptStep, ToolCall, call, say, user_envelope
 
 __all__ = [
-    "DEFAULT_MODEL_TIMEOUT_S",
-    "ONE_OFF",
-    "PROFILE_KEYS",
-    "REMEMBER_RULE",
-    "STATEMENTS",
-    "FixtureModel",
-    "ModelReply",
-    "OpenAIModel",
-    "RecordingModel",
-    "ScriptStep",
-    "ScriptedModel",
-    "ToolCall",
-    "call",
-    "propose",
-    "say",
-    "user_envelope",
+    "DEFAULT_MODEL_TIMEOUT_S", "ONE_OFF", "PROFILE_KEYS", "REMEMBER_RULE", "STATEMENTS", "FixtureModel",
+    "ModelReply", "OpenAIModel", "RecordingModel", "ScriptStep", "ScriptedModel", "ToolCall", "call",
+    "propose", "say", "user_envelope",
 ]
