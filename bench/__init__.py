@@ -8,3 +8,12 @@ registry and the runner, `report` (with the prose of `sections.md`) writes RESUL
 `semantic_bench`. `NOTES.md` (what the benchmark changed, and the retired measurements) is copied
 into RESULTS.md.
 """
+
+import sys
+from pathlib import Path
+
+# `pg_bench` repeats notebook 09's writer curve (`classroom.lab`), which lives beside the notebooks,
+# not in the package: its folder goes on the path, as it is the notebooks' working folder.
+_NOTEBOOKS = str(Path(__file__).resolve().parents[1] / "notebooks")
+if _NOTEBOOKS not in sys.path:
+    sys.path.append(_NOTEBOOKS)

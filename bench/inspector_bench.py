@@ -17,7 +17,7 @@ from typing import Any
 from collections.abc import Callable
 
 from memkit import Limits, MemoryStore
-from classroom import MemoryInspector
+from memkit.inspector import MemoryInspector
 
 from .timing import median_time
 
@@ -99,7 +99,7 @@ def run(records: int, users: int, rounds: int) -> list[tuple[str, float, float |
 
 FRESH_CONFIRM = """
 import sys, time
-from classroom import MemoryInspector
+from memkit.inspector import MemoryInspector
 path, user, kind, key, wait = sys.argv[1:6]
 inspector = MemoryInspector(path, edit=True)
 inspector.select_user(user)

@@ -17,10 +17,10 @@ from typing import Any
 
 from ..errors import StoreError
 from ..store import Store
-from .peers import what_is
 from ..store.targets import postgres_conninfo
+from .layout import MemoryInspector
 from .peer_views import NotInspectable, PeerInspector
-from .core import MemoryInspector
+from .peers import what_is
 
 __all__ = ["MemoryInspector", "NotInspectable", "PeerInspector", "inspect"]
 

@@ -1,21 +1,15 @@
-"""What every view needs: the optional notebook packages, imported on first use, the `View` base,
-the status line, and `run_sync`.
+"""What every view needs: the optional notebook packages, imported on first use, the `View` base
+and the status line.
 
 ipywidgets, pandas and matplotlib are optional (`pip install 'memkit[notebooks]'`): they are
-imported inside the functions that need them, so `import memkit` (or `classroom`) never
-pulls them in.
+imported inside the functions that need them, so importing the inspector never pulls them in.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import html
 import importlib
-from typing import Any, TypeVar
-from collections.abc import Awaitable
-
-T = TypeVar("T")
+from typing import Any
 
 INSTALL_HINT = "pip install 'memkit[notebooks]'"
 
@@ -26,7 +20,7 @@ def optional(name: str) -> Any:
         return importlib.import_module(name)
     except ImportError:
         raise ImportError(
-            f"classroom needs {name.split('.')[0]}; install the notebook extra: {INSTALL_HINT}"
+            f"the notebook views need {name.split('.')[0]}; install the notebook extra: {INSTALL_HINT}"
         ) from None
 
 
@@ -38,25 +32,6 @@ def widgets() -> Any:
 def pandas() -> Any:
     """The `pandas` module."""
     return optional("pandas")
-
-
-def run_sync(awaitable: Awaitable[T]) -> T:
-    """Run a coroutine to completion from synchronous code, even inside Jupyter.
-
-    Widget callbacks are plain functions, but the agent is async. Where no event loop runs in this
-    thread (a script, a test) the coroutine runs with `asyncio.run`; where one does (a Jupyter
-    kernel) it runs in a private event loop in a worker thread, which the store allows (its
-    connection is shared across threads under a lock).
-    """
-    async def main() -> T:
-        return await awaitable
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, main()).result()
 
 
 def status_html(message: str, ok: bool = True, css_class: str = "") -> str:

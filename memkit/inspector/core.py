@@ -1,5 +1,5 @@
-"""`MemoryInspector`: the inspector's state and the plain methods every control of its widget calls
-(the widget is `layout`; corrections are `edits`, reads `reading`, opening a database `opening`).
+"""`InspectorCore`: the memory inspector's state and the plain methods every control of its widget
+calls (the widget is `layout`; corrections are `edits`; opening and reading a database `reading`).
 """
 
 from __future__ import annotations
@@ -7,21 +7,18 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from typing import TYPE_CHECKING, Any, TypeVar, cast
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..approvals import Approvals
 from ..errors import ApprovalError, MemkitError, ValidationError
 from ..store import SCHEMA_VERSION, Record, Store
 from ..tools import MemoryTools
+from . import edits, reading
 from ._support import View
 from .proposals_panel import decide, refusal
+from .reading import SORTS, open_target, warm_up, where
 from .tables import history_table, records_table
-from . import edits
-from . import reading
-from .layout import InspectorLayout
-from .opening import open_target, warm_up, where
-from .reading import SORTS
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
@@ -37,7 +34,7 @@ def _shows_refusals(method: F) -> F:
     """A refusal raised by an inspector method is also shown in the widget's status line, however
     the method was called (a click, or a cell)."""
     @functools.wraps(method)
-    def wrapper(self: MemoryInspector, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: InspectorCore, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except MemkitError as exc:
@@ -47,37 +44,9 @@ def _shows_refusals(method: F) -> F:
     return cast(F, wrapper)
 
 
-class MemoryInspector(View):
-    """Browse any memkit database (read-only unless asked), and make confirm-gated corrections.
-
-    Every widget control calls one of the plain methods below, which return data; a notebook (or a
-    test) can call the same methods to see, headless, what the widget shows. Edits and deletes are
-    two-step: `stage_edit`/`stage_delete` only describe the change; `confirm` (the Confirm button)
-    makes a one-time confirmation, performs exactly the staged change with its id recorded in the
-    event history, and spends it, provided the record is still exactly the one shown when staging.
-
-    Args:
-        target: an open `Store` (left open on `close`; editable unless it was opened
-            read-only), the path of an existing database file, or a PostgreSQL URL (any spelling
-            `open_store` takes; its password is never shown). A path or URL is opened here, closed on
-            `close`, and never created.
-        edit: open a path or URL for writing; without it the store is read-only (see
-            `memkit.inspector`) and `set_edit(True)` (the Edit switch) reopens it for writing.
-            A path or URL is opened with the limits the store recorded; the inspector's writes are
-            recorded under session `inspector`, with confirmations of its own `Approvals("inspector")`.
-        page_size: records per page of the records table.
-        window: a short-term window to show a session's live turns from (beside the archived ones).
-
-    Raises:
-        StoreError: the path does not exist or is not a memkit database, or the URL cannot be used.
-
-    Example:
-        >>> inspector = MemoryInspector("memory.sqlite3")     # read-only  # doctest: +SKIP
-        >>> inspector.select_user("alice")                    # the records table   # doctest: +SKIP
-        >>> inspector.select_key("preference", "drink")       # its history         # doctest: +SKIP
-        >>> inspector.set_edit(True)                          # reopen for writing  # doctest: +SKIP
-        >>> inspector.stage_edit("green tea"); inspector.confirm()                  # doctest: +SKIP
-    """
+class InspectorCore(View):
+    """The memory inspector without its widget: what it shows, and the plain methods its controls
+    call. `MemoryInspector` (in `layout`) adds the widget; its docstring has the arguments."""
 
     ALL = "all"
     SORTS = SORTS
@@ -104,22 +73,15 @@ class MemoryInspector(View):
         self.session_shown: str | None = None
         self.selected: tuple[str, str] | None = None
         self.staged: dict[str, Any] | None = None
-        self.notice: tuple[str, bool] | None = None
-        """What the status line says when nothing is staged: the last change done or refused (text, ok)."""
+        self.notice: tuple[str, bool] | None = None  # the status line's last change done or refused (text, ok)
         self.done: list[dict[str, Any]] = []
-        """Every change `confirm` made, oldest first: action, user, kind, key, value and the
-        confirmation id the history recorded (what an exercise check reads to tell a change made
-        through the inspector from one written around it)."""
-        self.busy: str | None = None
-        """What a slow action is doing right now (shown in the status line while it runs)."""
-        self.controls: dict[str, Any] = {}
-        """The widget's controls by name, filled when the widget is built (tests set and click them)."""
+        """Every change `confirm` made, oldest first, with the confirmation id the history recorded (what
+        an exercise check reads to tell a change made through the inspector from one written around it)."""
+        self.busy: str | None = None  # what a slow action is doing right now (shown in the status line)
+        self.controls: dict[str, Any] = {}  # the widget's controls by name, once it is built
         self._tools: dict[str, MemoryTools] = {}
-        self.shown_turns: pandas.DataFrame | None = None
-        """The turns of the session shown (what `turns` returned last)."""
-        self._layout: InspectorLayout | None = None
-        self.warming: threading.Thread | None = warm_up() if self.editing else None
-        """The background import of jsonschema started when editing begins (None when read-only)."""
+        self.shown_turns: pandas.DataFrame | None = None  # what `turns` returned last
+        self.warming: threading.Thread | None = warm_up() if self.editing else None  # see `reading.warm_up`
 
     @property
     def editing(self) -> bool:
@@ -128,7 +90,7 @@ class MemoryInspector(View):
 
     @property
     def where(self) -> str:
-        """The database shown, as it may be printed (a file name, or PostgreSQL's host, port, database and schema)."""
+        """The database shown, as it may be printed (`reading.where`)."""
         return where(self.store)
 
     @property
@@ -248,12 +210,9 @@ class MemoryInspector(View):
         return [] if self.user is None else self.store.proposals(self.user)
 
     def decide_proposal(self, proposal_id: int, decision: str) -> dict[str, Any]:
-        """Approve or reject one of the selected user's proposals, as the panel's buttons do.
-
-        Approving writes, so it needs the Edit switch on; the history then names the proposal and
-        `inspector` as where it was approved. Returns `proposals_view.decide`'s result: a refusal is
-        a result with `ok` False and the reason, and changes nothing.
-        """
+        """Approve or reject one of the selected user's proposals, as the panel's buttons do; returns
+        `proposals_panel.decide`'s result (a refusal has `ok` False and changed nothing). Approving
+        writes, so it needs the Edit switch on; the history names `inspector` as where it was approved."""
         if self.user is None:
             return refusal(proposal_id, "invalid", "select a user first")
         if not self.editing:
@@ -267,8 +226,8 @@ class MemoryInspector(View):
 
     @property
     def _panel(self) -> ProposalsPanel | None:
-        """The proposals panel of the widget (None until the widget shows a user)."""
-        return self._layout.panel if self._layout is not None else None
+        """The proposals panel of the widget (none here: `MemoryInspector` has one once it shows a user)."""
+        return None
 
     def after_decision(self, result: dict[str, Any]) -> None:
         """A decision may have written a record: show the records and the history as they are now."""
@@ -378,15 +337,8 @@ class MemoryInspector(View):
 
     @_shows_refusals
     def confirm(self) -> dict[str, Any]:
-        """The Confirm click: perform exactly the staged change under a new one-time confirmation.
-
-        The record must still be exactly the one shown when staging: its value, revision, times,
-        source session, and the store's number of its last write (so a key forgotten and written
-        again at revision 1 is not mistaken for it). The check and the write run in one transaction,
-        so nothing can slip in between. Otherwise nothing is written and the change must be staged
-        again after a fresh look. The change is made the way an agent's is: the confirmation goes
-        into `approvals`, and the `memory_put` or `memory_delete` tool of `MemoryTools` finds it,
-        writes, and spends it.
+        """The Confirm click: perform exactly the staged change under a new one-time confirmation
+        (`edits.make`), provided the record is still exactly the one shown when staging.
 
         Returns:
             action, kind, key, the confirmation id (also kept in the event history), the new revision.
@@ -418,20 +370,14 @@ class MemoryInspector(View):
         if self._owns_store:
             self.store.close()
 
-    # -- the widget (`layout`) -------------------------------------------------------------------
-
-    def _build(self) -> Any:
-        self._layout = InspectorLayout(self)
-        return self._layout.box
+    # -- the widget (`MemoryInspector` draws one) ---------------------------------------------------
 
     def _changed(self, result: T) -> T:
         self._refresh()
         return result
 
     def _refresh(self) -> None:
-        """Bring every control in line with the inspector's state (once the widget is built)."""
-        if self._layout is not None:
-            self._layout.refresh()
+        """Bring the widget in line with the inspector's state (there is none here)."""
 
     def __repr__(self) -> str:
         return f"MemoryInspector(user={self.user!r}, kind={self.kind or self.ALL!r}, query={self.query!r})"

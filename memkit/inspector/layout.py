@@ -1,4 +1,5 @@
-"""The inspector's widget: its controls, how they are laid out, and how they follow the inspector.
+"""`MemoryInspector`, the inspector with its widget: the controls, how they are laid out, and how
+they follow the inspector's state (`core.InspectorCore`).
 
 Every control calls one of `MemoryInspector`'s plain methods (a refusal is shown in the status
 line by the method, never raised into the frontend); `refresh` brings every control in line with
@@ -7,23 +8,72 @@ the inspector's state without firing their handlers, so a change made from a cel
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..errors import MemkitError
 from ..limits import KINDS
-from ._support import status_html, widgets as _widgets
+from ._support import status_html
+from ._support import widgets as _widgets
+from .core import InspectorCore
 from .proposals_panel import ProposalsPanel
-from .tables import html_table, records_table
 from .reading import SORTS
+from .tables import html_table, records_table
 
-if TYPE_CHECKING:  # pragma: no cover - only for type checkers
-    from .core import MemoryInspector
+
+class MemoryInspector(InspectorCore):
+    """Browse any memkit database (read-only unless asked), and make confirm-gated corrections.
+
+    Every widget control calls one of the plain methods of `InspectorCore`, which return data; a
+    notebook (or a test) calls the same methods to see, headless, what the widget shows. Edits and
+    deletes are two-step: `stage_edit`/`stage_delete` only describe the change; `confirm` (the
+    Confirm button) makes a one-time confirmation, performs exactly the staged change with its id
+    recorded in the event history, and spends it, provided the record is still exactly the one shown.
+
+    Args:
+        target: an open `Store` (left open on `close`; editable unless it was opened
+            read-only), the path of an existing database file, or a PostgreSQL URL (any spelling
+            `open_store` takes; its password is never shown). A path or URL is opened here, closed on
+            `close`, and never created.
+        edit: open a path or URL for writing; without it the store is read-only (see
+            `memkit.inspector`) and `set_edit(True)` (the Edit switch) reopens it for writing.
+            A path or URL is opened with the limits the store recorded; the inspector's writes are
+            recorded under session `inspector`, with confirmations of its own `Approvals("inspector")`.
+        page_size: records per page of the records table.
+        window: a short-term window to show a session's live turns from (beside the archived ones).
+
+    Raises:
+        StoreError: the path does not exist or is not a memkit database, or the URL cannot be used.
+
+    Example:
+        >>> inspector = MemoryInspector("memory.sqlite3")     # read-only  # doctest: +SKIP
+        >>> inspector.select_user("alice")                    # the records table   # doctest: +SKIP
+        >>> inspector.select_key("preference", "drink")       # its history         # doctest: +SKIP
+        >>> inspector.set_edit(True)                          # reopen for writing  # doctest: +SKIP
+        >>> inspector.stage_edit("green tea"); inspector.confirm()                  # doctest: +SKIP
+    """
+
+    _layout: InspectorLayout | None = None
+
+    def _build(self) -> Any:
+        self._layout = InspectorLayout(self)
+        return self._layout.box
+
+    def _refresh(self) -> None:
+        """Bring every control in line with the inspector's state (once the widget is built)."""
+        if self._layout is not None:
+            self._layout.refresh()
+
+    @property
+    def _panel(self) -> ProposalsPanel | None:
+        """The proposals panel of the widget (None until the widget shows a user)."""
+        return self._layout.panel if self._layout is not None else None
+
 
 class InspectorLayout:
-    """The widget of one `MemoryInspector`; its controls by name are `controls` (the inspector's)."""
+    """The widget of one inspector; its controls by name are `controls` (the inspector's)."""
 
-    def __init__(self, inspector: MemoryInspector) -> None:
+    def __init__(self, inspector: InspectorCore) -> None:
         self.inspector = inspector
         self.controls = inspector.controls
         self.refreshing = False

@@ -17,17 +17,15 @@ It takes a store and a user, so the inspector can embed it (`panel.widget`).
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Callable
 
 from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
 from ..store import Store
 from ..store.proposals import Proposal, confirmation_of, describe
-from ._support import View, pandas as _pandas, status_html, widgets as _widgets
-from .tables import MAX_ROWS, text_table
-
-if TYPE_CHECKING:  # pragma: no cover - only for type checkers
-    import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
+from ._support import View, status_html
+from ._support import widgets as _widgets
+from .tables import MAX_ROWS
 
 DECISIONS = ("approve", "reject")
 """What a person may decide about a proposal."""
@@ -88,27 +86,15 @@ def outcome_line(result: dict[str, Any]) -> str:
     return f"proposal {result['proposal']} refused ({result['reason']}): {result['error']}"
 
 
-def pending_table(store: Store, user: str) -> pandas.DataFrame:
-    """`user`'s proposals waiting for a person, oldest first: what the panel lists, as a table
-    (a DataFrame shown with text columns left-aligned and at most 15 rows).
-
-    Columns: `id`, `proposed` (e.g. `save preference city = 'Porto'`), `against` (the record it
-    was proposed against: `rev 1: 'Lisbon'`, or `no record`), `note` (`stale`: the record changed
-    since, an approval is refused; `expired`), `session`.
-    """
-    pd = _pandas()
-    rows = [{"id": p["id"], "proposed": describe(p), "against": _against(p), "note": _note(p),
-             "session": p["session"]} for p in store.proposals(user)]
-    return text_table(pd.DataFrame(rows, columns=["id", "proposed", "against", "note", "session"]))
-
-
-def _against(proposal: Proposal) -> str:
+def against(proposal: Proposal) -> str:
+    """The record a proposal was made against: `rev 1: 'Lisbon'`, or `no record`."""
     if proposal["against_revision"] is None:
         return "no record"
     return f"rev {proposal['against_revision']}: {proposal['against_value']!r}"
 
 
-def _note(proposal: Proposal) -> str:
+def note(proposal: Proposal) -> str:
+    """`stale` (the record changed since: an approval is refused), `expired`, or empty."""
     return "expired" if proposal["expired"] else "stale" if proposal["stale"] else ""
 
 
@@ -172,9 +158,9 @@ class ProposalsPanel(View):
             approve.on_click(self._handler(proposal["id"], "approve"))
             reject.on_click(self._handler(proposal["id"], "reject"))
             self.buttons[proposal["id"]] = (approve, reject)
-            note = f" <i>({_note(proposal)})</i>" if _note(proposal) else ""
+            noted = f" <i>({note(proposal)})</i>" if note(proposal) else ""
             label = w.HTML(f"#{proposal['id']} {html.escape(describe(proposal))}, against "
-                           f"{html.escape(_against(proposal))}{note}",
+                           f"{html.escape(against(proposal))}{noted}",
                            layout=w.Layout(width="460px"))
             rows.append(w.HBox([label, approve, reject]))
         if not pending:

@@ -22,7 +22,8 @@ from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 from memkit.integrations.openai_agents import MemkitSession
-from memkit.inspector._support import run_sync
+
+from .sync import run_sync
 
 __all__ = ["RecallModel", "run_turn", "run_turn_in_new_process"]
 

@@ -15,7 +15,9 @@ from memkit.agent import MemoryAgent
 from memkit.errors import BudgetError
 from memkit.models import ModelReply, ScriptedModel, call, say, user_envelope
 from memkit.store import Store
-from memkit.inspector._support import optional, pandas as _pandas, run_sync
+from memkit.inspector._support import optional, pandas as _pandas
+
+from .sync import run_sync
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     from matplotlib.figure import Figure

@@ -1,8 +1,10 @@
-"""Tables of the agent's turn: tool results, a request's messages and confirmations, as pandas DataFrames.
+"""Tables of the agent's turn: tool results, a request's messages, confirmations and proposals, as
+pandas DataFrames.
 
 Each takes what the package returns (`AgentReply.tool_results`, a request's messages, an
-`Approvals`) and gives a DataFrame with fixed columns, shown like the inspector's tables (text
-left-aligned, at most `MAX_ROWS` rows), so a notebook shows the same table on every run.
+`Approvals`, a store's pending proposals) and gives a DataFrame with fixed columns, shown like the
+inspector's tables (text left-aligned, at most `MAX_ROWS` rows), so a notebook shows the same table
+on every run.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ from collections.abc import Iterable, Mapping
 
 from memkit.approvals import Approvals
 from memkit.inspector._support import pandas as _pandas
+from memkit.inspector.proposals_panel import against, note
 from memkit.inspector.tables import MAX_ROWS, history_table, html_table, left_aligned, records_table, text_table
 from memkit.limits import shorten
+from memkit.store import Store
+from memkit.store.proposals import describe
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
 
 __all__ = ["MAX_ROWS", "approvals_table", "history_table", "html_table", "left_aligned", "messages_table",
-           "records_table", "text_table", "tool_results_table"]
+           "pending_table", "records_table", "text_table", "tool_results_table"]
 
 TOOL_RESULT_COLUMNS = ("tool", "arguments", "ok", "result or error")
 
@@ -76,3 +81,17 @@ def approvals_table(approvals: Approvals) -> pandas.DataFrame:
             for state, group in (("waiting", approvals.pending), ("spent", approvals.spent)) for c in group]
     rows.sort(key=made)
     return text_table(pd.DataFrame(rows, columns=["id", "allows", "state"]))
+
+
+def pending_table(store: Store, user: str) -> pandas.DataFrame:
+    """`user`'s proposals waiting for a person, oldest first: what the panel lists, as a table
+    (a DataFrame shown with text columns left-aligned and at most 15 rows).
+
+    Columns: `id`, `proposed` (e.g. `save preference city = 'Porto'`), `against` (the record it
+    was proposed against: `rev 1: 'Lisbon'`, or `no record`), `note` (`stale`: the record changed
+    since, an approval is refused; `expired`), `session`.
+    """
+    pd = _pandas()
+    rows = [{"id": p["id"], "proposed": describe(p), "against": against(p), "note": note(p),
+             "session": p["session"]} for p in store.proposals(user)]
+    return text_table(pd.DataFrame(rows, columns=["id", "proposed", "against", "note", "session"]))

@@ -23,8 +23,9 @@ from memkit.errors import MemkitError, ValidationError
 from memkit.limits import KINDS
 from memkit.models import FixtureModel, user_envelope
 from memkit.store import Store
-from memkit.inspector._support import View, pandas as _pandas, run_sync, status_html, widgets as _widgets
+from memkit.inspector._support import View, pandas as _pandas, status_html, widgets as _widgets
 from .charts import budget_chart, budget_summary, png
+from .sync import run_sync
 from .tables import approvals_table, html_table
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
