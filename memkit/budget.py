@@ -97,7 +97,7 @@ class BudgetedModel:
     def measure(self, request: Request) -> tuple[int, dict[str, int]]:
         """The canonical JSON size of `{"messages": ..., "tools": ...}` and its parts."""
         encoded = request.encode()
-        return len(encoded.body), encoded.parts()
+        return len(encoded.body), encoded.sizes().parts()
 
     def _trim_one(self, request: Request, trimmed: list[dict[str, Any]], budget: str = "") -> bool:
         """Take the next item off `request`, noting it in `trimmed`; False when nothing is left to trim.

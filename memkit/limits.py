@@ -76,7 +76,7 @@ class Limits:
     # -- validation of the values that name and carry memories ---------------------------------
 
     def check_id(self, what: str, value: object) -> str:
-        """Check a user or session id: 1-64 of `[A-Za-z0-9][A-Za-z0-9_.-]`."""
+        """Check a user or session id: 1 to `max_id_chars` of `[A-Za-z0-9][A-Za-z0-9_.-]`."""
         if not isinstance(value, str):
             raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
         if not value:
@@ -96,7 +96,7 @@ class Limits:
         return kind  # type: ignore[return-value]
 
     def check_key(self, key: object) -> str:
-        """Check a memory key: 1-64 of `[a-z][a-z0-9_.:-]`."""
+        """Check a memory key: 1 to `max_key_chars` of `[a-z][a-z0-9_.:-]`."""
         if not isinstance(key, str):
             raise ValidationError(f"key must be a string, not {type(key).__name__}")
         if not key:
@@ -112,7 +112,7 @@ class Limits:
         return key
 
     def check_value(self, value: object) -> str:
-        """Check a memory value: 1-512 code points, not blank, no NUL, valid Unicode."""
+        """Check a memory value: 1 to `max_value_chars` code points, not blank, no NUL, valid Unicode."""
         if not isinstance(value, str):
             raise ValidationError(f"value must be a string, not {type(value).__name__}")
         check_text("value", value)
@@ -125,10 +125,8 @@ class Limits:
         return value
 
     def check_confirmation(self, confirmation: object) -> str:
-        """Check a confirmation id kept in the event history: text, not blank, at most 512 code points.
-
-        It is stored verbatim beside every change it allowed, so it gets the same bounds as a value.
-        """
+        """Check a confirmation id kept in the event history: stored verbatim beside every change it
+        allowed, it gets a value's bounds (not blank, at most `max_value_chars` code points)."""
         if not isinstance(confirmation, str):
             raise ValidationError(f"confirmation must be a string or None, not {type(confirmation).__name__}")
         check_text("confirmation", confirmation)
@@ -141,7 +139,7 @@ class Limits:
         return confirmation
 
     def check_query(self, query: object) -> str:
-        """Check a search query: a string of at most 256 code points, no NUL (empty means 'most recent')."""
+        """Check a search query: at most `max_query_chars` code points, no NUL (empty means 'most recent')."""
         if not isinstance(query, str):
             raise ValidationError(f"query must be a string, not {type(query).__name__}")
         check_text("query", query)

@@ -126,7 +126,7 @@ class EncodedRequest:
     """A request encoded once, as a client encodes it to send it: `body` is the canonical JSON of
     `{"messages": messages, "tools": tools}`, and its length is the request's size.
 
-    The parts' encodings are kept: `parts()` needs no second encoding, and a trimmed request reuses
+    The parts' encodings are kept: `sizes().parts()` needs no second encoding, and a trimmed request reuses
     `tools_json` (trimming never touches the tools).
     """
 
@@ -143,10 +143,6 @@ class EncodedRequest:
         """What `parts()` counts from, without the body, messages and tools (what a measurement keeps)."""
         return PartSizes(self.system, self.memory_json, self.history_json, self.task_json, self.messages_chars,
                          len(self.tools_json), len(self.body))
-
-    def parts(self) -> dict[str, int]:
-        """The request's size by part (`PartSizes.parts`); they add up to `len(body)`."""
-        return self.sizes().parts()
 
 
 @dataclasses.dataclass
