@@ -146,7 +146,7 @@ STEPS: list[Step] = [
             at TEXT NOT NULL
         ) WITHOUT ROWID""",
     ]),
-    # 7: the store's own limits, one row per `Limits` field (store_limits.py). Recorded when the
+    # 7: the store's own limits, one row per `Limits` field (`recorded_limits.py`). Recorded when the
     # store is made, or at the first write open of an older store; every open that passes no limits
     # of its own uses them. `memkit limits --set` changes them, never below what is stored.
     Step("the store's own limits", [

@@ -22,8 +22,7 @@ from psycopg import errors as pg_errors
 from ...errors import LockedError, ReadOnlyError, StoreError
 from ...limits import Limits
 from .. import embeddings
-from . import counters as pg_counters
-from . import vectors as pg_vectors
+from . import counters, vectors
 from .connection import PgConnection, Row, connect, password_of, scrub, with_settings
 from .pool import PgPool, closed_error, unreachable_error
 from .schema import check_schema_name, open_schema, read_version
@@ -36,7 +35,7 @@ PROPOSAL_LOCK_CLASS = 0x6D6D70
 """The first key of a user's proposal lock ("mmp"; the second: a hash of the schema and the user)."""
 
 _BEGIN_SETTLING = "BEGIN; SET LOCAL memkit_tx.settles = on"
-"""A write transaction: its counting triggers leave the store-wide counts to it (`pg_counters.settle`)."""
+"""A write transaction: its counting triggers leave the store-wide counts to it (`counters.settle`)."""
 
 _LOCK_ERRORS = (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
@@ -45,7 +44,7 @@ class PostgresDatabase:
     """The store's tables in one PostgreSQL schema, reached through a connection pool: the
     PostgreSQL `Backend` (backend.py).
 
-    Args and Raises: as `PostgresStore`'s (pg_store.py), `conninfo` being its `url` (or a libpq
+    Args and Raises: as `PostgresStore`'s (store.py), `conninfo` being its `url` (or a libpq
     key=value string), and a malformed memkit schema refused as a newer one is.
     """
 
@@ -207,7 +206,7 @@ class PostgresDatabase:
             try:
                 yield conn
                 if conn.settled_at != conn.sent:  # a statement since the last settle: a delete's, say
-                    pg_counters.settle(conn, self.limits, self.schema, self.where, check_size=False)
+                    counters.settle(conn, self.limits, self.schema, self.where, check_size=False)
             except BaseException as exc:
                 self._rollback(conn)
                 if isinstance(exc, psycopg.Error) and conn.broken:  # COMMIT was never sent: the server rolls back
@@ -304,8 +303,8 @@ class PostgresDatabase:
     # -- locks and checks inside write transactions -------------------------------------------------
 
     def lock_user(self, conn: PgConnection, user: str, creating: bool) -> None:
-        """Lock `user`'s counter row until the transaction ends (`pg_counters.lock_user`)."""
-        pg_counters.lock_user(conn, user, creating, self.where)
+        """Lock `user`'s counter row until the transaction ends (`counters.lock_user`)."""
+        counters.lock_user(conn, user, creating, self.where)
 
     def take_sequence(self, conn: PgConnection, count: int = 1) -> int:
         """Take the next `count` numbers of the store's sequence (inside a transaction); return the last.
@@ -328,22 +327,22 @@ class PostgresDatabase:
     def check_quotas(self, conn: PgConnection, user: str, adding: int = 1,
                      counts: tuple[int | None, int] | None = None) -> None:
         """Refuse (QuotaError) `adding` new records of `user` past the per-user quota now, and past
-        the global quota when the write settles (`pg_counters.check_quotas`). `counts` (the counters
+        the global quota when the write settles (`counters.check_quotas`). `counts` (the counters
         a caller read without locking them) is not used: the figures that count are the ones read
         under the row locks."""
-        pg_counters.check_quotas(conn, self.limits, user, adding, self.where)
+        counters.check_quotas(conn, self.limits, user, adding, self.where)
 
     def check_size(self, conn: PgConnection) -> None:
         """Settle the write's counts into a shard, refusing (QuotaError) past the global quota (if
         `check_quotas` asked) or the size cap: inside the transaction, so a refused write is rolled
-        back whole. The figures are exact (`pg_counters.settle`)."""
-        pg_counters.settle(conn, self.limits, self.schema, self.where, check_size=True)
+        back whole. The figures are exact (`counters.settle`)."""
+        counters.settle(conn, self.limits, self.schema, self.where, check_size=True)
 
     def changed(self, conn: PgConnection, sql: str, rows: list[tuple[Any, ...]]) -> int:
         """Run `sql` for every row (multi-row inserts); return how many rows it changed."""
         return conn.executemany(sql, rows)
 
-    # -- what the façade asks of this database -------------------------------------------------------
+    # -- what the Store asks of this database -------------------------------------------------------
 
     def settings(self, conn: PgConnection) -> dict[str, Any]:
         """The first keys of `health()`: the masked URL, the schema, the server and the settings that
@@ -366,13 +365,13 @@ class PostgresDatabase:
 
     def db_bytes(self, conn: PgConnection) -> int:
         """The store's size as the cap counts it (`db_bytes`)."""
-        return pg_counters.db_bytes(conn)
+        return counters.db_bytes(conn)
 
     def size_consistent(self, conn: PgConnection) -> bool:
         """Whether the size counter (the sum of the shards' bytes) is what the stored rows measure now,
         each row's text form plus its 24-byte header, as the size triggers count them."""
         counted, real = conn.execute(
-            f"SELECT (SELECT sum(bytes) FROM memkit_shards), {pg_counters.MEASURED_BYTES_SQL}").fetchall()[0]
+            f"SELECT (SELECT sum(bytes) FROM memkit_shards), {counters.MEASURED_BYTES_SQL}").fetchall()[0]
         return bool(counted == real)
 
     def fit_search_index(self, fts_min_user_rows: int) -> None:
@@ -399,6 +398,6 @@ class PostgresDatabase:
                           kind: str | None, min_similarity: float) -> list[Record]:
         """Ranked in SQL by pgvector where the store uses it, else in Python (as on SQLite)."""
         if self.vector_schema is not None:
-            return pg_vectors.rank(self, self.vector_schema, user, vector, model, dim, limit, kind, min_similarity)
+            return vectors.rank(self, self.vector_schema, user, vector, model, dim, limit, kind, min_similarity)
         return embeddings.rank_in_python(self, user, vector, model, dim, limit, kind, min_similarity,
-                                         pg_vectors.decode, pg_vectors.VECTOR_SQL)
+                                         vectors.decode, vectors.VECTOR_SQL)

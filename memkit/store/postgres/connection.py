@@ -149,7 +149,7 @@ class PgConnection:
         raw: the psycopg connection underneath (autocommit; transactions are explicit `BEGIN`s).
         pooled: whether it goes back to a pool when done (else it is closed).
         sent: how many statements went through `execute` and `executemany` (a write settled after
-            the last of them has nothing left to settle at commit: postgres.py).
+            the last of them has nothing left to settle at commit: backend.py).
         settled_at: `sent` when the store last settled the transaction's counts (-1: not yet).
     """
 

@@ -119,13 +119,10 @@ def check_quotas(conn: PgConnection, limits: Limits, user: str, adding: int, whe
 def settle(conn: PgConnection, limits: Limits, schema: str, where: str, check_size: bool) -> None:
     """Move the transaction's pending record and byte changes into one shard it locks.
 
-    The fast path is one call (`memkit_settle`, step 13): lock a shard that no other transaction
-    holds (SKIP LOCKED) and whose allowances, granted under this store's caps, take the changes, and
-    add them there. When none does, it holds no shard it tried, and this writer rebalances
-    (`rebalance`). A checked write (a record added under `check_quotas`, or `check_size`) needs a
-    shard within its allowances whatever the sign of its change, so a store past a cap (lowered
-    between opens, or written by psql: no allowance then) refuses it there on the exact totals, as
-    it did before the shards and as SQLite does, however busy the shards are.
+    The fast path is one call (`memkit_settle`, step 13): lock a shard no other transaction holds
+    whose allowances take the changes, and add them there. When none does, this writer, holding no
+    shard it tried, rebalances (`rebalance`), where a checked write past a cap is refused on the
+    exact totals (docs/design/postgres.md).
 
     Args:
         conn: the write transaction's connection.

@@ -21,6 +21,53 @@ def _size_triggers(*tables: str) -> list[str]:
                                       ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"))]
 
 
+def _counting_functions(create: str, add_records: str, add_bytes: str) -> list[str]:
+    """The counting triggers' functions (insert, delete, size), made by step 1 and replaced by step 13:
+    they differ only in where a change goes (`add_records` and `add_bytes`, given the change as `{}`):
+    step 1 adds it to the one-row counters, step 13 hands it to `memkit_count_change`."""
+    head = f"{create} {{}}() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$"
+    return [f"""{head.format("memkit_count_insert")}
+        DECLARE
+            added integer := (SELECT count(*) FROM new_rows);
+        BEGIN
+            IF added > 0 THEN
+                INSERT INTO user_counts AS c SELECT user_id, count(*) FROM new_rows GROUP BY user_id
+                    ON CONFLICT (user_id) DO UPDATE SET records = c.records + EXCLUDED.records;
+                {add_records.format("added")};
+            END IF;
+            RETURN NULL;
+        END $$""", f"""{head.format("memkit_count_delete")}
+        DECLARE
+            removed integer := (SELECT count(*) FROM old_rows);
+        BEGIN
+            IF removed > 0 THEN
+                UPDATE user_counts AS c SET records = c.records - gone.records
+                    FROM (SELECT user_id, count(*) AS records FROM old_rows GROUP BY user_id) AS gone
+                    WHERE c.user_id = gone.user_id;
+                DELETE FROM user_counts WHERE records <= 0 AND user_id IN (SELECT user_id FROM old_rows);
+                {add_records.format("-removed")};
+            END IF;
+            RETURN NULL;
+        END $$""", f"""{head.format("memkit_size_change")}
+        DECLARE
+            change bigint := 0;
+        BEGIN
+            IF TG_OP <> 'DELETE' THEN
+                change := change + (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM new_rows AS r);
+            END IF;
+            IF TG_OP <> 'INSERT' THEN
+                change := change - (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM old_rows AS r);
+            END IF;
+            {add_bytes.format("change")};
+            RETURN NULL;
+        END $$"""]
+
+
+_COUNT_INSERT, _COUNT_DELETE, _SIZE_CHANGE = _counting_functions(
+    "CREATE FUNCTION", "UPDATE total_count SET records = records + ({})",
+    "IF {0} <> 0 THEN UPDATE store_size SET bytes = bytes + {0}; END IF")
+
+
 PG_MIGRATIONS: list[list[str]] = [
     # 1: memories, their event history, the quota counters and the size counter, the transcript
     # archive, and `memkit_meta`, which holds the version. The counting triggers run once per
@@ -61,51 +108,15 @@ PG_MIGRATIONS: list[list[str]] = [
         'CREATE TABLE user_counts (user_id text COLLATE "C" PRIMARY KEY, records integer NOT NULL)',
         'CREATE TABLE total_count ("only" integer PRIMARY KEY CHECK ("only" = 1), records integer NOT NULL)',
         "INSERT INTO total_count VALUES (1, 0)",
-        """CREATE FUNCTION memkit_count_insert() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-        DECLARE
-            added integer := (SELECT count(*) FROM new_rows);
-        BEGIN
-            IF added > 0 THEN
-                INSERT INTO user_counts AS c SELECT user_id, count(*) FROM new_rows GROUP BY user_id
-                    ON CONFLICT (user_id) DO UPDATE SET records = c.records + EXCLUDED.records;
-                UPDATE total_count SET records = records + added;
-            END IF;
-            RETURN NULL;
-        END $$""",
-        """CREATE FUNCTION memkit_count_delete() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-        DECLARE
-            removed integer := (SELECT count(*) FROM old_rows);
-        BEGIN
-            IF removed > 0 THEN
-                UPDATE user_counts AS c SET records = c.records - gone.records
-                    FROM (SELECT user_id, count(*) AS records FROM old_rows GROUP BY user_id) AS gone
-                    WHERE c.user_id = gone.user_id;
-                DELETE FROM user_counts WHERE records <= 0 AND user_id IN (SELECT user_id FROM old_rows);
-                UPDATE total_count SET records = records - removed;
-            END IF;
-            RETURN NULL;
-        END $$""",
+        _COUNT_INSERT,
+        _COUNT_DELETE,
         """CREATE TRIGGER memories_count_insert AFTER INSERT ON memories
             REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memkit_count_insert()""",
         """CREATE TRIGGER memories_count_delete AFTER DELETE ON memories
             REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memkit_count_delete()""",
         'CREATE TABLE store_size ("only" integer PRIMARY KEY CHECK ("only" = 1), bytes bigint NOT NULL)',
         "INSERT INTO store_size VALUES (1, 0)",
-        """CREATE FUNCTION memkit_size_change() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-        DECLARE
-            change bigint := 0;
-        BEGIN
-            IF TG_OP <> 'DELETE' THEN
-                change := change + (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM new_rows AS r);
-            END IF;
-            IF TG_OP <> 'INSERT' THEN
-                change := change - (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM old_rows AS r);
-            END IF;
-            IF change <> 0 THEN
-                UPDATE store_size SET bytes = bytes + change;
-            END IF;
-            RETURN NULL;
-        END $$""",
+        _SIZE_CHANGE,
         """CREATE TABLE transcript (
             user_id text COLLATE "C" NOT NULL,
             session_id text COLLATE "C" NOT NULL,
@@ -291,46 +302,8 @@ PG_MIGRATIONS: list[list[str]] = [
                     set_config('memkit_tx.pending_checking', '0', true),
                     set_config('memkit_tx.shard', taken_shard::text, true);
         END $$""",
-        """CREATE OR REPLACE FUNCTION memkit_count_insert() RETURNS trigger LANGUAGE plpgsql
-            SET search_path FROM CURRENT AS $$
-        DECLARE
-            added integer := (SELECT count(*) FROM new_rows);
-        BEGIN
-            IF added > 0 THEN
-                INSERT INTO user_counts AS c SELECT user_id, count(*) FROM new_rows GROUP BY user_id
-                    ON CONFLICT (user_id) DO UPDATE SET records = c.records + EXCLUDED.records;
-                PERFORM memkit_count_change(added, 0);
-            END IF;
-            RETURN NULL;
-        END $$""",
-        """CREATE OR REPLACE FUNCTION memkit_count_delete() RETURNS trigger LANGUAGE plpgsql
-            SET search_path FROM CURRENT AS $$
-        DECLARE
-            removed integer := (SELECT count(*) FROM old_rows);
-        BEGIN
-            IF removed > 0 THEN
-                UPDATE user_counts AS c SET records = c.records - gone.records
-                    FROM (SELECT user_id, count(*) AS records FROM old_rows GROUP BY user_id) AS gone
-                    WHERE c.user_id = gone.user_id;
-                DELETE FROM user_counts WHERE records <= 0 AND user_id IN (SELECT user_id FROM old_rows);
-                PERFORM memkit_count_change(-removed, 0);
-            END IF;
-            RETURN NULL;
-        END $$""",
-        """CREATE OR REPLACE FUNCTION memkit_size_change() RETURNS trigger LANGUAGE plpgsql
-            SET search_path FROM CURRENT AS $$
-        DECLARE
-            change bigint := 0;
-        BEGIN
-            IF TG_OP <> 'DELETE' THEN
-                change := change + (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM new_rows AS r);
-            END IF;
-            IF TG_OP <> 'INSERT' THEN
-                change := change - (SELECT coalesce(sum(24 + octet_length(r::text)), 0) FROM old_rows AS r);
-            END IF;
-            PERFORM memkit_count_change(0, change);
-            RETURN NULL;
-        END $$""",
+        *_counting_functions("CREATE OR REPLACE FUNCTION", "PERFORM memkit_count_change({}, 0)",
+                             "PERFORM memkit_count_change(0, {})"),
         "DROP TABLE total_count",
         'CREATE VIEW total_count AS SELECT 1 AS "only", sum(records)::integer AS records FROM memkit_shards',
         "DROP TABLE store_size",
