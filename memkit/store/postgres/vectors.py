@@ -8,7 +8,9 @@ The answers are the same.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ...errors import StoreError, ValidationError
 from .schema import LOCK_CLASS
@@ -17,7 +19,12 @@ from ..statements import RECORD_SQL, Record, to_record
 if TYPE_CHECKING:
     import numpy
 
-    from .backend import PostgresDatabase
+
+class Database(Protocol):
+    """What these functions use of a `PostgresDatabase` (named, not imported: backend.py imports this module)."""
+
+    def fetch(self, sql: str, args: Sequence[Any] = ()) -> list[Any]: ...
+    def transaction(self) -> AbstractContextManager[Any]: ...
 
 VECTOR_SQL = "array_send(e.vector)"
 """How the Python path reads a stored vector: `array_send`'s bytes, a third of the time psycopg takes
@@ -37,7 +44,7 @@ def decode(stored: Any, dim: int) -> numpy.ndarray:
     return numpy.frombuffer(blob, dtype=">f4", offset=20)[1::2].astype(numpy.float32)
 
 
-def rank(pg: PostgresDatabase, vector_schema: str, user: str, vector: numpy.ndarray, model: str, dim: int,
+def rank(pg: Database, vector_schema: str, user: str, vector: numpy.ndarray, model: str, dim: int,
          limit: int, kind: str | None, min_similarity: float) -> list[Record]:
     """`user`'s records ranked by pgvector: the user's rows first (WHERE user_id through the vectors'
     index), ranked by cosine distance in SQL; no approximate index, which would rank the whole
@@ -57,7 +64,7 @@ def rank(pg: PostgresDatabase, vector_schema: str, user: str, vector: numpy.ndar
     return [{**to_record(cast(Any, row)), "similarity": round(float(row["similarity"]), 4)} for row in rows]
 
 
-def ensure_pgvector(pg: PostgresDatabase) -> str | None:
+def ensure_pgvector(pg: Database) -> str | None:
     """The schema of pgvector's `vector` type, installing the extension where the server offers it
     and this role may; None where it cannot (searches by meaning then rank in Python)."""
     find = ("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
