@@ -34,7 +34,7 @@ def server(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    from memkit.store import start_embedded_postgres
+    from memkit.store.postgres import start_embedded_postgres
 
     embedded = start_embedded_postgres(bin_dir=DEBIAN_POSTGRES) if (DEBIAN_POSTGRES / "postgres").exists() \
         else start_embedded_postgres()

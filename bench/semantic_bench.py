@@ -138,7 +138,8 @@ def _postgres_timing(embedder: Any, repeat: int) -> dict[str, dict[str, float]]:
     """The same on the pgserver wheel's PostgreSQL 16 (it has pgvector): ranked in SQL by pgvector,
     and in Python (the path of a server without it) on the same rows, alternating call by call so
     that both see the same load."""
-    from memkit.store import PostgresStore, start_embedded_postgres
+    from memkit.store import PostgresStore
+    from memkit.store.postgres import start_embedded_postgres
 
     with start_embedded_postgres() as server, PostgresStore(server.url, schema="quota", embedder=embedder) as store:
         vector_schema = store.vector_schema

@@ -31,11 +31,12 @@ from .limits import Limits
 from .models import FixtureModel, OpenAIModel, ScriptedModel
 from .retrieval import retrieve
 from .semantic import load_embedder
-from .store import MemoryStore, Store, open_store, start_embedded_postgres
+from .store import MemoryStore, Store, open_store
 from .tools import MemoryTools
 from .window import InProcessWindow, RedisWindow, ShortTermWindow, start_embedded_redis
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an optional extra
+    from .store.postgres.server import start_embedded_postgres
     from .store.postgres.store import PostgresStore
 
 __version__ = "0.1.0"
@@ -62,9 +63,14 @@ __all__ = [  # noqa: RUF022 -- grouped by concept under comments, not alphabetic
 
 
 def __getattr__(name: str) -> object:
-    """`PostgresStore` on first use (`memkit.store` imports psycopg, the `postgres` extra, only then)."""
+    """PostgreSQL's names on first use: the `store.postgres` wing (and psycopg, the `postgres` extra)
+    is imported only then."""
     if name == "PostgresStore":
-        from . import store
+        from .store.postgres.store import PostgresStore
 
-        return store.PostgresStore
+        return PostgresStore
+    if name == "start_embedded_postgres":
+        from .store.postgres.server import start_embedded_postgres
+
+        return start_embedded_postgres
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ def pg_url():
     if given:
         yield given
         return
-    from memkit.store import start_embedded_postgres
+    from memkit.store.postgres import start_embedded_postgres
 
     with start_embedded_postgres(settings=TEST_SERVER_SETTINGS) as server:
         yield server.url
@@ -43,7 +43,7 @@ def pg_trgm_url():
                     "(apt-get install postgresql-15 postgresql-contrib); CI installs it")
     import psycopg
 
-    from memkit.store import start_embedded_postgres
+    from memkit.store.postgres import start_embedded_postgres
 
     with start_embedded_postgres(bin_dir=DEBIAN_POSTGRES, settings=TEST_SERVER_SETTINGS) as server:
         with psycopg.connect(server.url, autocommit=True) as conn:

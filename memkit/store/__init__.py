@@ -1,43 +1,31 @@
-"""The long-term store: user-scoped memories in one SQLite file, or in a PostgreSQL database.
+"""The long-term store: user-scoped memories in one SQLite file (the lesson), or in PostgreSQL (a wing).
 
-`Store` is the one façade, over either backend; `MemoryStore` opens it on a SQLite file and
-`PostgresStore` on PostgreSQL (neither is the other; each has its own `__init__` and `__repr__` and
-overrides no operation of `Store`); `open_store` opens either from a path or a `postgresql://` URL.
-Each concept lives in one module, whose docstring says what it owns:
-
-- both backends: `backend` (the `Backend` protocol), `facade` and its parts by concept
-  (`store_core`, `store_records`, `store_proposals`, `store_sessions`), `steps` (the schema,
-  declared once), `schema` (its one runner and check), `statements`, `search`, `bundle`,
-  `archive`, `health`, `proposals`, `embeddings`, `store_limits`, `browse`, `agent_items`, `peers`
-  (other frameworks' memory files), `targets` and `opening`.
-- SQLite: `memory` (`MemoryStore`), `db` (the backend), `readonly`, `files`, `wal`.
-- PostgreSQL (psycopg and psycopg_pool are imported only when a URL is opened): `postgres` (the
-  backend), `pg_counters`, `pg_pool`, `pg_connection`, `pg_schema`, `pg_vectors`, `pg_store`
-  (`PostgresStore`); `start_embedded_postgres()` (from `memkit.store.postgres.server`) starts a server
-  of its own in a temporary folder.
-
-All SQL and every backend-specific rule live here; a schema change touches only this package.
+Start with store.py (`Store`: put, get, delete, search, transaction; `MemoryStore` opens a SQLite
+file), then db.py (`SqliteDatabase`: the connection and its transactions) and steps.py (the schema,
+step by step). `open_store` opens either backend from a path or a URL. PostgreSQL lives in the
+`postgres` sub-package, imported only for a URL: `PostgresStore` here is looked up on first use, and
+`memkit.store.postgres.start_embedded_postgres` starts a server of its own. All SQL and every
+backend-specific rule live in this package; a schema change touches only it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import opening
 from .backend import Backend
 from .bundle import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, LINE_SCHEMAS, seal_bundle
 from .db import SqliteDatabase, is_busy
-from .postgres.server import EmbeddedPostgres, start_embedded_postgres
-from .facade import Store
 from .files import SQLITE_MAGIC, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
-from .memory import MemoryStore
 from .opening import is_database_url, open_store
 from .proposals import Proposal
 from .schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, expected_objects
 from .statements import SQLITE_STATEMENTS, Record, Statements
+from .store import MemoryStore, Store
 
-if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an optional extra
-    from .postgres.store import PostgresStore
+if TYPE_CHECKING:
+    PostgresStore: type[Store]
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -48,7 +36,6 @@ __all__ = [
     "SQLITE_MAGIC",
     "SQLITE_STATEMENTS",
     "Backend",
-    "EmbeddedPostgres",
     "MemoryStore",
     "PostgresStore",
     "Proposal",
@@ -66,14 +53,11 @@ __all__ = [
     "open_store",
     "seal_bundle",
     "sqlite_uri",
-    "start_embedded_postgres",
 ]
 
 
 def __getattr__(name: str) -> object:
     """`PostgresStore` on first use: importing it imports psycopg (the `postgres` extra)."""
     if name == "PostgresStore":
-        from .postgres.store import PostgresStore
-
-        return PostgresStore
+        return opening.postgres_store_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

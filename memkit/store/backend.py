@@ -1,14 +1,9 @@
-"""What the store's façade asks of a database: the `Backend` protocol, and the two checks both keep.
+"""What `Store` asks of a database: the `Backend` protocol, and the two refusals both keep.
 
-`Store` (facade.py) and the modules it runs through (archive, browse, bundle, health,
-proposals, agent_items, embeddings, ...) see a database only through `Backend`. Two classes
-implement it, one file each: `SqliteDatabase` (db.py; `ReadOnlyDatabase` in readonly.py) and
-`PostgresDatabase` (postgres.py). Where the two databases differ (opening, the per-user lock, the
-archive's insert count, health's settings, search, vectors), the difference is a method of the
-backend, never an override in the façade.
-
-Every statement the shared modules run uses `?` placeholders and standard SQL: a SQLite
-connection runs it as it is, `PgConnection` through `pyformat`.
+`Store` (store.py) and the modules it runs through see a database only through `Backend`, which
+`SqliteDatabase` (db.py; `ReadOnlyDatabase` in readonly.py) and `PostgresDatabase`
+(postgres/backend.py) implement. Where the two differ, the difference is a method here, never an
+override in `Store`. Every statement the shared modules run uses `?` placeholders and standard SQL.
 """
 
 from __future__ import annotations
@@ -105,6 +100,9 @@ class Backend(Protocol):
 
     def db_bytes(self, conn: Any) -> int:
         """The database's size as its cap counts it."""
+
+    def size_consistent(self, conn: Any) -> bool:
+        """Whether a size the backend counts (PostgreSQL's shards) agrees with what the rows measure."""
 
     def search(self, user: str, query: str, limit: int, kind: str | None, fts_min_user_rows: int) -> list[Record]:
         """The literal search rule (search.py) on this database."""

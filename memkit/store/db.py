@@ -8,21 +8,22 @@ passing a check. WAL lets readers go on while a writer works.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
-from ..errors import LockedError, QuotaError, StoreError
+from ..errors import LockedError, StoreError
 from ..limits import Limits
 from ..semantic import from_bytes, to_bytes
 from . import embeddings
 from .backend import refuse_past_quotas, refuse_past_size
 from .files import check_path, check_wal, create_file, remove_dead_partials, sqlite_uri
 from .schema import SqliteSchema, check_schema, migrate
+from .search_index import TrigramIndex
 from .statements import SQLITE_STATEMENTS, Record, Statements
+from .wal import WalCap
 
 if TYPE_CHECKING:
     import numpy
@@ -41,9 +42,10 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF in _BUSY_CODES
 
 
-class SqliteDatabase:
+class SqliteDatabase(TrigramIndex, WalCap):
     """The store's SQLite file behind one connection (`check_same_thread=False`) and one lock: the
-    SQLite `Backend` (backend.py).
+    SQLite `Backend` (backend.py). Its search index (search_index.py) and the cap on its `-wal`
+    (wal.py) are parts kept apart: read `_open`, `transaction` and `fetch` here.
 
     Every use of the connection holds the lock (an `RLock`), so threads sharing a store run one at a
     time; other processes open their own connection, and SQLite's locks coordinate them.
@@ -98,11 +100,7 @@ class SqliteDatabase:
             if mode.lower() != "wal":
                 raise StoreError(f"{path} could not be switched to WAL mode (it stays in {mode!r} mode)")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            # The cap bounds the WAL too: at most as many pages between checkpoints as the cap
-            # holds, and a log that grew past the cap (a large write refused) is cut back to it.
-            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-            conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, min(1000, self.limits.max_db_bytes // page_size))}")
-            conn.execute(f"PRAGMA journal_size_limit = {int(self.limits.max_db_bytes)}")
+            self._cap_wal(conn, self.limits, conn.execute("PRAGMA page_size").fetchone()[0])
             migrate(SqliteSchema(conn))
         except sqlite3.Error as exc:
             conn.close()
@@ -113,13 +111,10 @@ class SqliteDatabase:
         return conn
 
     def _inspect_schema(self, check_integrity: bool) -> None:
-        """Check an existing file on a connection of its own before the store's connection opens it.
-
-        When a `-wal` file sits beside the database, the check reads through a read-only connection:
-        closing the last read-write one would checkpoint that WAL into the file, changing a file
-        memkit may be about to refuse. Without one, a read-write connection leaves the file as it
-        was and removes the `-wal`/`-shm` it made (a read-only one would leave a `-shm` behind).
-        """
+        """Check an existing file on a connection of its own before the store's connection opens it:
+        read-only when a `-wal` is beside it (closing the last read-write connection would checkpoint
+        that WAL into a file memkit may be about to refuse); else read-write, which removes the
+        `-wal`/`-shm` it made (a read-only one would leave a `-shm` behind)."""
         path = self.path
         mode = "ro" if Path(f"{path}-wal").exists() else "rw"
         try:
@@ -150,8 +145,7 @@ class SqliteDatabase:
             conn = self.connection
             conn.execute(f"PRAGMA busy_timeout = {int(limits.busy_timeout_ms)}")
             if not conn.execute("PRAGMA query_only").fetchone()[0]:
-                conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, min(1000, limits.max_db_bytes // self.page_size))}")
-                conn.execute(f"PRAGMA journal_size_limit = {int(limits.max_db_bytes)}")
+                self._cap_wal(conn, limits, self.page_size)
 
     # -- connection life ---------------------------------------------------------------------------
 
@@ -215,68 +209,22 @@ class SqliteDatabase:
                 if self._oversized:
                     self._shrink_wal(conn)
                 if isinstance(exc, sqlite3.Error):
-                    raise self._write_error(exc) from exc
+                    raise self._error(exc, f"write to {self.path} failed and was rolled back") from exc
                 raise
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                error = LockedError if is_busy(exc) else StoreError
-                raise error(f"commit to {self.path} failed and was rolled back: {exc}") from exc
+                raise self._error(exc, f"commit to {self.path} failed and was rolled back") from exc
             if self._oversized:  # a nested write was refused by the cap, the rest committed
                 self._shrink_wal(conn)
 
-    def _wal_bytes(self) -> int:
-        try:
-            return os.stat(self._wal_path).st_size
-        except FileNotFoundError:
-            return 0
-
-    def _check_wal(self) -> None:
-        """Refuse a write while the `-wal` is past the size cap (inside the write transaction).
-
-        A checkpoint copies the log back into the database and lets the next writer start it over;
-        a reader that holds an older snapshot (an unfinished SELECT, a transaction left open in
-        another connection) stops both, and every commit then makes the log longer. Refused here,
-        before this write adds its pages, the log stays within the cap plus one write's pages, and
-        the database plus its log within about twice the cap.
-
-        Raises:
-            QuotaError: the log is past the cap and could not be checkpointed (a reader holds it).
-        """
-        wal = self._wal_bytes()
-        if wal > self.limits.max_db_bytes:
-            raise QuotaError(
-                f"the write-ahead log {self.path.name}-wal holds {wal} bytes, past the size cap of "
-                f"{self.limits.max_db_bytes} bytes, and cannot be written back into the database: another "
-                "connection holds an older snapshot (an unfinished SELECT, or a transaction left open). "
-                "Nothing was written; finish or close that reader and try again"
-            )
-
     def take_sequence(self, conn: sqlite3.Connection, count: int = 1) -> int:
         """Take the next `count` numbers of the store's sequence (inside a transaction); return the last.
-
-        The sequence only grows and is taken holding the write lock, so its numbers follow commit
-        order across threads and processes, whatever the clock says.
-        """
+        Taken holding the write lock, they follow commit order, whatever the clock says."""
         self._stamped = True
         return int(conn.execute(SQLITE_STATEMENTS.take_sequence, (count,)).fetchone()[0])
-
-    def _shrink_wal(self, conn: sqlite3.Connection) -> None:
-        """After a write refused by the size cap: checkpoint and truncate the WAL its pages grew.
-
-        A large write spills its pages into the WAL before the size check refuses it; the rollback
-        leaves the file that long. Without waiting: a reader in the way only postpones the cut to
-        the next checkpoint (`journal_size_limit`).
-        """
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        except sqlite3.Error:
-            pass  # best effort: the write was refused and rolled back either way
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
 
     def _savepoint(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         # Only this thread can be inside the outer transaction: it holds the store's lock throughout.
@@ -289,39 +237,27 @@ class SqliteDatabase:
             conn.execute("ROLLBACK TO memkit_nested")
             conn.execute("RELEASE memkit_nested")
             if isinstance(exc, sqlite3.Error):
-                raise self._write_error(exc) from exc
+                raise self._error(exc, f"write to {self.path} failed and was rolled back") from exc
             raise
         conn.execute("RELEASE memkit_nested")
 
-    def _write_error(self, exc: sqlite3.Error) -> StoreError:
-        error = LockedError if is_busy(exc) else StoreError
-        return error(f"write to {self.path} failed and was rolled back: {exc}")
+    def _error(self, exc: sqlite3.Error, what: str) -> StoreError:
+        """`what` failed with `exc`: a LockedError when another connection held the lock."""
+        return (LockedError if is_busy(exc) else StoreError)(f"{what}: {exc}")
 
     def fetch(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        """Run one read statement under the lock and return its rows.
-
-        One statement in autocommit mode is already a consistent snapshot of its own, so it needs
-        no BEGIN/COMMIT around it; those two statements cost as much again as an indexed read
-        (measured in bench/RESULTS.md). Inside this thread's `transaction()` it reads through it.
-        """
+        """Run one read statement under the lock and return its rows (inside this thread's
+        `transaction()`, through it). One statement is a consistent snapshot of its own: no BEGIN."""
         with self.lock:
             try:
                 return self.connection.execute(sql, args).fetchall()
             except sqlite3.Error as exc:
-                raise self._read_error(exc) from exc
-
-    def _read_error(self, exc: sqlite3.Error) -> StoreError:
-        error = LockedError if is_busy(exc) else StoreError
-        return error(f"read from {self.path} failed: {exc}")
+                raise self._error(exc, f"read from {self.path} failed") from exc
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """A consistent read snapshot (a deferred transaction) under the lock, for reads of several
-        statements that must agree (export, health); one statement needs only `fetch`.
-
-        Inside this thread's `transaction()` it reads through that transaction, so it sees the
-        writes made so far instead of failing to begin a second one.
-        """
+        statements that must agree (export, health); inside this thread's `transaction()`, that one."""
         with self.lock:
             conn = self.connection
             try:
@@ -336,7 +272,7 @@ class SqliteDatabase:
                     raise
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                raise self._read_error(exc) from exc
+                raise self._error(exc, f"read from {self.path} failed") from exc
 
     # -- checks inside write transactions ------------------------------------------------------------
 
@@ -347,10 +283,8 @@ class SqliteDatabase:
 
     def check_quotas(self, conn: sqlite3.Connection, user: str, adding: int = 1,
                      counts: tuple[int | None, int] | None = None) -> None:
-        """Refuse (QuotaError) `adding` new records of `user` past the per-user or the global quota.
-
-        `counts`: the user's and the store's counters, when the caller read them in this transaction.
-        """
+        """Refuse (QuotaError) `adding` new records of `user` past the per-user or the global quota
+        (`counts`: the user's and the store's counters, when the caller read them in this transaction)."""
         if counts is None:
             row = conn.execute(SQLITE_STATEMENTS.user_records, (user,)).fetchone()
             counts = (row[0] if row else 0, conn.execute(SQLITE_STATEMENTS.total_records).fetchone()[0])
@@ -395,24 +329,9 @@ class SqliteDatabase:
         """The file's size as the cap counts it (`db_bytes`)."""
         return db_bytes(conn)
 
-    def fit_search_index(self, fts_min_user_rows: int) -> None:
-        """Keep the trigram index where some user can reach `fts_min_user_rows` records (at open)."""
-        from . import search  # search.py is written against this class: imported when first used
-
-        search.fit_index(self, self.limits, fts_min_user_rows)
-
-    def search(self, user: str, query: str, limit: int, kind: str | None, fts_min_user_rows: int) -> list[Record]:
-        """The literal search rule, by a scan or the FTS5 trigram index (search.py)."""
-        from . import search
-
-        return search.search(self, SQLITE_STATEMENTS.search, user, query, limit, kind, fts_min_user_rows)
-
-    def search_many(self, user: str, queries: Sequence[str], limit: int, kinds: Sequence[str],
-                    fts_min_user_rows: int) -> dict[tuple[str, str], list[Record]]:
-        """`search` for every query and kind, in one pass (search.py)."""
-        from . import search
-
-        return search.search_many(self, SQLITE_STATEMENTS.search, user, queries, limit, kinds, fts_min_user_rows)
+    def size_consistent(self, conn: sqlite3.Connection) -> bool:
+        """Always: SQLite's size is measured (pages), never counted."""
+        return True
 
     def encode_vector(self, vector: numpy.ndarray) -> bytes:
         """A vector as SQLite keeps it: little-endian float32 bytes."""

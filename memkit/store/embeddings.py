@@ -1,25 +1,26 @@
-"""The records' vectors (retrieval by meaning): written in the write's transaction, read one user at a time.
+"""Retrieval by meaning: the records' vectors, written in the write's transaction, read one user at a time.
 
-Every read here is bound to one user by `WHERE user_id = ?` on the vectors' own index, before any
-similarity is computed: a search by meaning never ranks the whole store and filters afterwards
-(that order can hand one user's record to another, or return nothing when the nearest vectors
-belong to others). A user's rows are bounded by the per-user quota, so ranking them all is cheap.
-
-SQLite keeps a vector as little-endian float32 bytes, PostgreSQL as `real[]`; the store's backend
-says which (`encode`/`decode` arguments), the SQL is the same.
+Every read is bound to one user by `WHERE user_id = ?` before any similarity is computed: a search
+by meaning never ranks the whole store and filters afterwards (that order can hand one user's
+record to another). A user's rows are bounded by the quota, so ranking them all is cheap. SQLite
+keeps a vector as float32 bytes, PostgreSQL as `real[]` (the backend's `encode_vector`); the SQL is
+the same. `StoreEmbeddings` holds `Store`'s methods (`search_by_meaning`, `reindex`, ...).
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Sequence
 
-from ..semantic import similarities
+from ..errors import ValidationError
+from ..semantic import DEFAULT_MIN_SIMILARITY, Embedder, embedding_text, similarities
 from .statements import RECORD_SQL, Record, to_record
 
 if TYPE_CHECKING:
     import numpy
 
+    from ..limits import Limits
     from .backend import Backend
 
 WRITE_SQL = (
@@ -102,3 +103,130 @@ def rank_in_python(db: Backend, user: str, vector: numpy.ndarray, model: str, di
     with db.reading() as conn:
         records, vectors = user_vectors(conn, user, model, dim, kind, decode, vector_sql)
     return rank(records, similarities(vector, vectors), min_similarity, limit)
+
+
+class StoreEmbeddings:
+    """`Store`'s vectors: search_by_meaning, embedding_status, embedding_models, reindex (what they use
+    of `Store` is declared here, so this module never imports store.py)."""
+
+    if TYPE_CHECKING:
+        _db: Backend
+        limits: Limits
+        embedder: Embedder | None
+
+        def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def _need_embedder(self, doing: str) -> Embedder:
+        if self.embedder is None:
+            raise ValidationError(
+                f"{doing} needs an embedding model: open the store with "
+                "embedder=memkit.semantic.load_embedder() (pip install 'memkit[semantic]')")
+        return self.embedder
+
+    def _embed(self, texts: list[str]) -> numpy.ndarray:
+        embedder = self._need_embedder("embedding")
+        vectors = embedder.embed(texts)
+        if getattr(vectors, "shape", None) != (len(texts), embedder.dim):
+            raise ValidationError(f"embedder {embedder.name!r} returned vectors of shape "
+                                  f"{getattr(vectors, 'shape', None)}; expected ({len(texts)}, {embedder.dim})")
+        return vectors
+
+    def _write_vector(self, conn: Any, vector: numpy.ndarray, user: str, kind: str, key: str, value: str) -> int:
+        embedder = self._need_embedder("embedding")
+        return write(conn, embedder.name, embedder.dim, self._db.encode_vector(vector), user, kind, key, value)
+
+    def search_by_meaning(self, user: str, query: str, limit: int = 5, kind: str | None = None,
+                          min_similarity: float = DEFAULT_MIN_SIMILARITY) -> list[Record]:
+        """Memories of `user` whose meaning is close to `query`, most similar first.
+
+        Only `user`'s vectors are read (through their index) and ranked, and only those of this
+        store's embedder (`embedding_status` counts the others as stale).
+
+        Args:
+            user: whose memories to search.
+            query: 1 to 256 code points, not blank.
+            limit: 1 to `Limits.max_search_limit` results.
+            kind: only this kind, or both when None.
+            min_similarity: the least cosine similarity a hit needs, from -1 to 1.
+
+        Returns:
+            Records as `search` returns them, each with its `similarity` (rounded to 4 places).
+
+        Raises:
+            ValidationError: a bad argument, or a store opened without an embedder (the message says how).
+        """
+        self.limits.check_id("user", user)
+        self.limits.check_query(query)
+        if not query.strip():
+            raise ValidationError("query is blank; a search by meaning needs some text")
+        self.limits.check_limit(limit)
+        if kind is not None:
+            self.limits.check_kind(kind)
+        if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)) \
+                or not -1.0 <= min_similarity <= 1.0:
+            raise ValidationError(f"min_similarity is {min_similarity!r}; use a number from -1 to 1")
+        embedder = self._need_embedder("search by meaning")
+        vector = self._embed([query])[0]
+        return self._db.search_by_meaning(user, vector, embedder.name, embedder.dim, limit, kind, float(min_similarity))
+
+    def embedding_status(self, user: str) -> dict[str, Any]:
+        """How many of `user`'s records have a vector of this store's embedder.
+
+        Returns:
+            model, dim, records, current (a vector of this model), stale (of another model: not
+            compared until `reindex`), missing (none: written without an embedder).
+
+        Raises:
+            ValidationError: a bad user, or a store opened without an embedder.
+        """
+        self.limits.check_id("user", user)
+        embedder = self._need_embedder("embedding status")
+        with self._db.reading() as conn:
+            return status(conn, user, embedder.name, embedder.dim)
+
+    def embedding_models(self) -> dict[str, int]:
+        """The models whose vectors the store keeps, with how many each (needs no embedder: `memkit put`
+        asks it to know which model keeps a store's vectors current)."""
+        rows = self._db.fetch(
+            "SELECT model, count(*) FROM memory_embeddings GROUP BY model ORDER BY count(*) DESC, model")
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    def reindex(self, user: str | None = None, *, batch: int | None = None) -> dict[str, Any]:
+        """Make the vectors that are missing or stale (of another model) with this store's embedder.
+
+        The vectors are made outside the write lock and written in one transaction, each only if its
+        record still holds the value it was made from (a put meanwhile keeps its own vector). Safe to
+        run again: a record with a current vector is left alone.
+
+        Args:
+            user: only this user's records (all users when None).
+            batch: write this many records per transaction instead (1 to 1000), for stores too
+                large to hold every vector in memory at once; a failure keeps the batches before it.
+
+        Returns:
+            model, dim, embedded (vectors written), skipped (records changed meanwhile).
+
+        Raises:
+            ValidationError: a bad argument, or a store opened without an embedder.
+        """
+        if user is not None:
+            self.limits.check_id("user", user)
+        if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 1000):
+            raise ValidationError(f"batch is {batch!r}; use 1 to 1000 records per transaction, or None for one")
+        embedder = self._need_embedder("reindex")
+        with self._db.reading() as conn:
+            todo = to_embed(conn, embedder.name, embedder.dim, user)
+        written = 0
+        batch = batch or max(len(todo), 1)
+        for start in range(0, len(todo), batch):
+            part = todo[start:start + batch]
+            vectors = self._embed([embedding_text(key, value) for _, _, key, value in part])
+            with self.transaction() as conn:
+                # The users' write locks first (in one order): on PostgreSQL a put of the same record
+                # then either committed before (its value is what the write below compares) or waits.
+                for owner in sorted({owner for owner, _, _, _ in part}):
+                    self._db.lock_user(conn, owner, creating=False)
+                for (owner, kind, key, value), vector in zip(part, vectors, strict=True):
+                    written += self._write_vector(conn, vector, owner, kind, key, value)
+                self._db.check_size(conn)
+        return {"model": embedder.name, "dim": embedder.dim, "embedded": written, "skipped": len(todo) - written}

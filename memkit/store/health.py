@@ -1,7 +1,6 @@
 """What an operator asks of a store's file: its settings and quotas, the counter check, a fingerprint.
 
-`counters_consistent` is the one check that the quota counters agree with the rows (on PostgreSQL with
-`pg_size_consistent`, the size counter's: its shards against the rows measured); `health`,
+`counters_consistent` is the one check that the quota counters agree with the rows; `health`,
 `inspect_file` (after a crash, before any store opens the file) and the lab all use it.
 """
 
@@ -11,17 +10,25 @@ import contextlib
 import hashlib
 import os
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ValidationError
 from ..jsonutil import canonical_json
 from .files import sqlite_uri
-from .postgres.counters import MEASURED_BYTES_SQL
 from .statements import total_records_sql
 
 if TYPE_CHECKING:
     from .backend import Backend
-    from .facade import Store
+
+
+class _Located(Protocol):
+    """What `fingerprint` reads of a store (a `Store`; named by its two properties, not imported)."""
+
+    @property
+    def path(self) -> Path | None: ...
+    @property
+    def location(self) -> str: ...
 
 
 def health(db: Backend) -> dict[str, Any]:
@@ -43,7 +50,7 @@ def health(db: Backend) -> dict[str, Any]:
             "users": conn.execute("SELECT count(*) FROM user_counts").fetchone()[0],
             "records_per_user": per_user,
             "max_records_per_user": limits.max_records_per_user,
-            "counters_consistent": counters_consistent(conn) and (db.name != "postgres" or pg_size_consistent(conn)),
+            "counters_consistent": counters_consistent(conn) and db.size_consistent(conn),
         }
 
 
@@ -65,13 +72,6 @@ def counters_consistent(conn: Any) -> bool:
     return bool(total == counted and not drifted)
 
 
-def pg_size_consistent(conn: Any) -> bool:
-    """PostgreSQL: whether the size counter (the sum of the shards' bytes) is what the stored rows
-    measure now, each row's text form plus its 24-byte header, as the size triggers count them."""
-    counted, real = conn.execute(f"SELECT (SELECT sum(bytes) FROM memkit_shards), {MEASURED_BYTES_SQL}").fetchone()
-    return bool(counted == real)
-
-
 def inspect_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read-only checks of a memkit file on a connection of its own: integrity and the quota counters.
 
@@ -89,7 +89,7 @@ def inspect_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {"integrity": integrity, "records": records, "counted": counted, "counters_consistent": consistent}
 
 
-def fingerprint(store: Store) -> dict[str, Any]:
+def fingerprint(store: _Located) -> dict[str, Any]:
     """Row counts and a SHA-256 of every memory and event row: equal fingerprints, unchanged database.
 
     The digest covers the content of every user's records and events, read in one snapshot on a

@@ -1,17 +1,23 @@
 """One way to open either backend: a path opens SQLite; a PostgreSQL URL (any spelling) or a libpq
 `key=value` string opens PostgreSQL (see `targets`: another URL scheme is refused, never taken for a
-file name, and no message shows a password)."""
+file name, and no message shows a password). The core's one way into the `store.postgres` wing."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from .facade import Store
-from .memory import MemoryStore
+from .store import MemoryStore, Store
 from .targets import is_database_url, masked, postgres_conninfo
 
-__all__ = ["is_database_url", "masked", "open_store"]
+__all__ = ["is_database_url", "masked", "open_store", "postgres_store_class"]
+
+
+def postgres_store_class() -> type[Store]:
+    """`PostgresStore`, imported on first use: psycopg is an optional extra (`memkit[postgres]`)."""
+    from .postgres.store import PostgresStore
+
+    return PostgresStore
 
 
 def open_store(target: str | os.PathLike[str], **options: Any) -> Store:
@@ -36,7 +42,5 @@ def open_store(target: str | os.PathLike[str], **options: Any) -> Store:
     """
     conninfo = postgres_conninfo(target)
     if conninfo is not None:
-        from .postgres.store import PostgresStore  # psycopg is an optional extra: imported only for a URL
-
-        return PostgresStore(conninfo, **options)
+        return postgres_store_class()(conninfo, **options)
     return MemoryStore(target, **options)

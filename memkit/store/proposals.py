@@ -1,32 +1,26 @@
 """Proposals: a save or a delete the model proposed, kept until a person approves or rejects it.
 
-A model may propose `memory_put` or `memory_delete` at any moment of a conversation; a person can
-rarely confirm that exact value in advance. So a proposal with no confirmation waiting is kept here,
-in the `proposals` table, apart from the memories: it is a question to a person, never a memory.
-
-- It belongs to one user, and is made against the key's state at that moment: its value and
-  revision (shown to the person) and the id of the key's newest event (`base_event`, compared at
-  approval: any write or delete of the key since then adds an event, so a stale proposal is refused).
-- A user has at most `Limits.max_pending_proposals_per_user` waiting (not yet decided, not expired);
-  one more is refused (QuotaError) until a person decides some. The same proposal made twice while
-  the first still waits is that first one, so a model that repeats itself fills nothing.
-- It expires `Limits.proposal_ttl_seconds` after it was made; an expired proposal cannot be approved.
-- Decided and expired proposals are kept a while, so "already approved" can be told apart from
-  "unknown": the newest `max_pending_proposals_per_user` of them per user; older ones are removed
-  when the user's next proposal is made.
-
-This module holds the SQL and the rules; `Store.propose_put`, `propose_delete`, `proposals`,
-`approve` and `reject` run them inside the store's write transaction, on SQLite and PostgreSQL alike.
+A proposal is a question to a person, never a memory: it lives in its own table, belongs to one
+user, is made against the key's state at that moment (approval is refused once the key changed),
+expires after `Limits.proposal_ttl_seconds`, and a user has at most
+`Limits.max_pending_proposals_per_user` waiting. `StoreProposals` holds `Store`'s methods
+(`propose_put`, `approve`, ...); the functions below hold the SQL and the rules, run inside the
+store's write transaction on either backend. docs/design/store.md has the rest of the rules.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Literal
+import contextlib
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..clock import iso
-from ..errors import ProposalError, QuotaError, ValidationError
+from ..clock import Clock, iso
+from ..errors import ApprovalError, ProposalError, QuotaError, ValidationError
 from ..limits import Limits
+
+if TYPE_CHECKING:
+    from .backend import Backend
+    from .statements import Record
 
 Proposal = dict[str, Any]
 """A proposal as the kit hands it out (see `to_proposal` for the keys)."""
@@ -223,6 +217,141 @@ def forget(conn: Any, user: str) -> int:
     return int(conn.execute("DELETE FROM proposals WHERE user_id = ?", (user,)).rowcount)
 
 
-def count(conn: Any, user: str) -> int:
-    """How many proposals of `user` the store keeps, whatever their status."""
-    return int(conn.execute("SELECT count(*) FROM proposals WHERE user_id = ?", (user,)).fetchone()[0])
+class StoreProposals:
+    """`Store`'s proposals: propose_put, propose_delete, proposals, approve, reject (store.py's `Store`
+    inherits them; what they use of it is declared here, so this module never imports store.py)."""
+
+    if TYPE_CHECKING:
+        _db: Backend
+        limits: Limits
+        _clock: Clock
+
+        def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+        def _check_identity(self, user: str, kind: str, key: str) -> None: ...
+        def put(self, user: str, session: str, kind: str, key: str, value: str, *,
+                confirmation: str | None = None) -> Record: ...
+        def delete(self, user: str, kind: str, key: str, *, session: str | None = None,
+                   confirmation: str | None = None) -> bool: ...
+
+    def propose_put(self, user: str, session: str, kind: str, key: str, value: str) -> Proposal:
+        """Keep a save the model proposed until a person approves or rejects it. Nothing is saved.
+
+        The proposal is made against the record as it is now (its value and revision); approving
+        it later is refused if the record changed meanwhile. The same proposal made again while the
+        first still waits returns that first one.
+
+        Returns:
+            The proposal (see `to_proposal` for its keys), `new` added: False
+            when the same one was already waiting.
+
+        Raises:
+            ValidationError: an argument broke a rule, or the key already holds exactly this value.
+            QuotaError: the user has `Limits.max_pending_proposals_per_user` proposals waiting, or
+                the size cap. StoreError: the database is locked or failed. Nothing was kept.
+        """
+        self._check_identity(user, kind, key)
+        self.limits.check_id("session", session)
+        self.limits.check_value(value)
+        return self._propose(user, session, "put", kind, key, value)
+
+    def propose_delete(self, user: str, session: str, kind: str, key: str) -> Proposal:
+        """Keep a delete the model proposed until a person approves or rejects it. Nothing is deleted.
+
+        Raises:
+            ValidationError: an argument broke a rule, or there is no such record to delete.
+            QuotaError, StoreError: as `propose_put`. Nothing was kept.
+        """
+        self._check_identity(user, kind, key)
+        self.limits.check_id("session", session)
+        return self._propose(user, session, "delete", kind, key, None)
+
+    def _propose(self, user: str, session: str, action: Action, kind: str, key: str,
+                 value: str | None) -> Proposal:
+        with self.transaction() as conn:
+            self._db.lock_proposals(conn, user)
+            proposal, new = make(conn, self.limits, user, session, action, kind, key, value, self._clock())
+            if new:
+                self._db.check_size(conn)
+        return {**proposal, "new": new}
+
+    def proposals(self, user: str, *, pending_only: bool = True) -> list[Proposal]:
+        """`user`'s proposals, oldest first: those waiting for a person (expired and stale ones
+        included and marked, since a person may want to reject them), or with `pending_only=False`
+        also the decided ones the store still keeps. Their keys: `to_proposal`.
+        """
+        self.limits.check_id("user", user)
+        with self._db.reading() as conn:
+            return listing(conn, user, self._clock(), pending_only)
+
+    def approve(self, user: str, proposal_id: int, *, origin: str) -> dict[str, Any]:
+        """Apply one waiting proposal of `user`, exactly as proposed, and mark it approved.
+
+        The change runs as `put` or `delete` would, inside the same transaction as the check (the
+        quotas and the size cap included); its event records `proposal#ID approved via ORIGIN` as
+        its confirmation. Two approvals of one proposal, from any processes, apply it once.
+
+        Args:
+            user: whose proposal (a proposal of another user is refused as unknown).
+            proposal_id: as `proposals(user)` lists it.
+            origin: where the person approved it (`cli`, `chat-terminal`, `inspector`, ...): an id
+                of 1-64 letters, digits, `_`, `.`, `-`.
+
+        Returns:
+            `{"proposal": the proposal now approved, "record": the record saved}` for a save,
+            `{"proposal": ..., "deleted": True}` for a delete.
+
+        Raises:
+            ProposalError: (an ApprovalError) unknown or another user's id, already approved or
+                rejected, expired, or the record changed since the proposal was made; its `reason`
+                says which. ValidationError: a bad argument.
+            QuotaError: the save would pass a quota or the size cap. StoreError: locked or failed.
+            In every case nothing was changed and the proposal still waits (unless decided before).
+        """
+        self.limits.check_id("user", user)
+        check_id(proposal_id)
+        self.limits.check_id("origin", origin)
+        with self.transaction() as conn:
+            self._db.lock_proposals(conn, user)
+            self._db.lock_user(conn, user, creating=True)
+            now = self._clock()
+            proposal = waiting(conn, user, proposal_id, now, "approve")
+            confirmation = confirmation_of(proposal, origin)
+            outcome: dict[str, Any]
+            if proposal["action"] == "put":
+                record = self.put(user, proposal["session"], proposal["kind"], proposal["key"], proposal["value"],
+                                  confirmation=confirmation)
+                outcome = {"record": record}
+            else:
+                deleted = self.delete(user, proposal["kind"], proposal["key"], session=proposal["session"],
+                                      confirmation=confirmation)
+                if not deleted:  # cannot happen: the delete would have added an event, and stale says so
+                    raise ApprovalError(f"proposal {proposal_id}: nothing to delete; nothing was changed")
+                outcome = {"deleted": True}
+            decide(conn, proposal_id, "approved", now, origin)
+            decided = fetch(conn, user, proposal_id, now)
+        return {"proposal": decided, **outcome}
+
+    def reject(self, user: str, proposal_id: int, *, origin: str) -> Proposal:
+        """Mark one waiting proposal of `user` rejected; memory is not touched.
+
+        An expired or stale proposal may be rejected (it clears the list); a decided one may not.
+
+        Returns:
+            The proposal, now rejected.
+
+        Raises:
+            ProposalError: unknown or another user's id, or already approved or rejected.
+            ValidationError: a bad argument. Nothing was changed.
+        """
+        self.limits.check_id("user", user)
+        check_id(proposal_id)
+        self.limits.check_id("origin", origin)
+        with self.transaction() as conn:
+            self._db.lock_proposals(conn, user)
+            now = self._clock()
+            waiting(conn, user, proposal_id, now, "reject")
+            decide(conn, proposal_id, "rejected", now, origin)
+            decided = fetch(conn, user, proposal_id, now)
+        assert decided is not None
+        return decided
+

@@ -1,23 +1,9 @@
 """Reading a SQLite file without changing it: no write, no migration, no `-wal` or `-shm` made.
 
-Inspecting a database must leave it as it was: the same bytes, the same mtime, no new file beside
-it, whoever owns it (a read-only file, a read-only folder, another program's memory). SQLite offers
-two ways to read, and neither fits every case, so `connect_read_only` chooses:
-
-- `mode=ro` when a `-wal` or `-shm` is already beside the file (a writer has it open, or one was
-  killed): the connection reads the live database through them, the writer's latest commits
-  included, and creates nothing. Without them it would create both (SQLite needs the `-shm` to
-  read a WAL database) and leave them behind when it closes.
-- `immutable=1` when neither is there: SQLite takes no lock and creates no file. The price is that
-  SQLite assumes nobody changes the file meanwhile; a write by another process while it reads
-  could show a torn or stale view. So `ReadOnlyDatabase` looks before every read: when a `-wal`
-  appeared (a writer opened the file) or the file's size or mtime changed, it reopens, the `mode=ro`
-  way if the sidecars are now there. A checkpoint racing one read can still be missed; the next
-  read sees it.
-
-A file of an older memkit schema is never migrated: its content is copied into memory (SQLite's
-backup API reads it like any reader) and that copy is migrated, so every reading method of the
-store works on it. The copy is a snapshot of the moment of opening (`ReadOnlyDatabase.snapshot`).
+`connect_read_only` reads through `mode=ro` when a `-wal` or `-shm` is already beside the file, and
+with `immutable=1` (no lock, no file created) when neither is; `ReadOnlyDatabase` reopens when
+another process starts writing the file. A file of an older schema is read from a migrated copy in
+memory. docs/design/store.md says why each choice.
 """
 
 from __future__ import annotations
@@ -55,7 +41,7 @@ def check_readable(path: Path) -> None:
 
 def connect_read_only(path: Path, timeout_s: float = 5.0) -> tuple[sqlite3.Connection, str]:
     """A connection that reads `path` and can change nothing; returns it and how it reads (`ro`,
-    `immutable`). See the module docstring for the choice.
+    `immutable`: see the module docstring).
 
     Raises:
         StoreError: the file cannot be opened (named, with SQLite's reason).

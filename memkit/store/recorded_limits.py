@@ -1,14 +1,9 @@
 """The limits a store was made with, kept in the store itself (table `store_limits`, both backends).
 
-A store records its `Limits` when it is created, and a store made before the table existed records
-the limits of its next write open (the defaults, unless that open passed others). Every later open
-that passes no limits of its own uses the recorded ones, so the `memkit` command, a notebook and a
-worker process all enforce what the store was made for. Changing them is `change_limits`: explicit,
-and never below what the store already holds (a quota under the records already stored would make
-every later write refuse).
-
-The SQL here is standard and uses `?` placeholders: it runs on a SQLite connection and on the
-PostgreSQL one (`PgConnection`) alike.
+A store records its `Limits` when it is created (a store older than the table, at its next write
+open). Every later open that passes no limits uses the recorded ones, so the `memkit` command, a
+notebook and a worker process all enforce what the store was made for. Changing them (`memkit
+limits --set`) is explicit, and never below what the store already holds (`floors`).
 """
 
 from __future__ import annotations

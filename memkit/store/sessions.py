@@ -1,27 +1,40 @@
-"""The façade's conversations and transfers: the transcript archive, openai-agents session items,
-where the store's windows are, and export and import.
+"""`Store`'s conversations and transfers: the transcript archive, openai-agents session items, where
+the store's windows are, and export and import.
 
-Part of `Store`, the façade (see store_core.py); the formats live in archive.py, agent_items.py and
-bundle.py.
+`StoreSessions` is a part of `Store` (store.py inherits it); the formats live in archive.py,
+agent_items.py and bundle.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..clock import iso
+from ..clock import Clock, iso
 from ..errors import ValidationError
+from ..limits import Limits
 from ..transcript import Turn
 from . import agent_items, archive
 from . import bundle as bundle_format
-from .store_core import StoreCore
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 
-class StoreSessions(StoreCore):
-    """`Store`'s conversations and transfers: archive_turns, agent items, note_window, export_user, ..."""
+class StoreSessions:
+    """`Store`'s conversations and transfers: archive_turns, agent items, note_window, export_user, ...
+    (what they use of `Store` is declared here, so this module never imports store.py)."""
+
+    if TYPE_CHECKING:
+        _db: Backend
+        limits: Limits
+        read_only: bool
+        _clock: Clock
+
+        def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def note_window(self, place: str) -> bool:
         """Record that a short-term window of this store lives at `place` (a JSON description made by

@@ -1,18 +1,26 @@
-"""Reading a SQLite write-ahead log (`-wal`) file as bytes, without SQLite and without changing it.
+"""The write-ahead log (`-wal`) beside a SQLite store: kept within the size cap, and read as bytes.
 
-The format is SQLite's (https://www.sqlite.org/fileformat2.html#walformat): a 32-byte header, then
-frames of a 24-byte header and one page. A frame counts only if its salts match the header's and its
-checksum continues the chain; a transaction counts only once its commit frame (one with a database
-size) is written. SQLite keeps no record of which database a WAL belongs to: the store's own row
-(`store_meta`, written by every commit) is what tells.
+`WalCap` (a part of `SqliteDatabase`) refuses a write while the log is past the cap and cuts it back
+after a write the cap refused; a reader of db.py can skip it. `WalLog` reads the file without SQLite
+(https://www.sqlite.org/fileformat2.html#walformat): a 32-byte header, then frames of a 24-byte
+header and one page, counted only when their salts and checksum chain hold and their transaction's
+commit frame is written. It tells whose commits a log holds (files.check_wal).
 """
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import struct
 from array import array
 from pathlib import Path
 from sys import byteorder
+from typing import TYPE_CHECKING
+
+from ..errors import QuotaError
+
+if TYPE_CHECKING:
+    from ..limits import Limits
 
 _MAGIC_LITTLE, _MAGIC_BIG = 0x377F0682, 0x377F0683
 _HEADER, _FRAME = 32, 24
@@ -85,3 +93,61 @@ class WalLog:
                     versions += pending
                     pending = []
         return versions
+
+
+class WalCap:
+    """The size cap applied to the `-wal` file too (a part of `SqliteDatabase`, db.py)."""
+
+    if TYPE_CHECKING:
+        path: Path
+        limits: Limits
+        _wal_path: str
+
+    @staticmethod
+    def _cap_wal(conn: sqlite3.Connection, limits: Limits, page_size: int) -> None:
+        """The cap bounds the WAL too: at most as many pages between checkpoints as the cap holds,
+        and a log that grew past the cap (a large write refused) is cut back to it."""
+        conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, min(1000, limits.max_db_bytes // page_size))}")
+        conn.execute(f"PRAGMA journal_size_limit = {int(limits.max_db_bytes)}")
+
+    def _wal_bytes(self) -> int:
+        try:
+            return os.stat(self._wal_path).st_size
+        except FileNotFoundError:
+            return 0
+
+    def _check_wal(self) -> None:
+        """Refuse a write while the `-wal` is past the size cap (inside the write transaction).
+
+        A checkpoint copies the log back into the database and lets the next writer start it over;
+        a reader that holds an older snapshot (an unfinished SELECT, a transaction left open in
+        another connection) stops both, and every commit then makes the log longer. Refused here,
+        before this write adds its pages, the log stays within the cap plus one write's pages, and
+        the database plus its log within about twice the cap.
+
+        Raises:
+            QuotaError: the log is past the cap and could not be checkpointed (a reader holds it).
+        """
+        wal = self._wal_bytes()
+        if wal > self.limits.max_db_bytes:
+            raise QuotaError(
+                f"the write-ahead log {self.path.name}-wal holds {wal} bytes, past the size cap of "
+                f"{self.limits.max_db_bytes} bytes, and cannot be written back into the database: another "
+                "connection holds an older snapshot (an unfinished SELECT, or a transaction left open). "
+                "Nothing was written; finish or close that reader and try again"
+            )
+
+    def _shrink_wal(self, conn: sqlite3.Connection) -> None:
+        """After a write refused by the size cap: checkpoint and truncate the WAL its pages grew.
+
+        A large write spills its pages into the WAL before the size check refuses it; the rollback
+        leaves the file that long. Without waiting: a reader in the way only postpones the cut to
+        the next checkpoint (`journal_size_limit`).
+        """
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error:
+            pass  # best effort: the write was refused and rolled back either way
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")

@@ -300,7 +300,7 @@ INTRODUCED = {
     "MemoryInspector": "08", "ApprovalError": "08", "StoreError": "08", "MemkitError": "08",
     "classroom.MemoryInspector": "08", "classroom.inspect": "08",
     "classroom.peer_samples.make_peer_file": "08",
-    "memkit.store.open_store": "09", "memkit.store.start_embedded_postgres": "09",
+    "memkit.store.open_store": "09", "memkit.store.postgres.start_embedded_postgres": "09",
     "memkit.semantic.load_embedder": "10",
     "classroom.mcp_client.McpClient": "11", "classroom.mcp_client.QuestionView": "11",
     "classroom.mcp_client.answer": "11", "memkit.integrations.openai_agents.MemkitSession": "11",

@@ -24,7 +24,8 @@ import pytest
 from _store_helpers import DEBIAN_POSTGRES, TEST_SERVER_SETTINGS
 from lab.workers import expect, read_answer, run_together, send
 from memkit.limits import Limits
-from memkit.store import PostgresStore, start_embedded_postgres
+from memkit.store import PostgresStore
+from memkit.store.postgres import start_embedded_postgres
 
 pytestmark = pytest.mark.postgres
 

@@ -23,7 +23,8 @@ import pytest
 
 from _store_helpers import DEBIAN_POSTGRES, TEST_SERVER_SETTINGS
 from lab.workers import expect, read_answer, send
-from memkit.store import PostgresStore, start_embedded_postgres
+from memkit.store import PostgresStore
+from memkit.store.postgres import start_embedded_postgres
 from memkit.store.postgres.schema import PG_SCHEMA_VERSION
 
 pytestmark = pytest.mark.postgres

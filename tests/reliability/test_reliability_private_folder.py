@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from memkit.store import open_store, start_embedded_postgres
+from memkit.store import open_store
+from memkit.store.postgres import start_embedded_postgres
 from memkit.store.postgres.server import pgserver_bin_dir
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="NOT TESTED: the case is root's (PostgreSQL refuses "

@@ -48,7 +48,7 @@ REDIS_STARTER = """
 
 POSTGRES_STARTER = """
     import json, sys, psutil, psycopg
-    from memkit.store import start_embedded_postgres
+    from memkit.store.postgres import start_embedded_postgres
     server = start_embedded_postgres(**json.loads(sys.argv[1]))
     with psycopg.connect(server.url, autocommit=True) as connection:
         connection.execute("CREATE TABLE kept (n int)")
@@ -192,7 +192,7 @@ def test_an_embedded_postgres_stops_when_its_starter_is_killed(starters, binarie
 
 @pytest.mark.postgres
 def test_closing_an_embedded_postgres_leaves_no_process():
-    from memkit.store import start_embedded_postgres
+    from memkit.store.postgres import start_embedded_postgres
 
     options = {"bin_dir": DEBIAN_POSTGRES} if (DEBIAN_POSTGRES / "postgres").exists() else {}
     before = {child.pid for child in psutil.Process().children(recursive=True)}
@@ -291,7 +291,7 @@ def test_a_pid_that_is_no_longer_the_watched_process_is_not_signalled(starters, 
 KERNEL_CELL = """
     import json, psutil
     from memkit import start_embedded_redis
-    from memkit.store import start_embedded_postgres
+    from memkit.store.postgres import start_embedded_postgres
     redis = start_embedded_redis()
     pg = start_embedded_postgres(settings={"fsync": "off"})
     print(json.dumps({"server": redis.pid, "folders": [pg.folder.as_posix()],

@@ -1,6 +1,6 @@
 """PostgresStore: the same long-term memory, its tables in a PostgreSQL database; a constructor, no
 more. Where PostgreSQL differs (opening, the per-user and proposal locks, search, the archive's
-insert count, health's settings, pgvector), the difference lives in postgres.py and its modules.
+insert count, health's settings, pgvector), the difference lives in backend.py and the modules beside it.
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from ...clock import Clock, utc_now
 from ...errors import ValidationError
 from ...limits import DEFAULT_LIMITS, Limits
 from ...semantic import Embedder
-from ..facade import Store
+from ..store import Store
 from .vectors import ensure_pgvector
 from .backend import PostgresDatabase
 from ..statements import PG_STATEMENTS
 
 
 class PostgresStore(Store):
-    """A user-scoped long-term memory in a PostgreSQL database: the façade (`Store`), with its promises,
-    over a `PostgresDatabase` (postgres.py). This class only opens it: every method is the façade's.
+    """A user-scoped long-term memory in a PostgreSQL database: the shared `Store`, with its promises,
+    over a `PostgresDatabase` (backend.py). This class only opens it: every method is `Store`'s.
 
     One row per (user, kind, key); revisions and the append-only event history; quotas and the size
     cap checked inside each write's transaction, exact however many connections and processes
