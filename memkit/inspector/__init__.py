@@ -1,13 +1,10 @@
 """The memory inspector: browse any memkit database, read-only unless editing is asked for.
 
-Opening a database to look at it must not change it: the inspector opens it read-only by default
-(`MemoryStore(read_only=True)`: the file's bytes and mtime stay the same, no `-wal`/`-shm` is made,
-an older schema is shown, never migrated). `edit=True`, or the Edit switch, reopens it for writing.
-
-Every control of the widget calls a plain method that returns data, so a notebook (or a test) can
-call the same methods to see, headless, what the widget shows. A correction goes the way an agent's
-does: a one-time confirmation in an `Approvals`, then the `memory_put` or `memory_delete` tool of
-`MemoryTools`, which finds that confirmation, writes with its id in the event history, and spends it.
+Looking must not change a database: it is opened read-only by default (the file's bytes and mtime
+stay the same, no `-wal`/`-shm` is made, an older schema is shown, never migrated); `edit=True`, or
+the Edit switch, reopens it for writing. A correction goes the way an agent's does: a one-time
+confirmation, then the `memory_put` or `memory_delete` tool of `MemoryTools` (`edits`).
+Notes on the design: docs/design/inspector.md.
 """
 
 from __future__ import annotations

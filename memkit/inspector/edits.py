@@ -1,9 +1,8 @@
 """The inspector's corrections as plain functions: stage a change, then make exactly it, once.
 
-A staged change keeps the whole record as it was shown, with the store's number of its last write.
-`make` writes it the way an agent's change is written: a one-time confirmation in an `Approvals`,
-then the `memory_put` or `memory_delete` tool of `MemoryTools`, which finds it, writes with its id
-in the event history, and spends it; and only if the record is still exactly the one shown.
+`make` writes the way an agent's change is written: a one-time confirmation in an `Approvals`, then
+the `memory_put` or `memory_delete` tool of `MemoryTools`, which finds it, writes with its id in the
+event history, and spends it; and only if the record is still exactly the one shown when staging.
 """
 
 from __future__ import annotations
@@ -17,17 +16,15 @@ from ..store import Record, Store
 from ..tools import MemoryTools
 
 SHOWN_FIELDS = ("value", "revision", "created_at", "updated_at", "source_session")
-"""What of a record the inspector keeps when a change is staged, with the store's write number:
-`make` does the change only if all of it is still what was shown."""
+"""What of a record a staged change keeps, with the store's write number: all must still hold."""
 
 
 def stage(store: Store, user: str, action: str, record: Record, new_value: str | None,
           describe: str) -> dict[str, Any]:
     """A staged change of `record` (`edit` to `new_value`, or `delete`); nothing is written.
 
-    The whole record seen is kept, with the store's number of its last write, so `make` can refuse
-    a change to anything else: an edit, or the key forgotten and written again (revision 1 again,
-    perhaps the same value).
+    The store's number of the record's last write is kept too, so `make` refuses the key forgotten
+    and written again (revision 1 again, perhaps the same value).
     """
     shown = {field: record[field] for field in SHOWN_FIELDS}  # type: ignore[literal-required]
     shown["write"] = store.write_number(user, record["kind"], record["key"])

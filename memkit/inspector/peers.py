@@ -1,15 +1,9 @@
 """Other frameworks' memory files, read-only: recognised by their schema, browsed, never changed.
 
-Four formats, each as its library writes it (the schemas are theirs; see `PEER_FORMATS`):
-
-- openai-agents `SQLiteSession`: `agent_sessions` and `agent_messages` (one JSON item a row);
-- LangGraph `SqliteStore`: `store` (namespace `prefix`, `key`, JSON `value`, TTL columns);
-- LangGraph `SqliteSaver`: `checkpoints` and `writes` (threads and their checkpoints, serialized);
-- mem0's `history.db`: `history` (every ADD/UPDATE/DELETE event of a memory).
-
-A file is opened with `readonly.connect_read_only` (no write, no `-wal`/`-shm` made) and read with
-plain SELECTs. Every view is the same shape: groups (sessions, namespaces, threads, memories), the
-items of one group, and a search over items.
+The formats (`PEER_FORMATS`, each as its library writes it): openai-agents `SQLiteSession`,
+LangGraph `SqliteStore` and `SqliteSaver`, mem0's `history.db`. A file is opened with
+`readonly.connect_read_only` (no write, no `-wal`/`-shm` made) and read with plain SELECTs, always
+in the same shape: groups (sessions, namespaces, threads, memories), a group's items, a search.
 """
 
 from __future__ import annotations
@@ -27,10 +21,9 @@ from ..store.readonly import connect_read_only
 
 @dataclasses.dataclass(frozen=True)
 class PeerFormat:
-    """How one framework keeps its memory in SQLite, and the SELECTs that browse it.
-
-    `groups_sql` returns (group, items, last); `items_sql` takes the group and returns the item
-    columns `columns`; `search_sql` takes a case-folded text twice and returns (group, *columns).
+    """How one framework keeps its memory in SQLite (`needs`: tables and their columns), and the
+    SELECTs that browse it: `groups_sql` gives (group, items, last); `items_sql` takes a group and
+    gives `columns`; `search_sql` takes a case-folded text (once per `?`) and gives (group, *columns).
     """
 
     name: str

@@ -1,17 +1,8 @@
-"""The proposals panel: a person approves or rejects what the model proposed, one click each.
+"""The proposals panel: a person approves or rejects what the model proposed (`Store.propose_put`).
 
-The model proposes a save or a delete; with no confirmation waiting, the store keeps it as a
-pending proposal of that user (`Store.propose_put`). This panel lists a user's pending
-proposals with an Approve and a Reject button each. Every button calls `decide`, a plain function
-that a notebook's next cell (or a test) calls too, so what a click did can be checked headless.
-
-`decide` never raises for a refusal: an unknown or another user's id, an already decided, expired
-or stale proposal, a quota, a closed store come back as `{"ok": False, "reason": ..., "error": ...}`
-(one line), and the store is unchanged, as `Store.approve` and `reject` guarantee.
-
-The panel holds no state of its own beyond the store and the user: it reads the store again after
-every decision, so it shows the truth even after another process (or a second Run All) decided.
-It takes a store and a user, so the inspector can embed it (`panel.widget`).
+Every button calls `decide`, a plain function that a notebook's next cell (or a test) calls too, so
+what a click did can be checked headless. The panel keeps nothing but the store and the user: it
+reads the store again after every decision, so it shows the truth even after another process decided.
 """
 
 from __future__ import annotations
@@ -28,7 +19,6 @@ from ._support import widgets as _widgets
 from .tables import MAX_ROWS
 
 DECISIONS = ("approve", "reject")
-"""What a person may decide about a proposal."""
 
 
 def decide(store: Store, user: str, proposal_id: int, decision: str,

@@ -1,13 +1,8 @@
-"""Tables: records and histories as pandas DataFrames, as the inspector shows them.
+"""Records and histories as pandas DataFrames with fixed columns, as the inspector shows them.
 
-Each function takes what the store returns (records, `Store.history` events) and gives a DataFrame
-with fixed columns, so a notebook shows the same table on every run and a widget can render it as
-HTML (the classroom's own tables, of tool results, messages and confirmations, build on these).
-
-On a projector a table must be read from the back of the room: the DataFrames these functions
-return (a `TextTable`, a DataFrame in every other way) show their text columns left-aligned, where
-pandas right-aligns everything, and at most `MAX_ROWS` rows (the first ones, then how many more).
-`text_table` gives any DataFrame the same display.
+On a projector a table must be read from the back of the room: these DataFrames (`text_table`)
+show their text columns left-aligned, where pandas right-aligns everything, and at most `MAX_ROWS`
+rows. The classroom's own tables (tool results, messages, confirmations) build on them.
 """
 
 from __future__ import annotations
@@ -24,8 +19,7 @@ from ._support import pandas as _pandas
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
 
-MAX_ROWS = 15
-"""The most rows a table shows in a notebook: about a screen at a projector's resolution."""
+MAX_ROWS = 15  # about a screen at a projector's resolution
 
 RECORD_COLUMNS = ("kind", "key", "value", "revision", "source_session", "updated_at")
 HISTORY_COLUMNS = ("action", "revision", "session", "old_value", "new_value", "confirmation", "at")

@@ -1,9 +1,8 @@
 """A change an MCP client asks for, as the person is asked about it, and its one confirmed write.
 
-The server (`mcp_server`) puts a `Question` to the person: the exact change and the state of the
-record when it was asked (`RecordState`). An accepted answer is written by `write_confirmed`, which
-refuses (`StaleAnswer`, everything rolled back) if the record is no longer the one the person saw;
-an unanswered one is kept by `propose` as a pending proposal of the user. Nothing here speaks MCP.
+A `Question` holds the exact change and the record as it was shown (`RecordState`). An accepted
+answer is written by `write_confirmed`, which refuses (`StaleAnswer`, everything rolled back) if
+the record is no longer the one seen; `propose` keeps an unanswered one. Nothing here speaks MCP.
 """
 
 from __future__ import annotations
@@ -31,10 +30,8 @@ class Memory:
 class RecordState:
     """A record as the person was shown it: its value (None: absent), revision and write number.
 
-    For an absent key, `revision` is the last revision in its history (0 if it never existed), so a
-    key created and deleted again while the person was asked is not "the same" absent key. Revisions
-    start again at 1 after the user is forgotten; `write` (the store's sequence number of the
-    record's last write, which never goes back) tells such a rewrite from the record the person saw.
+    An absent key's `revision` is the last in its history (0: it never existed); `write`, which never
+    goes back, tells a rewrite after a forget from the record seen (docs/design/integrations.md).
     """
 
     value: str | None
@@ -100,12 +97,9 @@ def read_state(memory: Memory, kind: str, key: str) -> RecordState:
 
 
 def write_confirmed(memory: Memory, question: Question, confirmation: Confirmation) -> Record | None:
-    """Make the confirmed change, in one transaction with the check that it is the change asked about.
-
-    The store's own write lock (taken by the put or delete) decides the order of writers; reading the
-    key's last event inside the same transaction shows whether this write came right after the state
-    the person saw. If any other change slipped in, everything is rolled back.
-    """
+    """Make the confirmed change, in one transaction with the check that it is the change asked about:
+    if any other change slipped in (the key's last event, read under the write lock, shows it),
+    everything is rolled back and `StaleAnswer` raised."""
     store, user, q = memory.store, memory.user, question
     try:
         with store.transaction():
@@ -130,8 +124,7 @@ def write_confirmed(memory: Memory, question: Question, confirmation: Confirmati
         raise StaleAnswer(f"{q.kind} {q.key!r} changed while the person was being asked (it was "
                           f"{q.state.describe()}, it is now {now.describe()}); the answer was for "
                           "the old state. Call the tool again to ask about the current one") from None
-    # Spent only once the change is committed; a rolled-back change leaves the confirmation unspent
-    # in name only: nothing can find it again, each question makes its own.
+    # Spent only once committed; a rolled-back one is never found again (each question makes its own).
     memory.approvals.spend(confirmation)
     return result
 

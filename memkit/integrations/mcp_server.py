@@ -1,29 +1,11 @@
 """memkit's memory as an MCP server: four tools, one user, and no write the person did not confirm.
 
-`memkit mcp --workspace DIR --user NAME` runs `serve_stdio`. The server offers `memory_get`,
-`memory_search`, `memory_put` and `memory_delete` (the schemas of `memkit.tools`, so no argument can
-name a user: the user is fixed on the command line). Before a write or a delete the server asks the
-person through MCP elicitation, showing the kind, the key, the value and what is stored now:
-
-- accepted: the change is made once, through a one-time `Approvals` confirmation whose id
-  (`mcp-elicitation@<start time>#<n>`) the key's history keeps;
-- declined: nothing is stored, and the tool result says so; cancelled (the person dismissed the
-  question) or a client that cannot ask (no elicitation capability): nothing is stored either, and
-  the change waits as a pending proposal of the user that the person can approve later with memkit
-  (`memkit approve ID --user U --confirm`), as the tool result says;
-- the record changed between the question and the answer: nothing is stored. The question names the
-  record's revision, so an answer fits only the exact value and state it was given for.
-
-Both protocol eras are served through the SDK's resolver pattern (`Resolve`): up to spec 2025-11-25
-the question is an `elicitation/create` request sent in the middle of the call (put by `_ask`
-itself, so that a client answering with an error gets "nothing stored" rather than a failed call);
-from 2026-07-28 the call returns an input-required result and the client retries with the answer.
-A retry whose question no longer renders the same (another value, a record that changed since) is
-asked again, never answered by the old answer; the SDK also seals the request state to the call.
-
-Errors (bad arguments, a locked database) are tool errors (`isError`), never a crash of the server.
-What is asked and how an accepted answer is written, checked against the record shown, is
-`mcp_changes`; this module is the MCP side.
+`memkit mcp --workspace DIR --user NAME` runs `serve_stdio`. The tools are `memkit.tools`' four, with
+their schemas, so no argument can name a user. Before a write or a delete the server asks the person
+(MCP elicitation, in both protocol eras through the SDK's `Resolve`): accepted, the change is made
+once under a one-time confirmation; declined, nothing is stored; never answered, it waits as a
+pending proposal. What is asked and its checked write are `mcp_changes`; this module is the MCP
+side. The design and its reasons: docs/design/integrations.md.
 """
 
 from __future__ import annotations
@@ -36,15 +18,8 @@ from typing import Annotated, Any, Literal
 try:
     import anyio.to_thread
     from mcp.server.elicitation import render_elicitation_schema
-    from mcp.server.mcpserver import (
-        AcceptedElicitation,
-        CancelledElicitation,
-        Context,
-        Elicit,
-        ElicitationResult,
-        MCPServer,
-        Resolve,
-    )
+    from mcp.server.mcpserver import (AcceptedElicitation, CancelledElicitation, Context, Elicit, ElicitationResult,
+                                      MCPServer, Resolve)
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools.base import Tool
     from mcp.shared.exceptions import MCPError
@@ -73,8 +48,7 @@ ORIGIN = "mcp-elicitation"
 class Confirm(BaseModel):
     """Accept to confirm exactly this change, once; decline and nothing changes."""
 
-    # No fields: the answer is the person's accept or decline. A field holding the value would let
-    # the form change it, and the person must confirm the value shown, not one typed into a form.
+    # No fields: a field holding the value would let the form change what the person confirms.
 
 
 _CONFIRM_SCHEMA = render_elicitation_schema(Confirm)
@@ -116,25 +90,25 @@ def _can_ask(ctx: Context) -> bool:
 # -- resolvers: they run before a tool's body, in both protocol eras ---------------------------------
 
 
-async def _plan_put(kind: str, key: str, value: str, ctx: Context) -> Question:
+async def _plan(ctx: Context, action: Literal["put", "delete"], kind: str, key: str, value: str | None) -> Question:
     memory = _memory(ctx)
     limits = memory.store.limits
     try:
-        limits.check_kind(kind), limits.check_key(key), limits.check_value(value)
+        limits.check_kind(kind), limits.check_key(key)
+        if value is not None:
+            limits.check_value(value)
     except MemkitError as exc:  # refused before anyone is asked to confirm it
         raise ToolError(str(exc)) from exc
     state = await _in_thread(read_state, memory, kind, key)
-    return Question("put", memory.user, kind, key, value, state)
+    return Question(action, memory.user, kind, key, value, state)
+
+
+async def _plan_put(kind: str, key: str, value: str, ctx: Context) -> Question:
+    return await _plan(ctx, "put", kind, key, value)
 
 
 async def _plan_delete(kind: str, key: str, ctx: Context) -> Question:
-    memory = _memory(ctx)
-    try:
-        memory.store.limits.check_kind(kind), memory.store.limits.check_key(key)
-    except MemkitError as exc:
-        raise ToolError(str(exc)) from exc
-    state = await _in_thread(read_state, memory, kind, key)
-    return Question("delete", memory.user, kind, key, None, state)
+    return await _plan(ctx, "delete", kind, key, None)
 
 
 async def _ask(question: Question, ctx: Context) -> Elicit[Confirm] | Outcome:
@@ -231,10 +205,8 @@ async def memory_delete(kind: str, key: str, ctx: Context,
 
 
 def _outcome(answer: Any) -> tuple[str, str | None]:
-    """accept, decline, cancel, or why nothing was asked; and a detail to report, if any.
-
-    The SDK hands a resolver's own value over as an accepted outcome holding it.
-    """
+    """accept, decline, cancel, or why nothing was asked; and a detail to report, if any (the SDK
+    hands a resolver's own value over as an accepted outcome holding it)."""
     if isinstance(answer, AcceptedElicitation):
         data = answer.data
         return (data.reason, data.detail) if isinstance(data, Outcome) else ("accept", None)
@@ -243,13 +215,9 @@ def _outcome(answer: Any) -> tuple[str, str | None]:
 
 async def _not_stored(memory: Memory, question: Question, outcome: str,
                       detail: str | None = None) -> dict[str, Any]:
-    """The result of a change the person did not confirm: nothing was stored, said plainly.
-
-    Every unconfirmed write and delete ends here. A question the person never answered (dismissed,
-    or a client that cannot ask) leaves the change as a pending proposal of this user, which the
-    person approves or rejects later with memkit; a "no" is a no, and a record that changed while
-    asking is asked about again, so neither leaves a proposal.
-    """
+    """The result of a change the person did not confirm: nothing was stored, said plainly. A question
+    never answered leaves a pending proposal; a "no" is a no, and a record that changed while asking
+    is asked about again, so neither leaves one."""
     why = {
         "decline": "the person declined",
         "cancel": "the person dismissed the question without answering",
@@ -290,12 +258,8 @@ _TOOLS: list[tuple[Any, str, ToolAnnotations]] = [
 
 
 def _tool(fn: Any, description: str, annotations: ToolAnnotations, schema: dict[str, Any]) -> Tool:
-    """An SDK tool that publishes memkit's schema and, like it, refuses any argument it does not name.
-
-    The SDK derives a schema from the signature that would accept (and silently drop) extra fields
-    such as `user`; memkit's schema says `additionalProperties: false`, and the arguments model is
-    made to refuse them too, so what is published is what is enforced.
-    """
+    """An SDK tool that publishes memkit's schema and, like it, refuses any argument it does not name
+    (the SDK's own schema would silently drop an extra `user`)."""
     tool = Tool.from_function(fn, name=fn.__name__, description=description, annotations=annotations)
     loose = tool.fn_metadata.arg_model
     strict = type(loose.__name__, (loose,), {"model_config": ConfigDict(arbitrary_types_allowed=True,

@@ -25,13 +25,9 @@ from ..store import Store, open_store
 __all__ = ["MAX_ITEM_CHARS", "ItemNotJSON", "MemkitSession"]
 
 MAX_ITEM_CHARS = 1_000_000
-"""The largest item a `MemkitSession` keeps, in characters of its JSON text.
-
-Far above what agent runs produce (a tool output of a file or a web page is tens of thousands of
-characters), and far above memkit's teaching limit for a memory value (512), on purpose: a session
-that refused an item in the middle of a run would stop the agent. All items together are bounded by
-the store's size cap (`Limits.max_db_bytes`, 16 MB by default; pass `limits=` to raise it).
-"""
+"""The largest item a `MemkitSession` keeps, in characters of its JSON text: far above what agent runs
+produce, as a refused item would stop the agent (docs/design/integrations.md). All items together
+are bounded by the store's size cap (`Limits.max_db_bytes`; pass `limits=` to raise it)."""
 
 
 class MemkitSession:
@@ -42,14 +38,8 @@ class MemkitSession:
     `add_items` stores all its items or none. Two users' sessions never meet, even under the same
     `session_id`: every read and write names the user.
 
-    How this relates to memkit's own conversation records: memkit's agent archives *turns* (one
-    role and its text each, numbered from 1 per session) into the transcript archive, where a kept
-    turn is never changed and a number never means two turns. A framework's session is different:
-    `pop_item` and `clear_session` remove items, so the numbers items get here (1, 2, ... per user
-    and session, in table `agent_items`) can be used again after a removal, and items are never
-    turned into memkit turns (`memkit.transcript` does not see them). They are the user's data all
-    the same: `forget_user` removes them (counted under `transcript`). Export bundles hold records
-    and their history, not conversations, so they leave items out, as they leave out turns.
+    Items are not memkit's turns (a removed item's number can come back; docs/design/integrations.md),
+    but they are the user's data all the same: `forget_user` removes them.
 
     Args:
         session_id: the conversation's id (1-64 of `[A-Za-z0-9_.-]`, starting with a letter or digit).
@@ -154,8 +144,7 @@ class ItemNotJSON(ValidationError, TypeError):
 def _encode(item: Any, number: int) -> str:
     """One item's JSON text, or a ValidationError naming the item and what is wrong with it."""
     try:
-        # ASCII escapes, as SQLiteSession writes them: a NUL or a lone surrogate in a tool's output
-        # is kept as an escape and comes back exactly, instead of being refused in the middle of a run.
+        # ASCII escapes, as SQLiteSession writes them: a NUL or a lone surrogate comes back exactly.
         text = json.dumps(item)
     except (TypeError, ValueError) as exc:  # ValueError: a circular reference
         raise ItemNotJSON(f"item {number} cannot be kept as JSON ({exc}); nothing of this call was stored") from None

@@ -117,7 +117,8 @@ class Connection:
 @contextlib.asynccontextmanager
 async def connect(workspace: Path, era: str, person: Person | None, user: str = "alice",
                   db: str | None = None) -> AsyncIterator[Connection]:
-    where = ["--db", db, "--workspace", str(workspace)] if db else ["--workspace", str(workspace)]
+    # A PostgreSQL store is named by --db alone: --workspace names a SQLite store's folder.
+    where = ["--db", db] if db else ["--workspace", str(workspace)]
     params = StdioServerParameters(command=sys.executable, args=["-m", "memkit", "mcp", *where, "--user", user])
     callback = person.callback if person is not None else None
     async with (stdio_client(params) as (read, write),
