@@ -7,17 +7,18 @@ import json
 import pytest
 
 from memkit.errors import WindowError
-from memkit.window.places import REDIS, WORKSPACE, Place, describe, read_place, url_place, workspace_place
+from memkit.window.places import REDIS, WORKSPACE, Place, describe, read_place, url_place
 
 
 def test_a_place_memkit_writes_reads_back_as_written(tmp_path):
     folder = tmp_path / "memory.sqlite3-window"
-    assert read_place(workspace_place(folder)) == Place(WORKSPACE, "memkit", folder=str(folder.resolve()))
+    older = json.dumps({"folder": str(folder.resolve()), "kind": "workspace", "prefix": "memkit"})  # an older memkit's
+    assert read_place(older) == Place(WORKSPACE, "memkit", folder=str(folder.resolve()))
     assert read_place(url_place("redis://:secret@Host:6380/2", prefix="class")) == Place(
         REDIS, "class", url="redis://host:6380/2")
     assert describe(url_place("redis://:secret@Host:6380/2", prefix="class")) == (
         "Redis at redis://host:6380/2 (key prefix 'class')")
-    assert describe(workspace_place(folder)) == f"the workspace window in {folder.resolve()}"
+    assert describe(older) == f"the workspace window in {folder.resolve()}"
 
 
 def test_a_place_of_a_kind_this_memkit_does_not_know_keeps_its_kind_and_describes_as_unknown():
