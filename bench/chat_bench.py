@@ -1,8 +1,8 @@
 """How long a person waits for one `memkit chat --message` (issue 26, target 1).
 
 Each round makes a fresh workspace and times, in fresh processes: `python -c pass`, three chats with
-the fixture model and the workspace window (the first starts its redis-server, the next find it warm),
-three more with `MEMKIT_WINDOW_IDLE=0` (a server per message), and with `--baseline` another memkit
+the fixture model and the store's own window (issue 32: no server; `MEMKIT_WINDOW_IDLE=0`, which a
+kept server read, no longer changes anything, so its three chats time the same path), and with `--baseline` another memkit
 package's chat. The sources are byte-compiled first, as an install does. memkit's share is a chat's
 time minus `python -c pass`; no time is asserted anywhere.
 """
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import memkit
-from memkit.servers.workspace import WorkspaceRedis, window_folder
 
 
 
@@ -62,7 +61,6 @@ def run(rounds: int = 5, baseline: Path | None = None, label: str = "baseline") 
             samples["chat, first (cold)"].append(three[0])
             samples["chat, warm"] += three[1:]
             samples["chat, median of three"].append(statistics.median(three))
-            WorkspaceRedis.stop(window_folder(folder / "ws" / "state" / "memory.sqlite3"))
             cold = {**base, "MEMKIT_WINDOW_IDLE": "0"}
             samples["chat, server per message (idle 0)"] += [_timed(_chat(n), cold, folder) for n in range(3, 6)]
             if baseline is not None:
@@ -70,7 +68,6 @@ def run(rounds: int = 5, baseline: Path | None = None, label: str = "baseline") 
                 samples[f"chat, {label}"] += [_timed(_chat(n, "baseline-ws"), other, folder)
                                               for n in range(6, 9)]
         finally:
-            WorkspaceRedis.stop(window_folder(folder / "ws" / "state" / "memory.sqlite3"))
             shutil.rmtree(folder, ignore_errors=True)  # (a baseline's own server stops with its last chat)
     medians = {name: statistics.median(values) for name, values in samples.items()}
     return {"rounds": rounds, "samples": samples, "medians": medians, "cpus": os.cpu_count(),

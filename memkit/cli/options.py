@@ -40,7 +40,7 @@ def db_path(args: argparse.Namespace) -> tuple[Path, bool]:
     """
     _refuse_empty(args)
     if args.db and args.workspace is not None:
-        raise CliError(f"--db {args.db} and --workspace {args.workspace} both name the store; give one of them")
+        raise CliError(f"--db {args.db} and --workspace {args.workspace} both name a SQLite file; give one of them")
     if args.db:
         return Path(args.db), False
     if args.workspace is None and os.environ.get("MEMKIT_DB"):
