@@ -43,22 +43,24 @@ NO_BROWSER := *** make test: NO CHROMIUM FOUND, the browser test tests/notebooks
 # pytest runs on two workers (pytest-xdist, --dist loadgroup; `make test WORKERS=1` runs one), in
 # units that one worker runs in order (tests/_workers.py, work_unit): each test file and each
 # notebook, and one "serial" unit with the tests that kill, race or time processes and every test of
-# the session's PostgreSQL servers; units start in collection order. mypy checks the package
-# meanwhile; its report follows pytest's, and either failing fails `make test`. The tests' temporary
-# folders live in a short `mktemp -d` (removed afterwards): under pytest's usual base a worker's
-# extra `popen-gwN/` made the demo's redis.sock path 110 bytes, over the 107 a Unix socket allows.
+# the session's PostgreSQL servers; units start in collection order. mypy checks the package and
+# notebooks/classroom meanwhile; its report follows pytest's, and either failing fails `make test`.
+# The tests' temporary folders live in a short `mktemp -d` (removed afterwards): under pytest's
+# usual base a worker's extra `popen-gwN/` made the demo's redis.sock path 110 bytes, over the 107 a
+# Unix socket allows.
 WORKERS ?= 2
 XDIST := $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 test: $(STAMP)
 	@echo "$(if $(CHROMIUM),make test: the browser test runs with $(CHROMIUM),$(NO_BROWSER))"
 	@mypy_out=$$(mktemp); base=$$(mktemp -d); trap 'rm -rf "$$mypy_out" "$$base"' EXIT; \
-	echo "$(BIN)/ruff check memkit bench tests"; $(BIN)/ruff check memkit bench tests; ruff_status=$$?; \
-	$(BIN)/python -m mypy memkit >"$$mypy_out" 2>&1 & mypy_pid=$$!; \
+	echo "$(BIN)/ruff check memkit bench tests notebooks/classroom"; \
+	$(BIN)/ruff check memkit bench tests notebooks/classroom; ruff_status=$$?; \
+	$(BIN)/python -m mypy memkit notebooks/classroom >"$$mypy_out" 2>&1 & mypy_pid=$$!; \
 	$(BIN)/python -m pytest -rfEs $(XDIST) --basetemp="$$base" tests notebooks --nbval \
 	    --nbval-sanitize-with notebooks/sanitize.cfg; \
 	status=$$?; wait $$mypy_pid; mypy_status=$$?; \
-	echo "$(BIN)/python -m mypy memkit"; cat "$$mypy_out"; \
+	echo "$(BIN)/python -m mypy memkit notebooks/classroom"; cat "$$mypy_out"; \
 	$(if $(CHROMIUM),,echo "$(NO_BROWSER)";) \
 	if [ $$status -eq 0 ]; then status=$$mypy_status; fi; \
 	if [ $$status -eq 0 ]; then status=$$ruff_status; fi; exit $$status
