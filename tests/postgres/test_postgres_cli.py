@@ -5,13 +5,11 @@ read-only command that finds no store: refused, nothing created, no password sho
 from __future__ import annotations
 
 import json
-import re
 import uuid
 
 import psycopg
 import pytest
 
-from memkit.servers.workspace import WorkspaceRedis
 from _cli_helpers import env_with, memkit
 
 pytestmark = pytest.mark.postgres
@@ -55,8 +53,9 @@ def test_the_cli_walk_on_postgresql_with_db_and_with_database_url(database, tmp_
         "records": 1, "events": 2, "proposals_imported": 0}
     assert run("delete", *flag, "--user", "alice", "--key", "drink", "--confirm", env=env) == {"deleted": True}
     forgotten = run("forget-user", *flag, "--user", "bob", "--confirm", env=env)
-    assert forgotten["removed"] == {"records": 1, "events": 2, "transcript": 0, "proposals": 0}
-    assert forgotten["left"] == {"records": 0, "events": 0, "transcript": 0, "proposals": 0}
+    # Every window is visited, none here: its count (0) is part of the report.
+    assert forgotten["removed"] == {"records": 1, "events": 2, "transcript": 0, "proposals": 0, "window_turns": 0}
+    assert forgotten["left"] == {"records": 0, "events": 0, "transcript": 0, "proposals": 0, "window_turns": 0}
     health = run("health", *flag, env=env)
     assert health["records_total"] == 0 and health["counters_consistent"] and ":***@" in health["url"]
 
@@ -87,41 +86,35 @@ def chat(database: str, *argv: str, env: dict[str, str], cwd=None) -> dict:
     return json.loads(done.stdout)
 
 
-def test_chat_on_postgresql_keeps_its_window_in_the_workspace_one_folder_per_database(database, tmp_path):
-    env, workspace = env_with(), tmp_path / "ws"  # no REDIS_URL: the workspace's own redis-server
-    chat(database, "--workspace", str(workspace), "--message", "My ticket number is T-4471", env=env)
-    reply = chat(database, "--workspace", str(workspace), "--task", "What was my ticket number?", env=env)
+def test_chat_on_postgresql_keeps_its_window_in_redis_one_window_per_database(database, own_server, tmp_path):
+    # A server that keeps its data in a folder: the store notes it (a temporary one archives all it holds).
+    redis_url = own_server(persistence="aof", directory=tmp_path).url
+    env = env_with(REDIS_URL=redis_url)
+    chat(database, "--message", "My ticket number is T-4471", env=env)
+    reply = chat(database, "--task", "What was my ticket number?", env=env)
     assert "T-4471" in reply["turns"][0]["reply"]  # the second process read the first one's window
-    folders = sorted(p.name for p in (workspace / "state").iterdir())
-    assert len(folders) == 1 and re.fullmatch(r"postgresql-[0-9a-f]{12}-window", folders[0])
-    # Kept warm for the next message; its keeper stops it once idle (tests/window/test_window_warm.py).
-    assert json.loads((workspace / "state" / folders[0] / "server.json").read_text())["keeper"]
-    WorkspaceRedis.stop(workspace / "state" / folders[0])
     # The same database spelt another way (no password, the user as a parameter) is the same window.
     name, socket = database.split("@/", 1)[1].split("?host=")
     same = f"postgresql:///{name}?user=postgres&host={socket}"
-    assert "T-4471" in chat(same, "--workspace", str(workspace), "--task", "What was my ticket number?",
-                            env=env)["turns"][0]["reply"]
+    assert "T-4471" in chat(same, "--redis-url", redis_url, "--task", "What was my ticket number?",
+                            env=env_with())["turns"][0]["reply"]
     # Another database never shares it: a window archives into the store it was opened with.
     other = f"postgresql://postgres:{SECRET}@/postgres?host={socket}"
-    assert "T-4471" not in chat(other, "--workspace", str(workspace), "--task", "What was my ticket number?",
-                                env=env)["turns"][0]["reply"]
-    assert len(list((workspace / "state").iterdir())) == 2
-    # forget-user finds that window and clears it with the store.
-    forgotten = run("forget-user", "--db", database, "--workspace", str(workspace), "--user", "alice", "--confirm",
-                    env=env)
+    assert "T-4471" not in chat(other, "--task", "What was my ticket number?", env=env)["turns"][0]["reply"]
+    # forget-user finds that window (noted in the store) and clears it with the store, no Redis named.
+    forgotten = run("forget-user", "--db", database, "--user", "alice", "--confirm", env=env_with())
     assert forgotten["removed"]["window_turns"] > 0 and forgotten["left"]["window_turns"] == 0
-    after = chat(database, "--workspace", str(workspace), "--task", "What was my ticket number?", env=env)
+    after = chat(database, "--task", "What was my ticket number?", env=env)
     assert "T-4471" not in after["turns"][0]["reply"]
 
 
-def test_chat_on_postgresql_without_a_workspace_uses_memkit_workspace_in_the_current_folder(database, tmp_path):
-    chat(database, "--message", "My ticket number is T-77", env=env_with(), cwd=tmp_path)
-    assert [p.name.startswith("postgresql-") for p in (tmp_path / "memkit-workspace" / "state").iterdir()] == [True]
-    # $DATABASE_URL instead of --db: the same store, so the same window.
-    done = memkit("chat", "--user", "alice", "--session", "s1", "--task", "What was my ticket number?",
-                  env=env_with(DATABASE_URL=database), cwd=tmp_path)
-    assert done.returncode == 0 and "T-77" in json.loads(done.stdout)["turns"][0]["reply"], done.stderr
+def test_chat_on_postgresql_without_redis_is_refused_clearly_unless_the_window_is_the_process(database):
+    done = memkit("chat", "--db", database, "--user", "alice", "--session", "s1", "--message", "hi",
+                  env=env_with())
+    assert done.returncode == 2 and "a PostgreSQL store keeps chat's window in Redis" in done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    reply = chat(database, "--window", "process", "--message", "My ticket number is T-77", env=env_with())
+    assert reply["turns"]  # a conversation that ends with the process
 
 
 def test_db_with_a_path_and_workspace_together_is_refused_and_creates_nothing(tmp_path):
