@@ -309,8 +309,9 @@ PG_MIGRATIONS: list[list[str]] = [
         "DROP TABLE store_size",
         'CREATE VIEW store_size AS SELECT 1 AS "only", sum(bytes)::bigint AS bytes FROM memkit_shards',
     ],
-    # 14: the store's own short-term window (`memkit.window.store_window`). Its turns are not counted
-    # toward the size cap: the tables the size triggers count are fixed by step 13.
+    # 14: the table of the store's own short-term window (`memkit.window.store_window`), so version 14
+    # names the same tables on both backends. A PostgreSQL store's chat keeps its window in Redis, so
+    # it stays empty here; no size triggers (step 13 fixed the tables the size counter measures).
     [
         """CREATE TABLE window_turns (
             user_id text COLLATE "C" NOT NULL,
