@@ -33,7 +33,7 @@ from .retrieval import retrieve
 from .semantic import load_embedder
 from .store import MemoryStore, Store, open_store
 from .tools import MemoryTools
-from .window import InProcessWindow, RedisWindow, ShortTermWindow, start_embedded_redis
+from .window import InProcessWindow, RedisWindow, ShortTermWindow, StoreWindow, start_embedded_redis
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__): psycopg is an optional extra
     from .store.postgres.server import start_embedded_postgres
@@ -49,8 +49,8 @@ __all__ = [  # noqa: RUF022 -- grouped by concept under comments, not alphabetic
     "FixtureModel", "ScriptedModel", "OpenAIModel",
     # retrieval by meaning (the `semantic` extra, imported when a model is loaded)
     "load_embedder",
-    # short-term memory
-    "ShortTermWindow", "InProcessWindow", "RedisWindow", "start_embedded_redis",
+    # short-term memory: in this process, in the store's own file, or in Redis
+    "ShortTermWindow", "InProcessWindow", "StoreWindow", "RedisWindow", "start_embedded_redis",
     # forgetting a user everywhere: every window the store used, then the store
     "forget_user", "ForgetIncomplete",
     # time, for tests and notebooks
