@@ -64,9 +64,9 @@ class MemoryAgent:
         approvals: confirmations made outside the model (a new, empty set by default).
         window: the short-term memory the agent reads and appends to. By default an
             `InProcessWindow` of `history.turns_needed` turns, private to this agent and gone with
-            the process; pass a `RedisWindow` to keep the conversation across processes and hosts.
-        history: the bounded view a request takes of the window (the store's limits by default:
-            at most 8 exchanges and 4000 characters, long texts shortened with a marker).
+            the process; a `StoreWindow` keeps the conversation in the store's file across
+            processes, a `RedisWindow` across processes and hosts.
+        history: the bounded view a request takes of the window (`History` of the store's limits).
         budget_chars: the request budget (default `Limits.request_budget_chars`).
         max_turns: model calls per `ask`.
         max_tool_calls: tool calls per `ask`; further calls are answered with an error.
