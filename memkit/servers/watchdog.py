@@ -1,17 +1,9 @@
 """A watchdog that stops a server when the process that started it dies, SIGKILL included.
 
-An exit hook (`atexit`) runs only when Python exits cleanly: a kernel that Jupyter or nbval stops
-with SIGKILL, a crashed student kernel or a killed script leaves its embedded servers running with
-nobody to stop them. `Watchdog` closes that gap without relying on the starter at all: the starter
-holds the write end of a pipe, and a small process of its own blocks on the read end. When the
-starter dies, in any way, the operating system closes the pipe and the watchdog reads end-of-file:
-it stops the server the way a clean close would (redis-server: SIGTERM, which fsyncs the
-append-only file; PostgreSQL: SIGINT, a fast shutdown), removes the folders it was given and
-exits.
-
-The watchdog runs this file as a script (`python -P .../watchdog.py`: without its folder on the
-module path), so it imports nothing of memkit. It runs in a session of its own, so a kill of the
-starter's process group (which is how Jupyter stops a kernel) does not take it along.
+The starter holds the write end of a pipe and a small process of its own blocks on the read end;
+when the starter dies, in any way, the pipe closes and the watchdog stops the server as a clean
+close would, removes the folders it was given and exits. It runs this file as a script, so it
+imports nothing of memkit. Why: docs/design/window.md.
 
 Example:
     >>> guard = Watchdog(stop_signal=signal.SIGTERM, grace=5.0)        # doctest: +SKIP

@@ -1,35 +1,17 @@
 """The window's Redis protocol: its keys, and every Lua script that touches them.
 
-The keys: one layout per key prefix and store, one set of keys per session.
+Every key starts with `{prefix}:{store}` (the operator's prefix, then the store's id), so two
+stores on one Redis server never see each other's windows; user and session ids are checked
+(`Limits.check_id`), so no id can name another user's keys or an index key:
 
-Every key starts with `{prefix}:{store}`: the operator's prefix (default `memkit`; separate
-deployments on one server may choose their own) and the store's id (`Store.store_id`, its
-first 16 hex digits). Two databases that share one Redis server (two workspaces, two students on a
-class Redis) therefore never see each other's windows: one store's chat cannot recall the other's
-turns, its archiver cannot copy them, its forget cannot remove them. User and session ids are
-checked by `Limits.check_id`, so they contain no ':' or glob character and never start with '_':
-no id can name another user's keys or one of the two index keys.
+* `{prefix}:{store}:{user}:{session}:turns|pending|seq`: the window, the turns waiting for the
+  archiver, the turn counter (sorted sets, and a string);
+* `{prefix}:{store}:_sessions` and `_archive`: the sessions by expiry, those with pending turns;
+* `memkit:_life`: the server's run_id, one per server, read by APPEND.
 
-* `{prefix}:{store}:{user}:{session}:turns`   sorted set, score = turn number, member = the turn's
-                                              JSON (sliding TTL)
-* `{prefix}:{store}:{user}:{session}:pending` sorted set of turns that left the window, not yet
-                                              archived (no TTL)
-* `{prefix}:{store}:{user}:{session}:seq`     the turn counter (sliding TTL)
-* `{prefix}:{store}:_sessions`   sorted set: "user/session" -> expiry time in ms (Redis clock) as of
-                                 the last write (a read slides only the session keys' TTL, which the
-                                 sweeper checks before it retires a session)
-* `{prefix}:{store}:_archive`    set of "user/session" that have pending turns
-* `memkit:_life`                 the server's run_id, one key per server whatever the prefix: set by
-                                 `memkit.servers.redis_client.note_server_life` when a kit client
-                                 connects (the server's key, so its connect hook owns it), read by
-                                 the APPEND script
-
-All keys of one session plus the two index keys are touched by one script, so on Redis Cluster
-they would need one hash slot; this kit targets one server.
-
-The scripts (each with its KEYS/ARGV header; every key they name is one store's, but the life
-key): APPEND (`RedisWindow.append`), READ and RECENT (the
-reads, `memkit.window.reads`), RETIRE, TRIM and RENUMBER (the archiver, `memkit.window.archiver`).
+The scripts, each with its KEYS/ARGV header: APPEND (`RedisWindow.append`), READ and RECENT
+(`memkit.window.reads`), RETIRE, TRIM and RENUMBER (`memkit.window.archiver`). The whole layout
+and why: docs/design/window.md.
 """
 
 from __future__ import annotations

@@ -3,27 +3,10 @@
 Each session keeps its last `size` turns in Redis with a sliding TTL (each read and write restarts
 it). Turns that fall out of the window move atomically (one Lua script) into a `pending` set; the
 archiver (`memkit.window.archiver`: a background thread, or `flush()`) copies pending turns into
-SQLite and only then removes them from Redis.
-
-Why no turn is lost or doubled:
-
-* Each turn gets its number from one Redis counter (`INCR`) inside the same script that stores
-  it, so numbers are unique and dense even with several instances writing.
-* A counter that went back (Redis restored from an older snapshot, or an AOF's lost last second)
-  is moved past the archive: each append passes the highest number the instance knows is taken on
-  this server (the archive's highest, read on its first touch of the session, and the numbers it
-  handed out since); the script refuses knowledge from an earlier life of the server (its run_id
-  changed: read from the life key that a kit client's connect hook keeps, else from INFO), and the
-  caller reads the archive again. (Reading it on every append would cost more
-  than the append: the archiver's commits hold the store's lock.) A turn that still lands on an
-  archived number is kept under a new one by the archiver, and reported (`memkit.window.archiver`).
-* Archiving is copy, then trim, keyed by turn number; `load_session` counts a turn once by its
-  number even in the moment it is in both places. Expiry: the sweeper retires a session near its
-  TTL into `pending` before Redis can drop it. Eviction: a server that may evict keys is refused
-  unless the caller accepts the risk (`memkit.window.expiry`). Exit: see `RedisHandle.on_discard`.
-
-TTLs run on the Redis server's clock, the only clock that can expire a key; turn timestamps come
-from the window's replaceable `clock`. The keys are described in `memkit.window.protocol`.
+the store and only then removes them from Redis. Each turn's number comes from one Redis counter
+inside the script that stores it, moved past the archive when Redis came back older; archiving is
+copy, then trim, keyed by turn number, so no turn is lost or doubled. The full argument (restarts,
+expiry, eviction, exit) and the keys: docs/design/window.md.
 """
 
 from __future__ import annotations
