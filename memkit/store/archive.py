@@ -4,20 +4,17 @@ Keyed by (user, session, turn number), so archiving the same turn twice (a retry
 stores it once. A turn number already kept with other content is a conflict, refused with an
 `ArchiveConflictError`, never skipped: two different turns under one number means a counter went
 back (a Redis restored from an older state), and skipping would drop one of them silently. The
-window archives into it; `load_session` reads it back (see `memkit.transcript`).
+window archives into it through `Store.archive_turns` (sessions.py), which checks turns here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Iterable, Mapping
 
 from ..errors import StoreError, ValidationError
 from ..limits import check_text
-from ..transcript import TURN_ROLES, Turn
-
-if TYPE_CHECKING:
-    from .backend import Backend
+from ..transcript import TURN_ROLES
 
 
 def turn_rows(user: str, session: str, turns: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
@@ -57,39 +54,3 @@ class ArchiveConflictError(StoreError):
             f"turn {shown} of {user}/{session} is already archived with different content; nothing of "
             "this call was archived. Give the new turn a number the session has not used"
         )
-
-
-def archive_rows(db: Backend, rows: list[tuple[Any, ...]]) -> int:
-    """Insert checked rows in one transaction, skipping turns already kept with the same role,
-    content and time; return how many were new.
-
-    Raises:
-        ArchiveConflictError: a turn number is kept with other content (or given twice with
-            different content); the transaction is rolled back, nothing is archived.
-    """
-    with db.transaction() as conn:
-        added = db.changed(conn, "INSERT INTO transcript (user_id, session_id, turn, role, content, at)"
-                                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
-        if added != len(rows):  # a turn was skipped: it was kept before, perhaps with other content
-            conflicts = sorted({row[2] for row in rows if tuple(conn.execute(
-                "SELECT role, content, at FROM transcript WHERE user_id = ? AND session_id = ? AND turn = ?",
-                row[:3]).fetchone()) != tuple(row[3:])})
-            if conflicts:
-                raise ArchiveConflictError(rows[0][0], rows[0][1], conflicts)
-        db.check_size(conn)
-    return added
-
-
-def archived_turns(db: Backend, user: str, session: str) -> list[Turn]:
-    """The archived turns of one session, in turn order."""
-    rows = db.fetch(
-        "SELECT turn, role, content, at FROM transcript WHERE user_id = ? AND session_id = ? ORDER BY turn",
-        (user, session),
-    )
-    return [Turn(turn=row["turn"], role=row["role"], content=row["content"], at=row["at"]) for row in rows]
-
-
-def last_archived_turn(db: Backend, user: str, session: str) -> int:
-    """The highest archived turn number of one session (0 if none), read from the key alone."""
-    rows = db.fetch("SELECT max(turn) FROM transcript WHERE user_id = ? AND session_id = ?", (user, session))
-    return int(rows[0][0] or 0)

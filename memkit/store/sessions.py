@@ -1,8 +1,8 @@
 """`Store`'s conversations and transfers: the transcript archive, openai-agents session items, where
 the store's windows are, and export and import.
 
-`StoreSessions` is a part of `Store` (store.py inherits it); the formats live in archive.py,
-agent_items.py and bundle.py.
+`StoreSessions` is a part of `Store` (store.py inherits it); a turn's checks live in archive.py,
+the export bundle's format in bundle.py.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..clock import Clock, iso
 from ..errors import ValidationError
-from ..limits import Limits
+from ..limits import Limits, check_text
 from ..transcript import Turn
-from . import agent_items, archive
 from . import bundle as bundle_format
+from .archive import ArchiveConflictError, turn_rows
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -166,23 +166,39 @@ class StoreSessions:
             ArchiveConflictError: a turn number is already archived with other content (a
                 StoreError naming the numbers); nothing was archived.
         """
-        self.limits.check_id("user", user)
-        self.limits.check_id("session", session)
-        return archive.archive_rows(self._db, archive.turn_rows(user, session, turns))
+        self._check_session(user, session)
+        rows = turn_rows(user, session, turns)
+        with self.transaction() as conn:
+            added = self._db.changed(conn, "INSERT INTO transcript (user_id, session_id, turn, role, content, at)"
+                                           " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
+            if added != len(rows):  # a turn was skipped: it was kept before, perhaps with other content
+                conflicts = sorted({row[2] for row in rows if tuple(conn.execute(
+                    "SELECT role, content, at FROM transcript WHERE user_id = ? AND session_id = ? AND turn = ?",
+                    row[:3]).fetchone()) != tuple(row[3:])})
+                if conflicts:
+                    raise ArchiveConflictError(user, session, conflicts)
+            self._db.check_size(conn)
+        return added
 
     def archived_turns(self, user: str, session: str) -> list[Turn]:
         """The archived turns of one session of `user`, in turn order."""
-        self.limits.check_id("user", user)
-        self.limits.check_id("session", session)
-        return archive.archived_turns(self._db, user, session)
+        self._check_session(user, session)
+        rows = self._db.fetch(
+            "SELECT turn, role, content, at FROM transcript WHERE user_id = ? AND session_id = ? ORDER BY turn",
+            (user, session),
+        )
+        return [Turn(turn=row["turn"], role=row["role"], content=row["content"], at=row["at"]) for row in rows]
 
     def last_archived_turn(self, user: str, session: str) -> int:
         """The highest archived turn number of one session of `user` (0 if none), read from the key alone."""
-        self.limits.check_id("user", user)
-        self.limits.check_id("session", session)
-        return archive.last_archived_turn(self._db, user, session)
+        self._check_session(user, session)
+        rows = self._db.fetch("SELECT max(turn) FROM transcript WHERE user_id = ? AND session_id = ?", (user, session))
+        return int(rows[0][0] or 0)
 
     # -- items of openai-agents sessions (memkit.integrations.openai_agents) ---------------------------
+    # One row per item, its JSON text as given, numbered per (user, session) in the order added.
+    # Unlike the archive, a framework's session removes items (`pop_item`, `clear_session`), so a
+    # number can be used again after its item was removed.
 
     def add_agent_items(self, user: str, session: str, items: Sequence[str]) -> int:
         """Add items (each an item's JSON text) after the session's last one, all or none.
@@ -194,36 +210,59 @@ class StoreSessions:
             ValidationError: an item is not text memkit can keep. QuotaError: the size cap.
             StoreError: the database is locked or failed. In every case nothing was added.
         """
-        self.limits.check_id("user", user)
-        self.limits.check_id("session", session)
-        checked = agent_items.check_items(items)
+        self._check_session(user, session)
+        checked = []
+        for number, item in enumerate(items, 1):
+            if not isinstance(item, str):
+                raise ValidationError(f"item {number} must be JSON text, not {type(item).__name__}")
+            check_text(f"item {number}", item)
+            checked.append(item)
         with self.transaction() as conn:
             # Not creating a lock row: on PostgreSQL that would leave a user without records counted
             # at 0. Two adds racing on one session then meet at the primary key, and one is refused.
             self._db.lock_user(conn, user, creating=False)
-            return agent_items.append(self._db, conn, user, session, checked, iso(self._clock()))
+            last = conn.execute("SELECT coalesce(max(position), 0) FROM agent_items WHERE user_id = ?"
+                                " AND session_id = ?", (user, session)).fetchone()[0]
+            at = iso(self._clock())
+            conn.executemany("INSERT INTO agent_items (user_id, session_id, position, item, at) VALUES (?, ?, ?, ?, ?)",
+                             [(user, session, last + n, item, at) for n, item in enumerate(checked, 1)])
+            self._db.check_size(conn)
+            return int(last) + len(checked)
 
     def agent_items(self, user: str, session: str, limit: int | None = None) -> list[str]:
         """The JSON texts of a session's items in the order added; with `limit`, the last `limit`."""
-        self.limits.check_id("user", user)
-        self.limits.check_id("session", session)
+        self._check_session(user, session)
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise ValidationError(f"limit is {limit!r}; give a number of items, 0 or more, or None for all")
-        return agent_items.read(self._db, user, session, limit)
+        if limit is None:
+            rows = self._db.fetch("SELECT item FROM agent_items WHERE user_id = ? AND session_id = ?"
+                                  " ORDER BY position", (user, session))
+            return [row[0] for row in rows]
+        rows = self._db.fetch("SELECT item FROM agent_items WHERE user_id = ? AND session_id = ?"
+                              " ORDER BY position DESC LIMIT ?", (user, session, limit))
+        return [row[0] for row in reversed(rows)]
 
     def pop_agent_item(self, user: str, session: str) -> str | None:
         """Remove and return the JSON text of the session's last item (None if it has none)."""
-        self.limits.check_id("user", user)
-        self.limits.check_id("session", session)
+        self._check_session(user, session)
         with self.transaction() as conn:
             self._db.lock_user(conn, user, creating=False)
-            return agent_items.pop(conn, user, session)
+            row = conn.execute("SELECT position, item FROM agent_items WHERE user_id = ? AND session_id = ?"
+                               " ORDER BY position DESC LIMIT 1", (user, session)).fetchone()
+            if row is None:
+                return None
+            conn.execute("DELETE FROM agent_items WHERE user_id = ? AND session_id = ? AND position = ?",
+                         (user, session, row[0]))
+            return str(row[1])
 
     def clear_agent_items(self, user: str, session: str) -> int:
         """Remove every item of the session; returns how many were removed."""
-        self.limits.check_id("user", user)
-        self.limits.check_id("session", session)
+        self._check_session(user, session)
         with self.transaction() as conn:
             self._db.lock_user(conn, user, creating=False)
-            return agent_items.clear(conn, user, session)
+            return int(conn.execute("DELETE FROM agent_items WHERE user_id = ? AND session_id = ?",
+                                    (user, session)).rowcount)
 
+    def _check_session(self, user: str, session: str) -> None:
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)

@@ -121,38 +121,28 @@ class Statements:
     """The store's write statements and the record columns, with `?` placeholders in the order given.
 
     Attributes:
-        record_columns: the columns of a record, in `Record` order (kind, key, value, source_session,
-            revision, created_at, updated_at); `to_record` reads a row of them.
-        select_current: (user, kind, key) -> the row's id, value, revision, or no row.
-        select_for_put: `put_read_args(user, kind, key)` -> one row: the current record's id, `record_columns` and
-            seq (all NULL when there is none), the user's and the store's quota counters, and the
-            highest revision in the key's event history: everything a put reads, in one statement.
-        last_revision: (user, kind, key) -> the highest revision the event history holds (or NULL).
-        take_sequence: (count) -> the last of the next `count` numbers of the store's sequence. Every
-            write transaction takes at least one (the store does it before COMMIT when nothing did).
+        select_for_put: `put_read_args(user, kind, key)` -> one row: the current record's id, its
+            columns and seq (all NULL without one), the user's and the store's quota counters and
+            the highest revision in the key's history: everything a put reads, in one statement.
+        take_sequence: (count) -> the last of the next `count` numbers of the store's sequence
+            (every write transaction takes at least one; "newest first" is by seq).
         insert_memory: (user, kind, key, value, session, revision, created_at, updated_at,
-            key folded, value folded, seq); the folds are Python's `str.casefold()` of key and value,
-            `seq` a number taken from the sequence ("newest first" is by seq).
+            key folded, value folded, seq); the folds are Python's `str.casefold()`.
         update_memory: (value, value folded, session, revision, updated_at, seq, id).
-        delete_memory: (id).
         insert_event: (user, kind, key, action, revision, session, old_value, new_value,
             confirmation, at); `action` is create, update or delete.
-        count_events: (user) -> how many history events the user has.
         prune_events: (user, user, count) -> removes the user's `count` oldest events, never the
-            newest event of a key the user holds (`Limits.max_events_per_user`).
-        retire_history: (user, at): the user's recent history up to `at` is retired (a delete
-            happened then); a later time replaces an earlier one, never the other way round.
-        user_records: (user) -> the user's quota counter (no row for a user without records).
-        total_records: () -> the store's total counter.
-        search: the search rule's statements (`SearchSql`).
-        store_id: () -> the store's own random id, made once with its schema.
+            newest event of a key the user holds.
+        retire_history: (user, at): a delete happened at `at` (a later time wins).
+        The others read as their names say: `select_current` (id, value, revision of a key),
+        `delete_memory` (id), `count_events`, `user_records`, `total_records`,
+        `store_id`, and `search` (`SearchSql`).
     """
 
     record_columns: str
     take_sequence: str
     select_current: str
     select_for_put: str
-    last_revision: str
     insert_memory: str
     update_memory: str
     delete_memory: str
@@ -171,7 +161,6 @@ SQLITE_STATEMENTS = Statements(
     take_sequence="UPDATE store_meta SET sequence = sequence + ? RETURNING sequence",
     select_current="SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
     select_for_put=_select_for_put("store_meta"),
-    last_revision="SELECT max(revision) FROM memory_events WHERE user_id = ? AND kind = ? AND memory_key = ?",
     insert_memory=(
         "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
         " created_at, updated_at, key_fold, value_fold, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
