@@ -28,18 +28,17 @@ class StoreError(MemkitError):
 class LockedError(StoreError):
     """Another connection holds the database's write lock past the busy timeout; nothing was written.
 
-    Chosen by SQLite's error code (`SQLITE_BUSY` or `SQLITE_LOCKED`), never by the message text. On
-    PostgreSQL by the error's class (a lock timeout), and also raised, rolled back whole, for a
-    deadlock PostgreSQL broke and for a block of writes that met a rebalance of the counter shards:
-    each message says which; running the write again is safe.
+    Chosen by the error's code or class (SQLite's `SQLITE_BUSY`/`SQLITE_LOCKED`, PostgreSQL's lock
+    timeout, deadlock, or a rebalance of its counter shards), never by the message text: the message
+    says which, and running the write again is safe.
     """
 
 
 class ReadOnlyError(LockedError):
     """A write asked of a store opened read-only (the inspector's default); nothing was written.
 
-    A `LockedError` (a lock that never frees): what a store does on its own when the lock is taken
-    (keeping the search index up to date) it skips here as well, and goes on reading.
+    A `LockedError` (a lock that never frees), so what a store skips when the lock is taken
+    (keeping its search index up to date) it skips here too, and goes on reading.
     """
 
 
@@ -76,8 +75,7 @@ class CommittedThenFailedError(MemkitError):
     """Changes were committed, then the operation failed before it finished: not "nothing changed".
 
     An agent's ask that saved or deleted a memory (a confirmed tool call) and then could not go on
-    (the model's next call failed, the budget refused the next request, the window refused the
-    exchange, the ask timed out) raises this: the writes stand, and the caller must know.
+    (a model call, the budget, the window or the timeout) raises this: the writes stand.
 
     Attributes:
         committed: what was changed, one sentence per change, in order.

@@ -124,16 +124,11 @@ def propose(task: str) -> tuple[str, dict[str, str]] | None:
 class FixtureModel(RecordingModel):
     """A rule-following stand-in for a real model, so the kit runs with no credentials.
 
-    Rules, on the task of the user message:
-      - what `propose` understands (an explicit "remember ...", a plain statement of a stable fact
-        such as "My city is Lisbon" or "I moved to Porto", "forget my KEY") is proposed as a
-        `memory_put` or `memory_delete` call; a one-off instruction is not;
-      - "my THING is VALUE" about anything else (a ticket number) is acknowledged: it lives in the
-        conversation, not in long-term memory;
-      - "what was my THING?" is answered from the recent history when a user turn there said
-        "my THING is VALUE" (the newest such turn);
-      - anything else is answered from the retrieved memory in the user message.
-    After tool results it reports them. Proposing is all it can do: the tools decide.
+    What `propose` understands becomes a `memory_put` or `memory_delete` call (a one-off instruction
+    does not); "my THING is VALUE" about anything else (a ticket number) is acknowledged, as it lives
+    in the conversation; "what was my THING?" is answered from the newest such turn of the recent
+    history; anything else from the retrieved memory. After tool results it reports them. Proposing
+    is all it can do: the tools decide.
     """
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
