@@ -130,7 +130,7 @@ STEPS: list[Step] = [
     ]),
     # 5: the trigram index is kept only where it can be used: its triggers go and it is emptied. A
     # store adds them back at open where its limits let a user reach the size at which search asks
-    # the index (`search.fit_index`); search answers the same with or without it.
+    # the index (search_index.py); search answers the same with or without it.
     Step("SQLite's trigram index kept only where it can be used", [
         "DROP TRIGGER memories_fts_insert",
         "DROP TRIGGER memories_fts_delete",
@@ -267,7 +267,7 @@ SEARCH_INDEX_TRIGGERS: list[str] = [statement for statement in STEPS[0].statemen
                                     if statement.startswith("CREATE TRIGGER memories_fts_")]
 """The triggers that keep the trigram index (`memories_fts`) up to date, as step 1 made them. From step 5
 on, only where the store's limits let a user reach the size at which search asks the index
-(`search.fit_index`): with them a put writes about twice the pages (an index segment per transaction)."""
+(`search_index.py`): with them a put writes about twice the pages (an index segment per transaction)."""
 
 DROP_SEARCH_INDEX: list[str] = STEPS[4].statements
 """Stop keeping the trigram index and empty it (step 5, and `schema.drop_search_index`)."""

@@ -1,6 +1,6 @@
 """The store's one façade over either backend: what it declares about the store, the same on both.
 
-`Store` (memkit/store/facade.py) runs over a `Backend` (memkit/store/backend.py): `SqliteDatabase`,
+`Store` (memkit/store/store.py) runs over a `Backend` (memkit/store/backend.py): `SqliteDatabase`,
 opened by `MemoryStore(path)`, or `PostgresDatabase`, opened by `PostgresStore(url)`. Callers read
 where a store is from the façade (`path`, `location`, `files()`, `read_only`) instead of probing
 for attributes one backend has and the other lacks.
@@ -52,7 +52,7 @@ def test_postgres_store_only_opens_the_facade_and_overrides_none_of_it():
 
     overridden = {name for name, value in vars(PostgresStore).items()
                   if callable(value) and hasattr(MemoryStore, name)} - {"__init__", "__repr__"}
-    assert not overridden, f"PostgresStore overrides {sorted(overridden)}: the difference belongs in postgres.py"
+    assert not overridden, f"PostgresStore overrides {sorted(overridden)}: the difference belongs in postgres/backend.py"
     assert PostgresStore.statements() is not MemoryStore.statements()
     assert PostgresStore.statements().take_sequence != MemoryStore.statements().take_sequence
 
