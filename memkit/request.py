@@ -78,17 +78,13 @@ _ENVELOPE_AFTER_HISTORY = ',"retrieved_memory":'
 _ENVELOPE_AFTER_MEMORY = ',"task":'
 
 
-def escaped_chars(json_text: str) -> int:
-    """Size of canonical JSON text once put inside a JSON string, without the two quotes.
-
-    Canonical JSON holds no raw control characters, so as a string only `"` and `\\` are escaped,
-    each with one more character: counting them is exact, and cheaper than encoding the text again.
-    """
-    return len(json_text) + json_text.count('"') + json_text.count("\\")
+def chars_in_string(json_text: str) -> int:
+    """The size of JSON text once it is put inside a JSON string (the user message's), less the quotes."""
+    return len(canonical_json(json_text)) - 2
 
 
-# What the user message adds around the memory, history and task JSON, escaped as inside its string.
-_USER_FIXED_CHARS = len('{"content":"","role":"user"}') + escaped_chars(
+# What the user message adds around the memory, history and task JSON, as inside its string.
+_USER_FIXED_CHARS = len('{"content":"","role":"user"}') + chars_in_string(
     _ENVELOPE_OPEN + _ENVELOPE_AFTER_HISTORY + _ENVELOPE_AFTER_MEMORY + "}")
 
 
@@ -108,11 +104,11 @@ class PartSizes:
         """The request's size by part (system, tools, memory, history, tool_rounds, task), adding up to
         `total_chars`.
 
-        Memory and history count as they read inside the user message's string (escaped); the task
-        part is the rest: the task itself, the envelope and the request's own punctuation.
+        Memory and history count as they read inside the user message's string; the task part is
+        the rest: the task itself, the envelope and the request's own punctuation.
         """
-        memory, history = escaped_chars(self.memory_json), escaped_chars(self.history_json)
-        user = _USER_FIXED_CHARS + history + memory + escaped_chars(self.task_json)
+        memory, history = chars_in_string(self.memory_json), chars_in_string(self.history_json)
+        user = _USER_FIXED_CHARS + history + memory + chars_in_string(self.task_json)
         system_chars = len('{"content":,"role":"system"}') + json_chars(self.system)
         parts = {"system": system_chars, "tools": self.tools_chars, "memory": memory, "history": history,
                  # '[' + system + ',' + user + (',' + message for each exchange message) + ']'
@@ -126,8 +122,8 @@ class EncodedRequest:
     """A request encoded once, as a client encodes it to send it: `body` is the canonical JSON of
     `{"messages": messages, "tools": tools}`, and its length is the request's size.
 
-    The parts' encodings are kept: `sizes().parts()` needs no second encoding, and a trimmed request reuses
-    `tools_json` (trimming never touches the tools).
+    The parts' encodings are kept for `sizes().parts()`, and a trimmed request reuses `tools_json`
+    (trimming never touches the tools).
     """
 
     body: str
