@@ -147,6 +147,11 @@ class Request:
 
     `tool_rounds` are this task's tool round trips, each a list whose first message is the
     assistant's tool calls and the rest their results.
+
+    Example:
+        >>> request = Request(system="Be brief.", task="What do I drink?", tools=[])
+        >>> [message["role"] for message in request.messages()]
+        ['system', 'user']
     """
 
     system: str
