@@ -194,3 +194,41 @@ def test_proposing_tools_never_write_memory_never_raise_and_stay_bounded(tmp_pat
             assert len(store.proposals("alice")) <= 3 and store.proposals("bob") == []
 
     check()
+
+
+def test_tools_of_the_same_limits_share_their_validators_and_other_limits_get_their_own(tmp_path):
+    from memkit import Limits, MemoryStore
+
+    with MemoryStore(tmp_path / "a.sqlite3") as one, MemoryStore(tmp_path / "b.sqlite3") as two, \
+            MemoryStore(tmp_path / "c.sqlite3", limits=Limits(max_value_chars=10)) as small:
+        first, second = (MemoryTools(s, "alice", "s1", Approvals()).validators for s in (one, two))
+        other = MemoryTools(small, "alice", "s1", Approvals()).validators
+        assert all(first[name] is second[name] for name in first)
+        assert other["memory_put"] is not first["memory_put"]
+        refused = MemoryTools(small, "alice", "s1", Approvals(), unconfirmed="propose").call(
+            "memory_put", {"kind": "preference", "key": "drink", "value": "x" * 11})
+        assert refused["ok"] is False and "at most 10" in refused["error"]
+
+
+def test_jsonschema_is_imported_without_the_iri_grammar_and_still_checks_iris():
+    """memkit.validators defers the optional rfc3987_syntax package (seconds of lark grammars); the
+    "iri" format checker stays registered and right, and a later import gets the real package."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import importlib.util, sys\n"
+        "from memkit.validators import import_jsonschema\n"
+        "installed = importlib.util.find_spec('rfc3987_syntax') is not None\n"
+        "checker = import_jsonschema().Draft202012Validator.FORMAT_CHECKER\n"
+        "assert 'rfc3987_syntax' not in sys.modules and 'lark' not in sys.modules\n"
+        "if installed:\n"
+        "    assert checker.conforms('http://example.com/caf\\u00e9', 'iri')\n"
+        "    assert not checker.conforms('not an iri', 'iri')\n"
+        "    import rfc3987_syntax\n"
+        "    assert rfc3987_syntax.__file__ and hasattr(rfc3987_syntax, 'RFC3987_SYNTAX_TERMS')\n"
+        "print('ok', installed)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
