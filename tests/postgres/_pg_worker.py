@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "notebooks"))  # its classroom helpers
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this memkit, run from any folder
 
 from memkit.errors import LockedError, MemkitError, QuotaError, StoreError
