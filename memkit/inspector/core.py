@@ -17,7 +17,7 @@ from ..tools import MemoryTools
 from . import edits, reading
 from ._support import View
 from .proposals_panel import decide, refusal
-from .reading import SORTS, open_target, warm_up, where
+from .reading import SORTS, open_target, warm_up
 from .tables import history_table, records_table
 
 if TYPE_CHECKING:  # pragma: no cover - only for type checkers
@@ -90,8 +90,9 @@ class InspectorCore(View):
 
     @property
     def where(self) -> str:
-        """The database shown, as it may be printed (`reading.where`)."""
-        return where(self.store)
+        """The database shown, as it may be printed: a file name, or PostgreSQL's host, port, database
+        and schema (`Store.location`: no user, no password)."""
+        return self.store.path.name if self.store.path is not None else self.store.location
 
     @property
     def can_reopen(self) -> bool:

@@ -42,12 +42,6 @@ def open_target(target: str | os.PathLike[str], edit: bool) -> Store:
     return open_store(conninfo, read_only=not edit, create=False)
 
 
-def where(store: Store) -> str:
-    """The database as it may be printed: a file name, or PostgreSQL's host, port, database and schema
-    (`Store.location`: no user, no password)."""
-    return store.path.name if store.path is not None else store.location
-
-
 def warm_up() -> threading.Thread:
     """Start importing jsonschema in the background, the way the tools import it.
 
