@@ -82,7 +82,7 @@ class MemoryTools:
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path)
             return {"ok": False, "error": f"invalid arguments for {name}{' at ' + where if where else ''}: "
-                                          f"{_describe(error)}"}
+                                          f"{_short_message(error)}"}
         try:
             return {"ok": True, "result": self._handlers[name](**arguments)}
         except MemkitError as exc:
@@ -101,7 +101,7 @@ class MemoryTools:
 
     def _put(self, kind: str, key: str, value: str) -> Any:
         if self.unconfirmed == "propose" and self.approvals.waiting_put(kind, key, value) is None:
-            return _waiting(self.store.propose_put(self.user, self.session, kind, key, value))
+            return _waiting_for_approval(self.store.propose_put(self.user, self.session, kind, key, value))
         confirmation = self.approvals.find_put(kind, key, value)
         record = self.store.put(self.user, self.session, kind, key, value, confirmation=confirmation.id)
         self.approvals.spend(confirmation)
@@ -109,7 +109,7 @@ class MemoryTools:
 
     def _delete(self, kind: str, key: str) -> Any:
         if self.unconfirmed == "propose" and self.approvals.waiting_delete(kind, key) is None:
-            return _waiting(self.store.propose_delete(self.user, self.session, kind, key))
+            return _waiting_for_approval(self.store.propose_delete(self.user, self.session, kind, key))
         confirmation = self.approvals.find_delete(kind, key)
         deleted = self.store.delete(self.user, kind, key, session=self.session, confirmation=confirmation.id)
         if deleted:
@@ -165,7 +165,7 @@ def tool_schemas(store: Store, unconfirmed: Unconfirmed = "refuse") -> list[dict
     ]
 
 
-def _waiting(proposal: Proposal) -> dict[str, Any]:
+def _waiting_for_approval(proposal: Proposal) -> dict[str, Any]:
     """The result the model sees for a proposal: nothing was saved or deleted; a person decides.
 
     It has no `revision` (a saved record has) and no `deleted` (a delete that ran has), so neither
@@ -183,7 +183,7 @@ def _waiting(proposal: Proposal) -> dict[str, Any]:
     }
 
 
-def _describe(error: Any) -> str:
+def _short_message(error: Any) -> str:
     """A schema error in a few words: jsonschema's own message quotes the whole offending value,
     which for a 5000-character value would make the tool result too big to send back."""
     if error.validator in ("maxLength", "minLength") and isinstance(error.instance, str):
