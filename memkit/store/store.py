@@ -426,6 +426,9 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
                 "proposals": proposals.forget(conn, user),
             }
             conn.execute("DELETE FROM history_retired WHERE user_id = ?", (user,))
+            # The store's own window (memkit.window.store_window) is a table of this store too:
+            # whoever forgets through the store alone leaves no recent turn behind.
+            conn.execute("DELETE FROM window_turns WHERE user_id = ?", (user,))
         return counts
 
     def traces(self, user: str) -> dict[str, int]:
