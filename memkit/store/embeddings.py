@@ -28,8 +28,8 @@ WRITE_SQL = (
     " SELECT id, user_id, ?, ?, ? FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ? AND value = ?"
     " ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, dim = excluded.dim, vector = excluded.vector"
 )
-"""(model, dim, vector, user, kind, key, value): the vector of one record, written only if the record
-still holds the value it was made from (a rebuild racing a put never keeps a vector of an old value)."""
+"""(model, dim, vector, user, kind, key, value): one record's vector, written only if the record still
+holds the value it was made from (a reindex racing a put never keeps a vector of an old value)."""
 
 USER_VECTORS_SQL = (
     f"SELECT {', '.join('m.' + c.strip() for c in RECORD_SQL.split(','))}, {{vector}} AS vector"
@@ -38,22 +38,6 @@ USER_VECTORS_SQL = (
 )
 """(user, model, dim, user, kind, kind): one user's records that have a current vector, with it.
 `{vector}` is how the backend reads a vector out (`e.vector` on SQLite)."""
-
-STATUS_SQL = (
-    "SELECT count(*) AS records,"
-    " count(e.memory_id) FILTER (WHERE e.model = ? AND e.dim = ?) AS current,"
-    " count(e.memory_id) FILTER (WHERE NOT (e.model = ? AND e.dim = ?)) AS stale"
-    " FROM memories m LEFT JOIN memory_embeddings e ON e.memory_id = m.id WHERE m.user_id = ?"
-)
-"""(model, dim, model, dim, user): the user's records, those with a vector of this model, of another."""
-
-TO_EMBED_SQL = (
-    "SELECT m.user_id, m.kind, m.memory_key, m.value FROM memories m"
-    " LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = ? AND e.dim = ?"
-    " WHERE e.memory_id IS NULL AND (? IS NULL OR m.user_id = ?) ORDER BY m.user_id, m.kind, m.memory_key"
-)
-"""(model, dim, user, user): the records without a vector of this model (missing or stale)."""
-
 
 def user_vectors(conn: Any, user: str, model: str, dim: int, kind: str | None,
                  decode: Callable[[Any, int], numpy.ndarray],
@@ -65,25 +49,6 @@ def user_vectors(conn: Any, user: str, model: str, dim: int, kind: str | None,
     records = [to_record(row) for row in rows]
     vectors = numpy.stack([decode(row["vector"], dim) for row in rows]) if rows else numpy.zeros((0, dim))
     return records, vectors
-
-
-def status(conn: Any, user: str, model: str, dim: int) -> dict[str, Any]:
-    """How many of `user`'s records have a vector of `model` (current), of another model (stale), none (missing)."""
-    row = conn.execute(STATUS_SQL, (model, dim, model, dim, user)).fetchone()
-    records, current, stale = int(row["records"]), int(row["current"]), int(row["stale"])
-    return {"model": model, "dim": dim, "records": records, "current": current, "stale": stale,
-            "missing": records - current - stale}
-
-
-def to_embed(conn: Any, model: str, dim: int, user: str | None) -> list[tuple[str, str, str, str]]:
-    """(user, kind, key, value) of every record (of `user`, or all) without a vector of this model."""
-    return [(r["user_id"], r["kind"], r["memory_key"], r["value"])
-            for r in conn.execute(TO_EMBED_SQL, (model, dim, user, user)).fetchall()]
-
-
-def write(conn: Any, model: str, dim: int, vector: Any, user: str, kind: str, key: str, value: str) -> int:
-    """Write one record's vector (inside the caller's transaction); 1 if written, 0 if the value changed."""
-    return conn.execute(WRITE_SQL, (model, dim, vector, user, kind, key, value)).rowcount
 
 
 def rank(records: Sequence[Record], sims: Sequence[float], min_similarity: float, limit: int) -> list[Record]:
@@ -132,8 +97,10 @@ class StoreEmbeddings:
         return vectors
 
     def _write_vector(self, conn: Any, vector: numpy.ndarray, user: str, kind: str, key: str, value: str) -> int:
+        """Write one record's vector (inside the caller's transaction); 1 if written, 0 if the value changed."""
         embedder = self._need_embedder("embedding")
-        return write(conn, embedder.name, embedder.dim, self._db.encode_vector(vector), user, kind, key, value)
+        return int(conn.execute(WRITE_SQL, (embedder.name, embedder.dim, self._db.encode_vector(vector),
+                                            user, kind, key, value)).rowcount)
 
     def search_by_meaning(self, user: str, query: str, limit: int = 5, kind: str | None = None,
                           min_similarity: float = DEFAULT_MIN_SIMILARITY) -> list[Record]:
@@ -181,8 +148,15 @@ class StoreEmbeddings:
         """
         self.limits.check_id("user", user)
         embedder = self._need_embedder("embedding status")
-        with self._db.reading() as conn:
-            return status(conn, user, embedder.name, embedder.dim)
+        model, dim = embedder.name, embedder.dim
+        row = self._db.fetch(
+            "SELECT count(*) AS records, count(e.memory_id) FILTER (WHERE e.model = ? AND e.dim = ?) AS current,"
+            " count(e.memory_id) FILTER (WHERE NOT (e.model = ? AND e.dim = ?)) AS stale"
+            " FROM memories m LEFT JOIN memory_embeddings e ON e.memory_id = m.id WHERE m.user_id = ?",
+            (model, dim, model, dim, user))[0]
+        records, current, stale = int(row["records"]), int(row["current"]), int(row["stale"])
+        return {"model": model, "dim": dim, "records": records, "current": current, "stale": stale,
+                "missing": records - current - stale}
 
     def embedding_models(self) -> dict[str, int]:
         """The models whose vectors the store keeps, with how many each (needs no embedder: `memkit put`
@@ -214,8 +188,12 @@ class StoreEmbeddings:
         if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 1000):
             raise ValidationError(f"batch is {batch!r}; use 1 to 1000 records per transaction, or None for one")
         embedder = self._need_embedder("reindex")
-        with self._db.reading() as conn:
-            todo = to_embed(conn, embedder.name, embedder.dim, user)
+        # The records without a vector of this model (missing or stale).
+        todo = [(r["user_id"], r["kind"], r["memory_key"], r["value"]) for r in self._db.fetch(
+            "SELECT m.user_id, m.kind, m.memory_key, m.value FROM memories m"
+            " LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = ? AND e.dim = ?"
+            " WHERE e.memory_id IS NULL AND (? IS NULL OR m.user_id = ?) ORDER BY m.user_id, m.kind, m.memory_key",
+            (embedder.name, embedder.dim, user, user))]
         written = 0
         batch = batch or max(len(todo), 1)
         for start in range(0, len(todo), batch):

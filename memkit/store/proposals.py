@@ -91,15 +91,6 @@ def fetch(conn: Any, user: str, proposal_id: int, now: _dt.datetime) -> Proposal
     return None if row is None else to_proposal(row, now)
 
 
-def listing(conn: Any, user: str, now: _dt.datetime, pending_only: bool) -> list[Proposal]:
-    """`user`'s proposals, oldest first: those waiting (expired ones included, marked), or all kept."""
-    rows = conn.execute(
-        f"{_SELECT} WHERE p.user_id = ? AND (? = 0 OR p.status = 'pending') ORDER BY p.id",
-        (user, 1 if pending_only else 0),
-    ).fetchall()
-    return [to_proposal(row, now) for row in rows]
-
-
 def make(conn: Any, limits: Limits, user: str, session: str, action: Action, kind: str, key: str,
          value: str | None, now: _dt.datetime) -> tuple[Proposal, bool]:
     """Keep one proposal of `user` (inside the caller's write transaction, holding the user's
@@ -280,8 +271,10 @@ class StoreProposals:
         also the decided ones the store still keeps. Their keys: `to_proposal`.
         """
         self.limits.check_id("user", user)
-        with self._db.reading() as conn:
-            return listing(conn, user, self._clock(), pending_only)
+        now = self._clock()
+        rows = self._db.fetch(f"{_SELECT} WHERE p.user_id = ? AND (? = 0 OR p.status = 'pending') ORDER BY p.id",
+                              (user, 1 if pending_only else 0))
+        return [to_proposal(row, now) for row in rows]
 
     def approve(self, user: str, proposal_id: int, *, origin: str) -> dict[str, Any]:
         """Apply one waiting proposal of `user`, exactly as proposed, and mark it approved.
