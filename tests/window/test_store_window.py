@@ -107,6 +107,14 @@ def test_forgetting_a_user_removes_their_window_turns_and_no_one_elses(db):
         assert window.forget_user("bob")["window_turns"] == 2 and window.user_turns("bob") == 0
 
 
+def test_forgetting_through_the_store_alone_leaves_no_recent_turn(db):
+    with MemoryStore(db) as store:
+        window = StoreWindow(store, size=2)
+        window.append_exchange("alice", "s1", "My ticket is T-1", "Noted")
+        store.forget_user("alice")  # as the inspector or any store caller forgets
+        assert window.user_turns("alice") == 0 and window.recent("alice", "s1") == []
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda s: StoreWindow(s, size=0), "window size is 0"),
     (lambda s: StoreWindow(s, ttl=0), "ttl is 0"),
