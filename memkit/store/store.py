@@ -66,114 +66,6 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
     that user's rows (0: always the index; a huge number: never). Answers are the same either way;
     docs/design/store.md says how the threshold was chosen and when the index is kept."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise TypeError(
-            "Store is the façade over either backend and is not opened itself: use "
-            "MemoryStore(path) for a SQLite file, PostgresStore(url) for PostgreSQL, "
-            "or open_store(target) for either")
-
-    def _start(self, db: Backend, limits: Limits | None, synchronous: str, clock: Clock, read_only: bool,
-               embedder: Embedder | None) -> None:
-        """Take `db` (opened by the constructor) and adopt its limits; `db` is closed if that fails."""
-        self._db, self.synchronous, self.read_only, self._clock = db, synchronous, read_only, clock
-        self.embedder = embedder
-        """The embedding model writes and searches by meaning use (None: literal search only)."""
-        try:
-            self.limits = self._own_limits(limits)
-            if not read_only:
-                db.fit_search_index(self.fts_min_user_rows)
-        except BaseException:
-            db.close()
-            raise
-
-    def _own_limits(self, given: Limits | None) -> Limits:
-        """`given`, else the limits the store recorded (recorded_limits.py); a store that recorded none
-        yet records `given` (or the defaults) now, unless it is open read-only."""
-        values = recorded_limits(self._db.fetch("SELECT name, value FROM store_limits")) \
-            if has_limits_table(self._db.connection) else None
-        chosen = given if given is not None else limits_from(values or {})
-        if not values and values is not None and not self.read_only:
-            with self._db.transaction() as conn:
-                record_limits(conn, chosen)
-        self._db.use_limits(chosen)
-        return chosen
-
-    @classmethod
-    def statements(cls) -> Statements:
-        """The SQL this store runs for its writes, record reads and searches (`SQLITE_STATEMENTS` or
-        `PG_STATEMENTS`), so a benchmark runs exactly the store's statements (bench/contenders.py).
-
-        Raises:
-            TypeError: asked of `Store` itself, which runs whichever backend's it opens.
-        """
-        statements: Statements | None = getattr(cls, "_statements", None)
-        if statements is None:
-            raise TypeError(f"{cls.__name__} runs whichever backend's SQL it is opened on: ask "
-                            "MemoryStore.statements() (SQLite) or PostgresStore.statements() (PostgreSQL)")
-        return statements
-
-    # -- what this store is ------------------------------------------------------------------------
-
-    @property
-    def path(self) -> Path | None:
-        """The SQLite file (None on PostgreSQL, which has no file of the store's own)."""
-        return self._db.path
-
-    @property
-    def location(self) -> str:
-        """Which store this is: the SQLite file's path, or PostgreSQL's host, port, database and schema
-        (never a user or a password)."""
-        return self._db.location
-
-    def files(self) -> list[Path]:
-        """The SQLite file and the `-wal`, `-shm` and `-journal` names beside it, existing or not (none on
-        PostgreSQL): a command must never write over them."""
-        path = self._db.path
-        return [] if path is None else [path, *(path.with_name(path.name + s) for s in SQLITE_FILE_SUFFIXES)]
-
-    @property
-    def store_id(self) -> str:
-        """The store's own random id, made with its schema. A window's Redis keys carry it, so two
-        stores on one Redis server never read, archive or forget each other's turns."""
-        if self._store_id is None:
-            self._store_id = str(self._db.fetch(self._db.statements.store_id)[0][0])
-        return self._store_id
-
-    @property
-    def opened(self) -> dict[str, Any]:
-        """How this store reads its database: `read_only`, `how` (`rw`, `ro`, `immutable`, `snapshot`:
-        an older schema read from a migrated copy in memory) and the file's own schema version."""
-        return {"read_only": self.read_only, "how": self._db.how, "file_version": self._db.file_version}
-
-    def close(self) -> None:
-        """Close the connection. Safe to call twice."""
-        self._db.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._db.location!r})"
-
-    @property
-    def connection(self) -> Any:
-        """The store's connection, for read-only inspection (notebooks, health checks)."""
-        return self._db.connection
-
-    def health(self) -> dict[str, Any]:
-        """What an operator asks first, in one call (see `health.health`).
-
-        Returns:
-            schema version, journal mode, synchronous, busy timeout, file size against the cap,
-            records in all and per user (the 50 largest) against the quotas, and whether the quota
-            counters agree with the rows. SQLite adds `path` and `sqlite_version`; PostgreSQL `url`
-            (masked), `schema`, `server_version`, `synchronous_commit`, `search_index`, `pool_size`.
-        """
-        return health.health(self._db)
-
     # -- the lesson: one transaction, and the four operations ---------------------------------------
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
@@ -441,6 +333,114 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
             " + (SELECT count(*) FROM agent_items WHERE user_id = ?),"
             " (SELECT count(*) FROM proposals WHERE user_id = ?)", (user, user, user, user, user))[0]
         return {"records": row[0], "events": row[1], "transcript": row[2], "proposals": row[3]}
+
+    # -- opening, and what this store is ------------------------------------------------------------
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError(
+            "Store is the façade over either backend and is not opened itself: use "
+            "MemoryStore(path) for a SQLite file, PostgresStore(url) for PostgreSQL, "
+            "or open_store(target) for either")
+
+    def _start(self, db: Backend, limits: Limits | None, synchronous: str, clock: Clock, read_only: bool,
+               embedder: Embedder | None) -> None:
+        """Take `db` (opened by the constructor) and adopt its limits; `db` is closed if that fails."""
+        self._db, self.synchronous, self.read_only, self._clock = db, synchronous, read_only, clock
+        self.embedder = embedder
+        """The embedding model writes and searches by meaning use (None: literal search only)."""
+        try:
+            self.limits = self._own_limits(limits)
+            if not read_only:
+                db.fit_search_index(self.fts_min_user_rows)
+        except BaseException:
+            db.close()
+            raise
+
+    def _own_limits(self, given: Limits | None) -> Limits:
+        """`given`, else the limits the store recorded (recorded_limits.py); a store that recorded none
+        yet records `given` (or the defaults) now, unless it is open read-only."""
+        values = recorded_limits(self._db.fetch("SELECT name, value FROM store_limits")) \
+            if has_limits_table(self._db.connection) else None
+        chosen = given if given is not None else limits_from(values or {})
+        if not values and values is not None and not self.read_only:
+            with self._db.transaction() as conn:
+                record_limits(conn, chosen)
+        self._db.use_limits(chosen)
+        return chosen
+
+    @classmethod
+    def statements(cls) -> Statements:
+        """The SQL this store runs for its writes, record reads and searches (`SQLITE_STATEMENTS` or
+        `PG_STATEMENTS`), so a benchmark runs exactly the store's statements (bench/contenders.py).
+
+        Raises:
+            TypeError: asked of `Store` itself, which runs whichever backend's it opens.
+        """
+        statements: Statements | None = getattr(cls, "_statements", None)
+        if statements is None:
+            raise TypeError(f"{cls.__name__} runs whichever backend's SQL it is opened on: ask "
+                            "MemoryStore.statements() (SQLite) or PostgresStore.statements() (PostgreSQL)")
+        return statements
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file (None on PostgreSQL, which has no file of the store's own)."""
+        return self._db.path
+
+    @property
+    def location(self) -> str:
+        """Which store this is: the SQLite file's path, or PostgreSQL's host, port, database and schema
+        (never a user or a password)."""
+        return self._db.location
+
+    def files(self) -> list[Path]:
+        """The SQLite file and the `-wal`, `-shm` and `-journal` names beside it, existing or not (none on
+        PostgreSQL): a command must never write over them."""
+        path = self._db.path
+        return [] if path is None else [path, *(path.with_name(path.name + s) for s in SQLITE_FILE_SUFFIXES)]
+
+    @property
+    def store_id(self) -> str:
+        """The store's own random id, made with its schema. A window's Redis keys carry it, so two
+        stores on one Redis server never read, archive or forget each other's turns."""
+        if self._store_id is None:
+            self._store_id = str(self._db.fetch(self._db.statements.store_id)[0][0])
+        return self._store_id
+
+    @property
+    def opened(self) -> dict[str, Any]:
+        """How this store reads its database: `read_only`, `how` (`rw`, `ro`, `immutable`, `snapshot`:
+        an older schema read from a migrated copy in memory) and the file's own schema version."""
+        return {"read_only": self.read_only, "how": self._db.how, "file_version": self._db.file_version}
+
+    def close(self) -> None:
+        """Close the connection. Safe to call twice."""
+        self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._db.location!r})"
+
+    @property
+    def connection(self) -> Any:
+        """The store's connection, for read-only inspection (notebooks, health checks)."""
+        return self._db.connection
+
+    def health(self) -> dict[str, Any]:
+        """What an operator asks first, in one call (see `health.health`).
+
+        Returns:
+            schema version, journal mode, synchronous, busy timeout, file size against the cap,
+            records in all and per user (the 50 largest) against the quotas, and whether the quota
+            counters agree with the rows. SQLite adds `path` and `sqlite_version`; PostgreSQL `url`
+            (masked), `schema`, `server_version`, `synchronous_commit`, `search_index`, `pool_size`.
+        """
+        return health.health(self._db)
 
 
 class MemoryStore(Store):
