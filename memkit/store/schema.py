@@ -37,7 +37,6 @@ _DROPS_TABLE = re.compile(r"\s*DROP TABLE (\w+)\s*$")
 _CREATES_VIEW = re.compile(r"\s*CREATE VIEW (\w+) AS SELECT (.*) FROM \w+\s*$", re.S)
 _INNERMOST = re.compile(r"\([^()]*\)")
 _CONSTRAINTS = ("PRIMARY", "UNIQUE", "CHECK", "CONSTRAINT", "FOREIGN")
-_DDL = re.compile(r"(CREATE|DROP) (TABLE|INDEX|FUNCTION|TRIGGER|SEQUENCE) (\w+)")
 
 
 def _created_columns(statement: str) -> tuple[str, list[str]] | None:
@@ -105,22 +104,6 @@ def expected_objects(version: int = SCHEMA_VERSION) -> frozenset[tuple[str, str]
         return frozenset(_sqlite_objects(conn))
     finally:
         conn.close()
-
-
-@functools.cache
-def _declared_objects(steps: Steps, version: int) -> frozenset[tuple[str, str]]:
-    objects: set[tuple[str, str]] = set()
-    for statements in steps[:version]:
-        for statement in statements:
-            for verb, kind, name in _DDL.findall(statement):
-                (objects.add if verb == "CREATE" else objects.discard)((kind.lower(), name))
-    return frozenset(objects)
-
-
-def declared_objects(steps: Sequence[Sequence[str]], version: int) -> frozenset[tuple[str, str]]:
-    """(kind, name) of every table, index, function, trigger and sequence the first `version` of
-    `steps` create and do not drop, read from their own `CREATE` and `DROP` statements."""
-    return _declared_objects(frozen(steps), version)
 
 
 class SchemaPart:

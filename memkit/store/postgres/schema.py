@@ -10,6 +10,7 @@ searches answer the same without.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Iterable, Iterator
 
@@ -17,7 +18,7 @@ import psycopg
 
 from ...errors import StoreError, ValidationError
 from .connection import PgConnection
-from ..schema import SchemaPart, check_schema, declared_objects, frozen, migrate
+from ..schema import SchemaPart, check_schema, frozen, migrate
 from .steps import PG_MIGRATIONS
 
 LOCK_CLASS = 0x6D6D6B  # "mmk": the first key of memkit's advisory locks (the second: the namespace)
@@ -27,6 +28,7 @@ PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 """The version a namespace has once every step has run: SQLite's `SCHEMA_VERSION`, step for step."""
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_DDL = re.compile(r"(CREATE|DROP) (TABLE|INDEX|FUNCTION|TRIGGER|SEQUENCE) (\w+)")
 
 _OBJECTS = """
     SELECT CASE c.relkind WHEN 'i' THEN 'index' WHEN 'S' THEN 'sequence' WHEN 'v' THEN 'view'
@@ -44,10 +46,16 @@ _OBJECTS = """
 """
 
 
+@functools.cache
 def expected_objects(version: int = PG_SCHEMA_VERSION) -> frozenset[tuple[str, str]]:
     """(kind, name) of every table, index, function, trigger and sequence the first `version` steps
     leave behind, read from their own `CREATE` and `DROP` statements."""
-    return declared_objects(PG_MIGRATIONS, version)
+    objects: set[tuple[str, str]] = set()
+    for statements in PG_MIGRATIONS[:version]:
+        for statement in statements:
+            for verb, kind, name in _DDL.findall(statement):
+                (objects.add if verb == "CREATE" else objects.discard)((kind.lower(), name))
+    return frozenset(objects)
 
 
 def check_schema_name(schema: object) -> str:
