@@ -2,17 +2,10 @@
 
 `start_embedded_postgres()` runs `initdb` into a new temporary folder and starts `postgres` on a
 Unix socket inside it: no TCP port, so nothing else on the machine reaches it or clashes with it.
-The binaries are the `pgserver` wheel's (PostgreSQL 16, no contrib: no `pg_trgm`) unless `bin_dir`
-names an installed PostgreSQL (Debian's are in /usr/lib/postgresql/15/bin). `close()` stops the
-server and removes the folder; so does the interpreter's exit, if `close()` was forgotten, and so
-does a watchdog process (`memkit.servers.watchdog`) when the process that started the server dies without
-running exit hooks (SIGKILL: how nbval and Jupyter stop a kernel).
-
-PostgreSQL refuses to run as root. As root, the server runs as the `postgres` user where there is
-one, else as `nobody`, and that user owns the folder. That user may be unable to reach the binaries
-(a clone in a folder only root may enter, such as `/root/...` or `mktemp -d`, with the wheel inside
-its `.venv`): then the installation is linked (or copied) into the server's folder first, and run
-from there.
+The binaries are the `pgserver` wheel's (PostgreSQL 16, no `pg_trgm`) unless `bin_dir` names an
+installed PostgreSQL. `close()`, the interpreter's exit, or a watchdog process when the starter
+dies without exit hooks (SIGKILL) stops the server and removes the folder. As root (which
+PostgreSQL refuses) it runs as `postgres` or `nobody`: docs/design/postgres.md.
 """
 
 from __future__ import annotations
