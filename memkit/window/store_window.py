@@ -20,9 +20,6 @@ from ..transcript import Turn, merge_turns
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .expiry import DEFAULT_TTL_SECONDS, check_ttl
 
-_COLUMNS = "turn, role, content, at"
-
-
 class StoreWindow(ShortTermWindow):
     """The last `size` turns of each session, in the store's own file, with a sliding expiry.
 
@@ -54,35 +51,34 @@ class StoreWindow(ShortTermWindow):
         self.ttl = check_ttl(ttl)
 
     def append(self, user: str, session: str, role: str, content: Any) -> Turn:
-        """Add a turn and return it with its number; a turn that falls out goes to the archive, in the
-        same transaction. Raises ValidationError (nothing written) for a bad id, role or content."""
+        """Add a turn to the session's window and return it with its number.
+
+        One transaction: the turn goes in, and a turn that falls out of the window moves into the
+        archive. It holds the store's write lock, so no other process takes the same number.
+
+        Raises:
+            ValidationError: a bad id, role or content; nothing was written.
+        """
         self._check(user, session)
         text = self._content(role, content)
         with self.store.transaction() as conn:
-            return self._append(conn, user, session, role, text)
+            now = self._clock()
+            self._expire(conn, user, session, now)
+            number = 1 + conn.execute(  # past every turn of the session, in the window or archived
+                "SELECT max(coalesce((SELECT max(turn) FROM window_turns WHERE user_id = ? AND session_id = ?), 0),"
+                " coalesce((SELECT max(turn) FROM transcript WHERE user_id = ? AND session_id = ?), 0))",
+                (user, session, user, session)).fetchone()[0]
+            turn: Turn = {"turn": number, "role": role, "content": text, "at": iso(now)}
+            conn.execute("INSERT INTO window_turns (user_id, session_id, turn, role, content, at, expires_at)"
+                         " VALUES (?, ?, ?, ?, ?, ?, '')", (user, session, number, role, text, turn["at"]))
+            self._slide(conn, user, session, now)
+            self._archive(conn, user, session, up_to=number - self.size)  # what fell out of the window
+        return turn
 
     def append_exchange(self, user: str, session: str, question: str, answer: str) -> list[Turn]:
         """Store the user's turn and the assistant's in one transaction: both or neither."""
-        self._check(user, session)
-        texts = [("user", self._content("user", question)), ("assistant", self._content("assistant", answer))]
-        with self.store.transaction() as conn:
-            return [self._append(conn, user, session, role, text) for role, text in texts]
-
-    def _append(self, conn: Any, user: str, session: str, role: str, text: str) -> Turn:
-        now = self._clock()
-        self._expire(conn, user, session, now)
-        # The next number is past both the window and the archive; the transaction holds the store's
-        # write lock, so no other process can take the same number meanwhile.
-        number = 1 + conn.execute(
-            "SELECT max(coalesce((SELECT max(turn) FROM window_turns WHERE user_id = ? AND session_id = ?), 0),"
-            " coalesce((SELECT max(turn) FROM transcript WHERE user_id = ? AND session_id = ?), 0))",
-            (user, session, user, session)).fetchone()[0]
-        turn: Turn = {"turn": number, "role": role, "content": text, "at": iso(now)}
-        conn.execute("INSERT INTO window_turns (user_id, session_id, turn, role, content, at, expires_at)"
-                     " VALUES (?, ?, ?, ?, ?, ?, '')", (user, session, number, role, text, turn["at"]))
-        self._slide(conn, user, session, now)
-        self._archive(conn, user, session, up_to=number - self.size)  # what fell out of the window
-        return turn
+        with self.store.transaction():  # each append's transaction nests inside this one
+            return super().append_exchange(user, session, question, answer)
 
     def recent(self, user: str, session: str) -> list[Turn]:
         """The session's window, oldest first; reading it restarts its expiry."""
@@ -132,7 +128,7 @@ class StoreWindow(ShortTermWindow):
     def flush(self) -> dict[str, int]:
         """Archive every session (of every user) whose window has expired. Returns
         {"closed": sessions archived, "archived": turns moved}."""
-        with self.store.transaction() as conn:
+        with self.store.transaction() as conn:  # every user's sessions: the operator's sweep, not a user's read
             expired = conn.execute("SELECT user_id, session_id, count(*) FROM window_turns WHERE expires_at <= ?"
                                    " GROUP BY user_id, session_id", (iso(self._clock()),)).fetchall()
             for user, session, _ in expired:
@@ -142,7 +138,7 @@ class StoreWindow(ShortTermWindow):
     # -- the steps, each inside the caller's transaction ---------------------------------------------
 
     def _window(self, conn: Any, user: str, session: str) -> list[Turn]:
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM window_turns WHERE user_id = ? AND session_id = ?"
+        rows = conn.execute("SELECT turn, role, content, at FROM window_turns WHERE user_id = ? AND session_id = ?"
                             " ORDER BY turn", (user, session)).fetchall()
         return [Turn(turn=row[0], role=row[1], content=row[2], at=row[3]) for row in rows]
 
@@ -160,10 +156,8 @@ class StoreWindow(ShortTermWindow):
     def _archive(self, conn: Any, user: str, session: str, up_to: int | None = None) -> None:
         """Move the session's window turns numbered `up_to` or less (None: all) into the archive.
         Copy and delete share the caller's transaction: a turn is archived exactly once."""
-        limit = up_to if up_to is not None else 2**62
-        turns = [dict(t) for t in self._window(conn, user, session) if t["turn"] <= limit]
+        turns = [t for t in self._window(conn, user, session) if up_to is None or t["turn"] <= up_to]
         if turns:
             self.store.archive_turns(user, session, turns)
             conn.execute("DELETE FROM window_turns WHERE user_id = ? AND session_id = ? AND turn <= ?",
-                         (user, session, limit))
-
+                         (user, session, turns[-1]["turn"]))
