@@ -22,13 +22,13 @@ if TYPE_CHECKING:
 
 
 class Backend(Protocol):
-    """One database of a store, as the façade and the shared modules use it.
+    """One database of a store, as `Store` and the shared modules use it.
 
     Attributes:
         name: `"sqlite"` or `"postgres"`.
         path: the SQLite file (None on PostgreSQL).
-        location: which store this is, as a text a window's folder is named after: the file's
-            path, or PostgreSQL's host, port, database and schema (never a password).
+        location: which store this is: the file's path, or PostgreSQL's host, port, database and
+            schema (never a password).
         read_only: every write is refused.
         how: how it reads (`rw`, `ro`, `immutable`, `snapshot`, `read-only transactions`).
         file_version: the database's own schema version where it can differ from this memkit's

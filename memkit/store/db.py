@@ -307,7 +307,7 @@ class SqliteDatabase(TrigramIndex, WalCap):
         """Run `sql` for every row; return how many rows it changed (a skipped insert counts 0)."""
         return conn.executemany(sql, rows).rowcount
 
-    # -- what the façade asks of this file -----------------------------------------------------------
+    # -- what `Store` asks of this file ---------------------------------------------------------------
 
     @property
     def location(self) -> str:

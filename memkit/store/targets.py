@@ -6,7 +6,7 @@ A PostgreSQL database is named by a URL (`postgresql://`, `postgres://`, a SQLAl
 `sqlite://`, a misspelt scheme) is refused, never taken for a file name: a file named after a URL
 would carry its password into a directory listing. No message made here shows a password.
 
-A leaf of the store package: it imports nothing of memkit but `errors`, so the façade and the
+A leaf of the store package: it imports nothing of memkit but `errors`, so `Store` and the
 opener can both ask it without importing psycopg.
 """
 
