@@ -159,3 +159,29 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path):
     assert done.stdout.count("ok  ") == 6 and "FAIL" not in done.stdout
     assert "largest measured request" in done.stdout
     assert list(scratch.iterdir()) == []  # the workspace was removed
+
+
+def test_chat_keeps_its_window_in_redis_with_redis_url_and_in_the_store_without(tmp_path):
+    from _cli_helpers import env_with
+    from memkit import MemoryStore
+    from memkit.window import StoreWindow, start_embedded_redis
+
+    db = str(tmp_path / "m.sqlite3")
+    ask = ["chat", "--db", db, "--user", "alice", "--session", "s1"]
+    with start_embedded_redis(persistence="none") as redis:
+        told = memkit(*ask, "--redis-url", redis.url, "--message", "My ticket number is T-8", env=env_with())
+        assert told.returncode == 0, told.stderr
+        recalled = memkit(*ask, "--message", "What was my ticket number?", env=env_with(REDIS_URL=redis.url))
+        assert "T-8" in json.loads(recalled.stdout)["turns"][0]["reply"]
+        assert redis.client.keys("*:alice:s1:turns")  # the window was in Redis, not in the store
+    with MemoryStore(db) as store:
+        assert StoreWindow(store).user_turns("alice") == 0
+    bad = memkit(*ask, "--redis-url", "http://nowhere", "--message", "hi", env=env_with())
+    assert bad.returncode == 2 and "error:" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_workspace_with_a_postgresql_db_is_refused_before_anything_is_opened(tmp_path):
+    done = memkit("put", "--db", "postgresql://nobody@127.0.0.1:1/none", "--workspace", str(tmp_path / "ws"),
+                  "--user", "alice", "--key", "k", "--value", "v", "--confirm")
+    assert done.returncode == 2 and "names a SQLite store's folder" in done.stderr
+    assert not (tmp_path / "ws").exists()
