@@ -599,3 +599,15 @@ def test_windows_drop_keeps_a_place_noted_again_while_it_was_judged(own_server, 
         monkeypatch.setattr(forgetting, "connect_redis", probe)
         assert forgetting.drop_window(store, server.url, redis_url="")["place"] == place
         assert store.window_places() == []
+
+
+def test_forgetting_imports_nothing_from_memkit_servers():
+    """The library's "forget a user" needs no server machinery (issue 32): only windows and the store."""
+    import ast
+
+    import memkit.forgetting
+
+    tree = ast.parse(Path(memkit.forgetting.__file__).read_text(encoding="utf-8"))
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    assert [name for name in imported if "servers" in name] == []
