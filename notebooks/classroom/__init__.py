@@ -8,10 +8,11 @@ does not import them.
 
 from __future__ import annotations
 
-from .sync import run_sync
-from .charts import DEFAULT_TASKS, PARTS, budget_chart, budget_summary, conversation_rows, measurement_rows
 from memkit.inspector import MemoryInspector, NotInspectable, PeerInspector, inspect
 from memkit.inspector.proposals_panel import ProposalsPanel, decide, outcome_line
+
+from .charts import DEFAULT_TASKS, PARTS, budget_chart, budget_summary, conversation_rows, measurement_rows
+from .sync import run_sync
 from .tables import (approvals_table, history_table, messages_table, pending_table, records_table, text_table,
                      tool_results_table)
 from .views import (BudgetExplorer, ConfirmForm, UserSwitcher, confirm_from_form, cross_user_scan, scan_requests,
