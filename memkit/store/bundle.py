@@ -270,7 +270,7 @@ def import_bundle(db: Backend, target: str, records: list[dict[str, Any]],
               e["new_value"], e["confirmation"], e["at"]) for e in events],
         )
         # A bundle from a store with a larger limit arrives with its newest events.
-        prune_history(conn, target, db.limits.max_events_per_user)
+        prune_history(conn, db.statements, target, db.limits.max_events_per_user)
         db.check_size(conn)
     return {"records": len(records), "events": len(events)}
 

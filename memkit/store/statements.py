@@ -1,6 +1,7 @@
 """The SQL statements the store runs for its writes, record reads and searches, public as one value.
 
-`MemoryStore.statements()` hands out `SQLITE_STATEMENTS` (`PostgresStore.statements()` PostgreSQL's),
+`MemoryStore.statements()` hands out `SQLITE_STATEMENTS` (`PostgresStore.statements()` PostgreSQL's
+forms of them, postgres/statements.py),
 so a benchmark (bench/contenders.py's raw limit, bench/pg_store_bench.py's) runs exactly the
 statements the store runs and follows a schema change without copying it. Only `memkit/store/`
 knows the schema: a change to these statements is a change inside it.
@@ -73,11 +74,6 @@ def fts_phrase(folded: str) -> tuple[str]:
     return ('"' + folded.replace('"', '""') + '"',)
 
 
-def like_pattern(folded: str) -> str:
-    """A LIKE pattern that matches `folded` as a literal substring (backslash is LIKE's escape)."""
-    return "%" + folded.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
 SQLITE_SEARCH = SearchSql(
     match="(instr(key_fold, ?) > 0 OR instr(value_fold, ?) > 0)",
     # CROSS JOIN fixes the order: the index query runs once, then rows are fetched by id and
@@ -89,22 +85,12 @@ SQLITE_SEARCH = SearchSql(
 )
 """Search on SQLite: `instr` (a plain substring test) and the FTS5 trigram index over both folds."""
 
-PG_SEARCH = SearchSql(
-    match="(strpos(key_fold, ?) > 0 OR strpos(value_fold, ?) > 0)",
-    # `fold LIKE '%query%'` with every `%`, `_` and `\` escaped: the GIN index can serve it and
-    # PostgreSQL then rechecks it exactly. The "C" collation makes both tests byte comparisons.
-    index_sql="SELECT {columns} FROM memories WHERE user_id = ? {kind} AND (key_fold LIKE ? OR value_fold LIKE ?)"
-              " ORDER BY seq DESC LIMIT ?",
-    index_terms=lambda folded: (like_pattern(folded),) * 2,
-)
-"""Search on PostgreSQL: `strpos` (as SQLite's `instr`) and the `pg_trgm` indexes over each fold."""
-
-
 TOTAL_IN_META_STEP = 12
 """The schema step from which SQLite keeps the store-wide record count in `store_meta` (steps.py)."""
 
 
-def _select_for_put(total_table: str) -> str:
+def select_for_put(total_table: str) -> str:
+    """`Statements.select_for_put`, reading the store-wide count from `total_table`."""
     # The key is named three times (`put_read_args`); the counts of the user and of the store ride along.
     return (
         "SELECT m.id, m.kind, m.memory_key, m.value, m.source_session, m.revision, m.created_at, m.updated_at, m.seq,"
@@ -160,7 +146,7 @@ SQLITE_STATEMENTS = Statements(
     record_columns=RECORD_SQL,
     take_sequence="UPDATE store_meta SET sequence = sequence + ? RETURNING sequence",
     select_current="SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
-    select_for_put=_select_for_put("store_meta"),
+    select_for_put=select_for_put("store_meta"),
     insert_memory=(
         "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
         " created_at, updated_at, key_fold, value_fold, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -195,40 +181,15 @@ SQLITE_STATEMENTS = Statements(
 )
 """The statements of the SQLite backend."""
 
-PG_STATEMENTS: Statements = dataclasses.replace(
-    SQLITE_STATEMENTS,
-    # The numbers come from a sequence (no row lock); with other sessions taking numbers at the
-    # same moment they need not be consecutive, but the last is the highest this session was given.
-    take_sequence="SELECT coalesce(max(nextval('memkit_seq')), (SELECT last_value FROM memkit_seq))"
-                  " FROM generate_series(1, ?)",
-    store_id="SELECT database_id FROM memkit_meta",
-    search=PG_SEARCH,
-    # PostgreSQL plans the join as it always has (SQLite's form was chosen by SQLite's timings).
-    prune_events=(
-        "DELETE FROM memory_events WHERE id IN (SELECT id FROM memory_events WHERE user_id = ? AND id NOT IN ("
-        "SELECT max(e.id) FROM memory_events e JOIN memories m ON m.user_id = e.user_id AND m.kind = e.kind"
-        " AND m.memory_key = e.memory_key WHERE e.user_id = ? GROUP BY e.kind, e.memory_key)"
-        " ORDER BY id LIMIT ?)"
-    ),
-    # PostgreSQL keeps the store-wide count in its own table (SQLite moved it into store_meta, step 12).
-    select_for_put=_select_for_put("total_count"),
-    total_records="SELECT records FROM total_count",
-)
-"""The statements of the PostgreSQL backend: SQLite's (standard SQL), but for `take_sequence`, `store_id`,
-`search`, `prune_events` and where the store-wide count lives (`select_for_put`, `total_records`)."""
-
-
 def total_records_sql(conn: Any) -> str:
     """The statement that reads the store-wide record count on `conn`'s backend (health, limits).
 
     SQLite keeps it in `store_meta` from schema step 12 on and in `total_count` before (a file may be
     inspected before a store migrates it); PostgreSQL in `total_count`.
     """
-    if not isinstance(conn, sqlite3.Connection):
-        return PG_STATEMENTS.total_records
-    if conn.execute("PRAGMA user_version").fetchone()[0] < TOTAL_IN_META_STEP:
-        return "SELECT records FROM total_count"
-    return SQLITE_STATEMENTS.total_records
+    if isinstance(conn, sqlite3.Connection) and conn.execute("PRAGMA user_version").fetchone()[0] >= TOTAL_IN_META_STEP:
+        return SQLITE_STATEMENTS.total_records
+    return "SELECT records FROM total_count"
 
 
 def to_record(row: sqlite3.Row) -> Record:
@@ -253,15 +214,14 @@ def put_read_args(user: str, kind: str, key: str) -> tuple[str, ...]:
     return (user, user, kind, key, user, kind, key)
 
 
-def prune_history(conn: Any, user: str, max_events: int) -> int:
+def prune_history(conn: Any, sql: Statements, user: str, max_events: int) -> int:
     """Inside a write transaction: remove `user`'s oldest history events past `max_events`; return how many.
 
     The newest event of every key the user holds stays, so each current record keeps the event
-    that says who set its value. One statement on either backend (`?` placeholders), in its own form.
+    that says who set its value. `sql`: the backend's statements (its own form of `prune_events`).
     """
-    count = int(conn.execute(SQLITE_STATEMENTS.count_events, (user,)).fetchone()[0])
+    count = int(conn.execute(sql.count_events, (user,)).fetchone()[0])
     if count <= max_events:
         return 0
-    sql = SQLITE_STATEMENTS if isinstance(conn, sqlite3.Connection) else PG_STATEMENTS
     conn.execute(sql.prune_events, (user, user, count - max_events))
     return count - max_events

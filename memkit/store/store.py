@@ -154,7 +154,7 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
             )
             if vector is not None:
                 self._write_vector(conn, vector, user, kind, key, value)
-            prune_history(conn, user, self.limits.max_events_per_user)
+            prune_history(conn, sql, user, self.limits.max_events_per_user)
             self._db.check_size(conn)
         return {"kind": kind, "key": key, "value": value, "source_session": session,
                 "revision": revision, "created_at": created, "updated_at": now}
@@ -199,7 +199,7 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
             # Here, not in each caller: the CLI, the inspector, the agent's tool and any program
             # delete through this method, and the next request of any process sees the mark.
             conn.execute(sql.retire_history, (user, now))
-            prune_history(conn, user, self.limits.max_events_per_user)
+            prune_history(conn, sql, user, self.limits.max_events_per_user)
         return True
 
     def search(self, user: str, query: str = "", limit: int = 5, kind: str | None = None) -> list[Record]:

@@ -26,7 +26,8 @@ from . import counters, vectors
 from .connection import PgConnection, Row, connect, password_of, scrub, with_settings
 from .pool import PgPool, closed_error, unreachable_error
 from .schema import check_schema_name, open_schema, read_version
-from ..statements import PG_STATEMENTS, Record, Statements
+from ..statements import Record, Statements
+from .statements import PG_STATEMENTS
 
 if TYPE_CHECKING:
     import numpy

@@ -14,7 +14,7 @@ from ...semantic import Embedder
 from ..store import Store
 from .vectors import ensure_pgvector
 from .backend import PostgresDatabase
-from ..statements import PG_STATEMENTS
+from .statements import PG_STATEMENTS
 
 
 class PostgresStore(Store):
