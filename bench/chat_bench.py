@@ -3,8 +3,8 @@
 Each round makes a fresh workspace and times, in fresh processes: `python -c pass`, three chats with
 the fixture model and the store's own window (issue 32: no server; `MEMKIT_WINDOW_IDLE=0`, which a
 kept server read, no longer changes anything, so its three chats time the same path), and with
-`--baseline` another memkit package's chat. The sources are byte-compiled first, as an install does. memkit's share is a chat's
-time minus `python -c pass`; no time is asserted anywhere.
+`--baseline` another memkit package's chat. The sources are byte-compiled first, as an install
+does. memkit's share is a chat's time minus `python -c pass`; no time is asserted anywhere.
 """
 
 from __future__ import annotations
