@@ -92,6 +92,20 @@ class StoreSessions:
             return conn.execute("DELETE FROM window_places WHERE place = ? AND noted_at = ?",
                                 (place, noted_at)).rowcount == 1
 
+    def retired_before(self, user: str) -> str | None:
+        """When `user`'s recent history was last retired (the time of their last delete), or None.
+
+        A deleted value may sit in the conversation's recent turns, in any window of any process.
+        Every delete (`Store.delete`) records its time, and `History.view` leaves out the turns from
+        before it, so the next request carries neither the record nor the exchanges that spoke of
+        it. The turns stay in the window and its archive; `forget_user` removes them. A window whose
+        clock runs behind the store's hides newer turns until its clock passes the delete, never
+        shows older ones.
+        """
+        self.limits.check_id("user", user)
+        rows = self._db.fetch("SELECT at FROM history_retired WHERE user_id = ?", (user,))
+        return str(rows[0][0]) if rows else None
+
     # -- export and import ---------------------------------------------------------------------------
 
     def export_user(self, user: str, path: str | os.PathLike[str] | None = None) -> str:

@@ -283,19 +283,6 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
             for r in rows
         ]
 
-    def retired_before(self, user: str) -> str | None:
-        """When `user`'s recent history was last retired (the time of their last delete), or None.
-
-        A deleted value may sit in the conversation's recent turns, in any window of any process.
-        Every delete records its time here, and `History.view` leaves out the turns from before it,
-        so the next request carries neither the record nor the exchanges that spoke of it. The
-        turns stay in the window and its archive; `forget_user` removes them. A window whose clock
-        runs behind the store's hides newer turns until its clock passes the delete, never shows older ones.
-        """
-        self.limits.check_id("user", user)
-        rows = self._db.fetch("SELECT at FROM history_retired WHERE user_id = ?", (user,))
-        return str(rows[0][0]) if rows else None
-
     # -- forgetting ---------------------------------------------------------------------------------
 
     def forget_user(self, user: str) -> dict[str, int]:
@@ -432,14 +419,8 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
         return self._db.connection
 
     def health(self) -> dict[str, Any]:
-        """What an operator asks first, in one call (see `health.health`).
-
-        Returns:
-            schema version, journal mode, synchronous, busy timeout, file size against the cap,
-            records in all and per user (the 50 largest) against the quotas, and whether the quota
-            counters agree with the rows. SQLite adds `path` and `sqlite_version`; PostgreSQL `url`
-            (masked), `schema`, `server_version`, `synchronous_commit`, `search_index`, `pool_size`.
-        """
+        """What an operator asks first, in one call: settings, size against the cap, records against
+        the quotas, and whether the quota counters agree with the rows (`health.health`)."""
         return health.health(self._db)
 
 
