@@ -34,8 +34,10 @@ class _Located(Protocol):
 def health(db: Backend) -> dict[str, Any]:
     """Settings, size against the cap, records against the quotas, and the counter check, in one snapshot.
 
-    The first keys are the backend's (`Backend.settings`: where it is, how it is set up); the rest
-    are the same on both.
+    The first keys are the backend's (`Backend.settings`): SQLite's `path` and `sqlite_version`,
+    PostgreSQL's `url` (masked), `schema`, `server_version`, `synchronous_commit`, `search_index` and
+    `pool_size`; then on both `schema_version`, `journal_mode`, `synchronous`, `busy_timeout_ms`, and
+    the size, records per user (the 50 largest) and in all against their limits, `counters_consistent`.
     """
     limits = db.limits
     with db.reading() as conn:
