@@ -326,8 +326,8 @@ class SqliteDatabase(TrigramIndex, WalCap):
         }
 
     def db_bytes(self, conn: sqlite3.Connection) -> int:
-        """The file's size as the cap counts it (`db_bytes`)."""
-        return db_bytes(conn)
+        """The file's size as the cap counts it: pages times page size, the WAL's pages included."""
+        return int(conn.execute("PRAGMA page_count").fetchone()[0] * self.page_size)
 
     def size_consistent(self, conn: sqlite3.Connection) -> bool:
         """Always: SQLite's size is measured (pages), never counted."""
@@ -341,9 +341,3 @@ class SqliteDatabase(TrigramIndex, WalCap):
                           kind: str | None, min_similarity: float) -> list[Record]:
         """The user's own vectors (bounded by the quota) ranked in Python."""
         return embeddings.rank_in_python(self, user, vector, model, dim, limit, kind, min_similarity, from_bytes)
-
-
-def db_bytes(conn: sqlite3.Connection) -> int:
-    """The database's size as SQLite counts it (pages times page size), the WAL's pages included."""
-    pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    return int(pages * conn.execute("PRAGMA page_size").fetchone()[0])
