@@ -97,7 +97,7 @@ class BudgetedModel:
     def measure(self, request: Request) -> tuple[int, dict[str, int]]:
         """The canonical JSON size of `{"messages": ..., "tools": ...}` and its parts."""
         encoded = request.encode()
-        return len(encoded.body), encoded.sizes().parts()
+        return len(encoded.body), encoded.parts()
 
     def _trim_one(self, request: Request, trimmed: list[dict[str, Any]], budget: str = "") -> bool:
         """Take the next item off `request`, noting it in `trimmed`; False when nothing is left to trim.
@@ -152,7 +152,7 @@ class BudgetedModel:
                 sent = sent and tokens <= self.budget_tokens
         # The rows are shared with the request and later measurements, not copied: none is changed in place.
         measurement = Measurement(len(self.measurements) + 1, len(encoded.body), self.budget_chars, trimmed,
-                                  list(request.packing), sent=sent, _count_parts=encoded.sizes().parts,
+                                  list(request.packing), sent=sent, _count_parts=encoded.parts,
                                   tokens=tokens, budget_tokens=self.budget_tokens)
         self.measurements.append(measurement)
         return PreparedRequest(measurement, encoded.messages, encoded.body)
