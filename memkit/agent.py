@@ -62,17 +62,12 @@ class MemoryAgent:
         session: this session's id.
         model: any chat model (`ScriptedModel`, `FixtureModel`, `OpenAIModel`).
         approvals: confirmations made outside the model (a new, empty set by default).
-        window: the short-term memory the agent reads and appends to. By default an
-            `InProcessWindow` of `history.turns_needed` turns, private to this agent and gone with
-            the process; a `StoreWindow` keeps the conversation in the store's file across
-            processes, a `RedisWindow` across processes and hosts.
+        window: the short-term memory (default: an `InProcessWindow`, gone with the process; a
+            `StoreWindow` keeps the conversation in the store's file, a `RedisWindow` in Redis).
         history: the bounded view a request takes of the window (`History` of the store's limits).
         budget_chars: the request budget (default `Limits.request_budget_chars`).
-        max_turns: model calls per `ask`.
-        max_tool_calls: tool calls per `ask`; further calls are answered with an error.
-        timeout_s: wall time per `ask`; past it `TimeoutError` is raised.
-        unconfirmed: what a write or delete without a waiting confirmation does: `"refuse"`, or
-            `"propose"` (kept as a proposal of the user for a person to approve; see `MemoryTools`).
+        max_turns, max_tool_calls, timeout_s: the bounds of one `ask` (model calls, tool calls, seconds).
+        unconfirmed: a write with no waiting confirmation is refused, or kept as a proposal (`MemoryTools`).
 
     Example:
         >>> agent = MemoryAgent(store, "alice", "s1", FixtureModel())          # doctest: +SKIP
@@ -101,22 +96,17 @@ class MemoryAgent:
     async def ask(self, task: str) -> AgentReply:
         """Answer one task: retrieve, call the model, run tool calls, repeat until an answer or a bound.
 
-        The exchange is appended to the window only once the model has answered, and `ask` returns
-        only after the window has stored it: a reply the caller sees is in short-term memory (in
-        Redis: acknowledged by the server, in its AOF when persistence is on).
+        The exchange is appended to the window once the model has answered, and `ask` returns only
+        after the window has stored it: a reply the caller sees is in short-term memory.
 
         Raises:
-            BudgetError: the newest exchange cannot fit the budget (the model was not called).
-            ModelError: the model failed, or its reply is longer than the window keeps a turn.
-            TimeoutError: `timeout_s` passed.
-            ValidationError: the task is empty, longer than the window keeps a turn, or holds a NUL
-                or a lone surrogate (from bytes that were not UTF-8), which no model request can
-                carry faithfully; nothing was asked.
-            WindowError: the window could not be read or written (Redis down); an exchange that
-                could not be stored is not answered.
-            CommittedThenFailedError: a confirmed save or delete of this ask was committed, then
-                one of the failures above (or the timeout) stopped it: `committed` names the
-                changes, which stand, and `cause` the failure.
+            ValidationError: the task is empty, longer than a window's turn, or holds a NUL or a lone
+                surrogate; nothing was asked.
+            BudgetError, ModelError, WindowError, TimeoutError: the request cannot fit, the model
+                failed (or answered longer than a window's turn), the window cannot be used, or
+                `timeout_s` passed; no reply was stored.
+            CommittedThenFailedError: one of those came after a confirmed save or delete of this
+                ask: `committed` names the changes, which stand, and `cause` the failure.
             asyncio.CancelledError: the caller cancelled; the window is left as it was.
         """
         if not isinstance(task, str) or not task.strip():
@@ -167,8 +157,8 @@ class MemoryAgent:
                     change = _committed_change(self.user, tool_call, outcome)
                     if change is not None:
                         committed.append(change)
-                    if tool_call.name == "memory_delete" and outcome["ok"] and outcome["result"].get("deleted") is True:
-                        _forget_in_request(request, json.loads(tool_call.arguments))
+                        if tool_call.name == "memory_delete":
+                            _forget_in_request(request, json.loads(tool_call.arguments))
                 tool_results.append({"name": tool_call.name, "arguments": tool_call.arguments, "outcome": outcome})
                 results.append({"role": "tool", "tool_call_id": tool_call.id, "content": canonical_json(outcome)})
             request.tool_rounds.append([reply.as_message(), *results])
@@ -184,12 +174,8 @@ class MemoryAgent:
         return AgentReply(text, stop_reason, tool_results, self.model.measurements[first:], retrieved)
 
     def _forget_recent(self, kind: str, key: str) -> None:
-        """After a confirmed delete: retire the user's recent turns from the window, every session.
-
-        The old value may sit in any recent exchange; retired turns go to the archive (or are
-        dropped by a window without one), so no later request, in this process or after a
-        restart, carries them as history.
-        """
+        """After a confirmed delete: retire the user's recent turns in every session (the old value
+        may sit in any of them), so no later request, here or after a restart, carries them."""
         self.window.retire_user(self.user)
 
 

@@ -33,11 +33,9 @@ class MemoryTools:
         user: the user every call is bound to.
         session: recorded as the source of saved values.
         approvals: the session's confirmations; writes and deletes need one each.
-        on_delete: called after a confirmed delete (the agent retires the user's short-term window
-            then, so the old value is not resent from recent history).
-        unconfirmed: a write or delete with no waiting confirmation is refused (`"refuse"`), or
-            kept in the store as a proposal of the user for a person to approve (`"propose"`; see
-            `Store.proposals`). Either way nothing is written until a person says so.
+        on_delete: called after a confirmed delete (the agent retires the user's recent turns then).
+        unconfirmed: a write or delete with no waiting confirmation is refused (`"refuse"`), or kept
+            as a proposal for a person to approve (`"propose"`); either way nothing is written yet.
 
     Example:
         >>> tools = MemoryTools(store, "alice", "s1", Approvals("cli"))       # doctest: +SKIP
