@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from . import opening
 from .backend import Backend
 from .bundle import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, LINE_SCHEMAS, seal_bundle
-from .db import SqliteDatabase, is_busy
-from .files import SQLITE_MAGIC, sqlite_uri
+from .db import SqliteDatabase
+from .files import SQLITE_MAGIC, is_busy, sqlite_uri
 from .health import counters_consistent, fingerprint, inspect_file
 from .opening import is_database_url, open_store
 from .proposals import Proposal

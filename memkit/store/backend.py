@@ -15,9 +15,12 @@ from collections.abc import Sequence
 
 from ..errors import QuotaError
 from ..limits import Limits
-from .statements import Record, Statements
+from .statements import SQLITE_STATEMENTS, Record, Statements
 
 if TYPE_CHECKING:
+    import sqlite3
+    import threading
+
     import numpy
 
 
@@ -117,6 +120,53 @@ class Backend(Protocol):
     def search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
                           kind: str | None, min_similarity: float) -> list[Record]:
         """`user`'s records ranked by similarity to `vector` (embeddings.py; pgvector where used)."""
+
+
+class SqliteDuties:
+    """The rest of `Backend` on SQLite (`SqliteDatabase`, db.py): what a lesson need not show."""
+
+    if TYPE_CHECKING:
+        path: Path
+        limits: Limits
+        lock: threading.RLock
+        page_size: int
+
+        @property
+        def connection(self) -> sqlite3.Connection: ...
+        def fetch(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
+        @staticmethod
+        def _cap_wal(conn: sqlite3.Connection, limits: Limits, page_size: int) -> None: ...
+
+    @property
+    def location(self) -> str:
+        """The file's path: which store this is."""
+        return str(self.path)
+
+    def use_limits(self, limits: Limits) -> None:
+        """Enforce `limits` from now on (the store's recorded ones, read after opening)."""
+        with self.lock:
+            if limits == self.limits:
+                return
+            self.limits = limits
+            conn = self.connection
+            conn.execute(f"PRAGMA busy_timeout = {int(limits.busy_timeout_ms)}")
+            if not conn.execute("PRAGMA query_only").fetchone()[0]:
+                self._cap_wal(conn, limits, self.page_size)
+
+    def user_records(self, user: str) -> int:
+        """The user's quota counter: how many records they hold."""
+        rows = self.fetch(SQLITE_STATEMENTS.user_records, (user,))
+        return rows[0][0] if rows else 0
+
+    def lock_user(self, conn: sqlite3.Connection, user: str, creating: bool) -> None:
+        """Nothing to do: `BEGIN IMMEDIATE` already holds the one write lock of the file."""
+
+    def lock_proposals(self, conn: sqlite3.Connection, user: str) -> None:
+        """Nothing to do: `BEGIN IMMEDIATE` already holds the one write lock of the file."""
+
+    def changed(self, conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        """Run `sql` for every row; return how many rows it changed (a skipped insert counts 0)."""
+        return conn.executemany(sql, rows).rowcount
 
 
 def refuse_past_quotas(limits: Limits, user: str, mine: int, total: int, adding: int) -> None:

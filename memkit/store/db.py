@@ -11,41 +11,27 @@ import contextlib
 import sqlite3
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from collections.abc import Iterator
 
 from ..errors import LockedError, StoreError
 from ..limits import Limits
-from ..semantic import from_bytes, to_bytes
-from . import embeddings
-from .backend import refuse_past_quotas, refuse_past_size
-from .files import check_path, check_wal, create_file, remove_dead_partials, sqlite_uri
-from .schema import SqliteSchema, check_schema, migrate
+from .backend import SqliteDuties, refuse_past_quotas, refuse_past_size
+from .embeddings import SqliteVectors
+from .files import FileChecks, check_path, check_wal, create_file, is_busy, remove_dead_partials, sqlite_uri
+from .health import SqliteHealth
+from .schema import SqliteSchema, migrate
 from .search_index import TrigramIndex
-from .statements import SQLITE_STATEMENTS, Record, Statements
+from .statements import SQLITE_STATEMENTS, Statements
 from .wal import WalCap
 
-if TYPE_CHECKING:
-    import numpy
 
-_SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-
-_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def is_busy(exc: sqlite3.Error) -> bool:
-    """Whether SQLite refused because another connection holds a lock (SQLITE_BUSY or SQLITE_LOCKED).
-
-    Decided by the error code (its primary part: the low byte), never by the message text.
-    """
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF in _BUSY_CODES
-
-
-class SqliteDatabase(TrigramIndex, WalCap):
+class SqliteDatabase(FileChecks, TrigramIndex, WalCap, SqliteHealth, SqliteVectors, SqliteDuties):
     """The store's SQLite file behind one connection (`check_same_thread=False`) and one lock: the
-    SQLite `Backend` (backend.py). Its search index (search_index.py) and the cap on its `-wal`
-    (wal.py) are parts kept apart: read `_open`, `transaction` and `fetch` here.
+    SQLite `Backend` (backend.py). Read `_open`, `transaction`, `fetch` and the checks inside a write;
+    the rest lives apart, each part in the module of its concept: an existing file's checks
+    (files.py), the search index (search_index.py), the `-wal`'s cap (wal.py), health's answers
+    (health.py), vectors (embeddings.py), the rest of `Backend` (backend.py).
 
     Every use of the connection holds the lock (an `RLock`), so threads sharing a store run one at a
     time; other processes open their own connection, and SQLite's locks coordinate them.
@@ -75,7 +61,7 @@ class SqliteDatabase(TrigramIndex, WalCap):
         self.page_size: int = self._conn.execute("PRAGMA page_size").fetchone()[0]
         """Fixed for the file's life (WAL cannot change it), so the size check reads only page_count."""
 
-    # -- opening -----------------------------------------------------------------------------------
+    # -- opening: the connection's configuration, in one place --------------------------------------
 
     def _open(self, check_integrity: bool) -> sqlite3.Connection:
         path = self.path
@@ -109,45 +95,6 @@ class SqliteDatabase(TrigramIndex, WalCap):
             conn.close()
             raise
         return conn
-
-    def _inspect_schema(self, check_integrity: bool) -> None:
-        """Check an existing file on a connection of its own before the store's connection opens it:
-        read-only when a `-wal` is beside it (closing the last read-write connection would checkpoint
-        that WAL into a file memkit may be about to refuse); else read-write, which removes the
-        `-wal`/`-shm` it made (a read-only one would leave a `-shm` behind)."""
-        path = self.path
-        mode = "ro" if Path(f"{path}-wal").exists() else "rw"
-        try:
-            conn = sqlite3.connect(sqlite_uri(path, mode), uri=True, isolation_level=None,
-                                   timeout=self.limits.busy_timeout_ms / 1000)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {path}: {exc}") from None
-        try:
-            check_schema(SqliteSchema(conn, path, check_integrity))
-        except sqlite3.Error as exc:
-            raise self._open_error(exc) from None
-        finally:
-            conn.close()
-
-    def _open_error(self, exc: sqlite3.Error) -> StoreError:
-        if isinstance(exc, sqlite3.OperationalError):
-            if is_busy(exc):
-                return self.locked_error()
-            return StoreError(f"cannot use {self.path}: {exc}; the file was left as it was")
-        return StoreError(f"{self.path} is damaged or not a database ({exc}); memkit left it as it was")
-
-    def use_limits(self, limits: Limits) -> None:
-        """Enforce `limits` from now on (the store's recorded ones, read after opening)."""
-        with self.lock:
-            if limits == self.limits:
-                return
-            self.limits = limits
-            conn = self.connection
-            conn.execute(f"PRAGMA busy_timeout = {int(limits.busy_timeout_ms)}")
-            if not conn.execute("PRAGMA query_only").fetchone()[0]:
-                self._cap_wal(conn, limits, self.page_size)
-
-    # -- connection life ---------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the connection. Safe to call twice."""
@@ -220,12 +167,6 @@ class SqliteDatabase(TrigramIndex, WalCap):
             if self._oversized:  # a nested write was refused by the cap, the rest committed
                 self._shrink_wal(conn)
 
-    def take_sequence(self, conn: sqlite3.Connection, count: int = 1) -> int:
-        """Take the next `count` numbers of the store's sequence (inside a transaction); return the last.
-        Taken holding the write lock, they follow commit order, whatever the clock says."""
-        self._stamped = True
-        return int(conn.execute(SQLITE_STATEMENTS.take_sequence, (count,)).fetchone()[0])
-
     def _savepoint(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         # Only this thread can be inside the outer transaction: it holds the store's lock throughout.
         stamped = self._stamped
@@ -240,6 +181,12 @@ class SqliteDatabase(TrigramIndex, WalCap):
                 raise self._error(exc, f"write to {self.path} failed and was rolled back") from exc
             raise
         conn.execute("RELEASE memkit_nested")
+
+    def take_sequence(self, conn: sqlite3.Connection, count: int = 1) -> int:
+        """Take the next `count` numbers of the store's sequence (inside a transaction); return the last.
+        Taken holding the write lock, they follow commit order, whatever the clock says."""
+        self._stamped = True
+        return int(conn.execute(SQLITE_STATEMENTS.take_sequence, (count,)).fetchone()[0])
 
     def _error(self, exc: sqlite3.Error, what: str) -> StoreError:
         """`what` failed with `exc`: a LockedError when another connection held the lock."""
@@ -274,12 +221,7 @@ class SqliteDatabase(TrigramIndex, WalCap):
             except sqlite3.Error as exc:
                 raise self._error(exc, f"read from {self.path} failed") from exc
 
-    # -- checks inside write transactions ------------------------------------------------------------
-
-    def user_records(self, user: str) -> int:
-        """The user's quota counter: how many records they hold."""
-        rows = self.fetch(SQLITE_STATEMENTS.user_records, (user,))
-        return rows[0][0] if rows else 0
+    # -- checks inside a write transaction -----------------------------------------------------------
 
     def check_quotas(self, conn: sqlite3.Connection, user: str, adding: int = 1,
                      counts: tuple[int | None, int] | None = None) -> None:
@@ -296,48 +238,3 @@ class SqliteDatabase(TrigramIndex, WalCap):
         if size > self.limits.max_db_bytes:
             self._oversized = True  # the WAL pages it spilled are cut back after the rollback
         refuse_past_size(self.limits, size)
-
-    def lock_user(self, conn: sqlite3.Connection, user: str, creating: bool) -> None:
-        """Nothing to do: `BEGIN IMMEDIATE` already holds the one write lock of the file."""
-
-    def lock_proposals(self, conn: sqlite3.Connection, user: str) -> None:
-        """Nothing to do: `BEGIN IMMEDIATE` already holds the one write lock of the file."""
-
-    def changed(self, conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> int:
-        """Run `sql` for every row; return how many rows it changed (a skipped insert counts 0)."""
-        return conn.executemany(sql, rows).rowcount
-
-    # -- what `Store` asks of this file ---------------------------------------------------------------
-
-    @property
-    def location(self) -> str:
-        """The file's path: which store this is."""
-        return str(self.path)
-
-    def settings(self, conn: sqlite3.Connection) -> dict[str, Any]:
-        """The first keys of `health()`: the file, SQLite's version and the pragmas that matter."""
-        return {
-            "path": str(self.path),
-            "sqlite_version": sqlite3.sqlite_version,
-            "schema_version": conn.execute("PRAGMA user_version").fetchone()[0],
-            "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
-            "synchronous": _SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]],
-            "busy_timeout_ms": conn.execute("PRAGMA busy_timeout").fetchone()[0],
-        }
-
-    def db_bytes(self, conn: sqlite3.Connection) -> int:
-        """The file's size as the cap counts it: pages times page size, the WAL's pages included."""
-        return int(conn.execute("PRAGMA page_count").fetchone()[0] * self.page_size)
-
-    def size_consistent(self, conn: sqlite3.Connection) -> bool:
-        """Always: SQLite's size is measured (pages), never counted."""
-        return True
-
-    def encode_vector(self, vector: numpy.ndarray) -> bytes:
-        """A vector as SQLite keeps it: little-endian float32 bytes."""
-        return to_bytes(vector)
-
-    def search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
-                          kind: str | None, min_similarity: float) -> list[Record]:
-        """The user's own vectors (bounded by the quota) ranked in Python."""
-        return embeddings.rank_in_python(self, user, vector, model, dim, limit, kind, min_similarity, from_bytes)

@@ -10,11 +10,11 @@ the same. `StoreEmbeddings` holds `Store`'s methods (`search_by_meaning`, `reind
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from collections.abc import Callable, Sequence
 
 from ..errors import ValidationError
-from ..semantic import DEFAULT_MIN_SIMILARITY, Embedder, embedding_text, similarities
+from ..semantic import DEFAULT_MIN_SIMILARITY, Embedder, embedding_text, from_bytes, similarities, to_bytes
 from .statements import RECORD_SQL, Record, to_record
 
 if TYPE_CHECKING:
@@ -68,6 +68,20 @@ def rank_in_python(db: Backend, user: str, vector: numpy.ndarray, model: str, di
     with db.reading() as conn:
         records, vectors = user_vectors(conn, user, model, dim, kind, decode, vector_sql)
     return rank(records, similarities(vector, vectors), min_similarity, limit)
+
+
+class SqliteVectors:
+    """`SqliteDatabase`'s vectors (db.py): float32 bytes, ranked in Python."""
+
+    def encode_vector(self, vector: numpy.ndarray) -> bytes:
+        """A vector as SQLite keeps it: little-endian float32 bytes."""
+        return to_bytes(vector)
+
+    def search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
+                          kind: str | None, min_similarity: float) -> list[Record]:
+        """The user's own vectors (bounded by the quota) ranked in Python."""
+        return rank_in_python(cast("Backend", self), user, vector, model, dim, limit, kind, min_similarity,
+                              from_bytes)
 
 
 class StoreEmbeddings:

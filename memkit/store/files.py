@@ -16,10 +16,15 @@ import tempfile
 import threading
 import urllib.parse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import StoreError
-from .schema import SqliteSchema, database_id, meta_root_page, migrate
+from .schema import SqliteSchema, check_schema, database_id, meta_root_page, migrate
 from .wal import WalLog
+
+if TYPE_CHECKING:
+    from ..errors import LockedError
+    from ..limits import Limits
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -30,6 +35,13 @@ PRIVATE_FILE_MODE = 0o600
 def sqlite_uri(path: str | os.PathLike[str], mode: str) -> str:
     """A `file:` URI for sqlite3 (`mode` ro, rw or rwc); the path is quoted, so '?' or '#' in it stay plain."""
     return "file:" + urllib.parse.quote(str(Path(path).absolute())) + f"?mode={mode}"
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused because another connection holds a lock (SQLITE_BUSY or SQLITE_LOCKED),
+    decided by the error code's primary part (its low byte), never by the message text."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def sidecars(path: Path) -> list[Path]:
@@ -164,6 +176,42 @@ def check_wal(path: Path) -> None:
             f"(copied or left there from elsewhere); opening would mix them into {path.name}. Move "
             f"{wal.name} (and {path.name}-shm) away from it and open again; memkit left every file as it was"
         )
+
+
+class FileChecks:
+    """`SqliteDatabase`'s checks of an existing file before its connection opens it (db.py)."""
+
+    if TYPE_CHECKING:
+        path: Path
+        limits: Limits
+
+        def locked_error(self) -> LockedError: ...
+
+    def _inspect_schema(self, check_integrity: bool) -> None:
+        """Check the schema on a connection of its own: read-only when a `-wal` is beside the file
+        (closing the last read-write connection would checkpoint that WAL into a file memkit may be
+        about to refuse); else read-write, which removes the `-wal`/`-shm` it made (a read-only one
+        would leave a `-shm` behind)."""
+        path = self.path
+        mode = "ro" if Path(f"{path}-wal").exists() else "rw"
+        try:
+            conn = sqlite3.connect(sqlite_uri(path, mode), uri=True, isolation_level=None,
+                                   timeout=self.limits.busy_timeout_ms / 1000)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path}: {exc}") from None
+        try:
+            check_schema(SqliteSchema(conn, path, check_integrity))
+        except sqlite3.Error as exc:
+            raise self._open_error(exc) from None
+        finally:
+            conn.close()
+
+    def _open_error(self, exc: sqlite3.Error) -> StoreError:
+        if isinstance(exc, sqlite3.OperationalError):
+            if is_busy(exc):
+                return self.locked_error()
+            return StoreError(f"cannot use {self.path}: {exc}; the file was left as it was")
+        return StoreError(f"{self.path} is damaged or not a database ({exc}); memkit left it as it was")
 
 
 _CREATING = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<thread>\d+)\.creating(-wal|-shm|-journal)?")

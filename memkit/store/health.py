@@ -22,6 +22,37 @@ if TYPE_CHECKING:
     from .backend import Backend
 
 
+_SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+class SqliteHealth:
+    """`SqliteDatabase`'s answers to `health` (the `Backend` methods `settings`, `db_bytes`,
+    `size_consistent`; db.py)."""
+
+    if TYPE_CHECKING:
+        path: Path
+        page_size: int
+
+    def settings(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        """The first keys of `health()`: the file, SQLite's version and the pragmas that matter."""
+        return {
+            "path": str(self.path),
+            "sqlite_version": sqlite3.sqlite_version,
+            "schema_version": conn.execute("PRAGMA user_version").fetchone()[0],
+            "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+            "synchronous": _SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]],
+            "busy_timeout_ms": conn.execute("PRAGMA busy_timeout").fetchone()[0],
+        }
+
+    def db_bytes(self, conn: sqlite3.Connection) -> int:
+        """The file's size as the cap counts it: pages times page size, the WAL's pages included."""
+        return int(conn.execute("PRAGMA page_count").fetchone()[0] * self.page_size)
+
+    def size_consistent(self, conn: sqlite3.Connection) -> bool:
+        """Always: SQLite's size is measured (pages), never counted."""
+        return True
+
+
 class _Located(Protocol):
     """What `fingerprint` reads of a store (a `Store`; named by its two properties, not imported)."""
 
