@@ -67,14 +67,11 @@ class BudgetedModel:
 
     Trimming order: the oldest history exchanges, then retrieved records (lowest ranked first),
     then whole old tool exchanges (a call and its results together, never a result alone). When the
-    newest exchange still does not fit, the call is refused with `BudgetError` and the model is not
-    called. Every measurement, sent or refused, is kept in `measurements`.
-
-    Measuring is encoding: the request's size is the length of its canonical JSON, encoded once as
-    a client must to send it, and a model with `complete_encoded` (the live model) sends that very
-    text. With `budget_tokens` the request must also fit that many tokens of the same JSON, counted
-    by `tokenizer` (an encoding name or a `memkit.tokens.Tokenizer`, default o200k_base; the
-    `tokens` extra), trimming on in the same order; a `tokenizer` alone only counts.
+    newest exchange still does not fit, `BudgetError` is raised and the model is not called. Every
+    measurement, sent or refused, is kept in `measurements`; a model with `complete_encoded` (the
+    live model) is sent the very text that was measured. With `budget_tokens` the request must also
+    fit that many tokens of the same JSON, counted by `tokenizer` (an encoding name or a
+    `memkit.tokens.Tokenizer`, default o200k_base; the `tokens` extra); a `tokenizer` alone only counts.
 
     Example:
         >>> model = BudgetedModel(ScriptedModel(["hi"]), budget_chars=16000)   # doctest: +SKIP
@@ -100,10 +97,8 @@ class BudgetedModel:
         return len(encoded.body), encoded.parts()
 
     def _trim_one(self, request: Request, trimmed: list[dict[str, Any]], budget: str = "") -> bool:
-        """Take the next item off `request`, noting it in `trimmed`; False when nothing is left to trim.
-
-        `budget` ("" or "token ") names the budget exceeded, for the reason.
-        """
+        """Take the next item off `request`, noting it in `trimmed` with the `budget` ("" or "token ")
+        it was over; False when nothing is left to trim."""
         over = f"request over {budget}budget"
         if request.history:
             item = request.history.pop(0)

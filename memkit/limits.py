@@ -59,9 +59,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValidationError(f"Limits.{field.name} is {value!r}; it must be a positive integer")
+            check_positive(f"Limits.{field.name}", getattr(self, field.name))
 
     def replace(self, **changes: Any) -> Limits:
         """A copy with some limits changed."""
@@ -69,8 +67,7 @@ class Limits:
 
     @property
     def window_turns(self) -> int:
-        """How many recent turns a short-term window keeps so a request's history can be full:
-        `history_max_exchanges` exchanges (`turns_for`)."""
+        """How many recent turns a window keeps so a request's history can be full (`turns_for`)."""
         return turns_for(self.history_max_exchanges)
 
     # -- validation of the values that name and carry memories ---------------------------------
@@ -125,8 +122,7 @@ class Limits:
         return value
 
     def check_confirmation(self, confirmation: object) -> str:
-        """Check a confirmation id kept in the event history: stored verbatim beside every change it
-        allowed, it gets a value's bounds (not blank, at most `max_value_chars` code points)."""
+        """Check a confirmation id, stored beside every change it allowed: a value's bounds."""
         if not isinstance(confirmation, str):
             raise ValidationError(f"confirmation must be a string or None, not {type(confirmation).__name__}")
         check_text("confirmation", confirmation)
@@ -171,6 +167,13 @@ def check_text(what: str, text: str) -> None:
         raise ValidationError(f"{what} is not valid Unicode: a lone surrogate at position {exc.start}") from None
 
 
+def check_positive(name: str, value: Any) -> int:
+    """`value` when it is a positive integer (a bool is not one); otherwise a ValidationError naming it."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValidationError(f"{name} is {value!r}; it must be a positive integer")
+    return value
+
+
 DEFAULT_LIMITS = Limits()
 
 SHORTENED_MARKER = " …[shortened: {n} more characters]"
@@ -188,8 +191,4 @@ def shorten(text: str, max_chars: int) -> str:
 
 def positive_or_default(name: str, value: int | None, default: int) -> int:
     """`value`, or `default` when None; anything but a positive integer is refused, not replaced."""
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValidationError(f"{name} is {value!r}; it must be a positive integer")
-    return value
+    return default if value is None else check_positive(name, value)

@@ -94,14 +94,9 @@ def retrieve(store: Store, user: str, task: str, limits: Limits | None = None, *
              min_similarity: float = DEFAULT_MIN_SIMILARITY) -> RetrievedContext:
     """Choose the memories of `user` to offer the model for `task`.
 
-    Args:
-        store: the long-term store.
-        user: whose memory (every search is bound to this user).
-        task: the user's request; its terms pick the episodes.
-        limits: the retrieval bounds (the store's limits by default).
-        by_meaning: also search by meaning (None: when the store has an embedder; True without
-            one is refused with the install hint).
-        min_similarity: the least similarity a by-meaning hit needs.
+    Every search is bound to `user`; the task's terms pick the episodes. `limits` are the store's
+    by default. `by_meaning` also searches by meaning (None: when the store has an embedder), for
+    hits at least `min_similarity` similar to the task.
 
     Returns:
         The packed memory and a packing report saying what was offered, included or skipped and why.
@@ -171,8 +166,7 @@ def _ranked(kind: str, found: Found, similar: Similar) -> list[tuple[Record, str
     by meaning alone, most similar first.
     """
     hits = [(rec, terms) for (k, _), (rec, terms) in found.items() if k == kind]
-    hits.sort(key=lambda hit: hit[0]["updated_at"], reverse=True)  # newest first among equals
-    hits.sort(key=lambda hit: len(hit[1]), reverse=True)  # then most terms matched (a stable sort)
+    hits.sort(key=lambda hit: (len(hit[1]), hit[0]["updated_at"]), reverse=True)
     literal = []
     for rec, terms in hits:
         why = "terms: " + ", ".join(terms)
