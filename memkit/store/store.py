@@ -2,8 +2,9 @@
 
 Read `put`, `get`, `delete`, `search` and `transaction` first: every argument is checked against the
 store's `Limits`, then the operation runs on the backend (db.py for SQLite), a write in one
-transaction. Proposals, conversations, vectors and browsing are methods of the same class, kept in
-their own modules (proposals.py, sessions.py, embeddings.py, browse.py) so this one stays the lesson.
+transaction. Proposals, conversations, vectors, browsing and identity are methods of the same class,
+kept in their own modules (proposals.py, sessions.py, embeddings.py, browse.py, identity.py) so this
+one stays the lesson.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 from collections.abc import Sequence
 
 from ..clock import Clock, iso, utc_now
@@ -23,19 +24,17 @@ from .backend import Backend
 from .browse import StoreBrowse
 from .db import SqliteDatabase
 from .embeddings import StoreEmbeddings
+from .identity import StoreIdentity
 from .proposals import StoreProposals
 from .readonly import ReadOnlyDatabase
 from .recorded_limits import has_table as has_limits_table, limits_from, record as record_limits
 from .recorded_limits import recorded as recorded_limits
 from .sessions import StoreSessions
-from .statements import RECORD_SQL, SQLITE_STATEMENTS, Record, Statements, prune_history, put_read_args, to_record
+from .statements import RECORD_SQL, SQLITE_STATEMENTS, Record, prune_history, put_read_args, to_record
 from .targets import check_sqlite_target
 
-SQLITE_FILE_SUFFIXES = ("-wal", "-shm", "-journal")
-"""The files SQLite keeps beside a database file while it is in use (or after a crash)."""
 
-
-class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
+class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreIdentity):
     """A user-scoped long-term memory: the type to annotate with wherever a store of either backend is accepted.
 
     Every method behaves the same on SQLite and on PostgreSQL: one row per (user, kind, key);
@@ -58,8 +57,6 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
     synchronous: str
     embedder: Embedder | None
     _clock: Clock
-    _statements: ClassVar[Statements]  # each constructor's own: SQLite's or PostgreSQL's
-    _store_id: str | None = None
 
     fts_min_user_rows: int = 1000
     """How many records a user holds before a search may ask the trigram index instead of scanning
@@ -355,51 +352,6 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
         self._db.use_limits(chosen)
         return chosen
 
-    @classmethod
-    def statements(cls) -> Statements:
-        """The SQL this store runs for its writes, record reads and searches (`SQLITE_STATEMENTS` or
-        `PG_STATEMENTS`), so a benchmark runs exactly the store's statements (bench/contenders.py).
-
-        Raises:
-            TypeError: asked of `Store` itself, which runs whichever backend's it opens.
-        """
-        statements: Statements | None = getattr(cls, "_statements", None)
-        if statements is None:
-            raise TypeError(f"{cls.__name__} runs whichever backend's SQL it is opened on: ask "
-                            "MemoryStore.statements() (SQLite) or PostgresStore.statements() (PostgreSQL)")
-        return statements
-
-    @property
-    def path(self) -> Path | None:
-        """The SQLite file (None on PostgreSQL, which has no file of the store's own)."""
-        return self._db.path
-
-    @property
-    def location(self) -> str:
-        """Which store this is: the SQLite file's path, or PostgreSQL's host, port, database and schema
-        (never a user or a password)."""
-        return self._db.location
-
-    def files(self) -> list[Path]:
-        """The SQLite file and the `-wal`, `-shm` and `-journal` names beside it, existing or not (none on
-        PostgreSQL): a command must never write over them."""
-        path = self._db.path
-        return [] if path is None else [path, *(path.with_name(path.name + s) for s in SQLITE_FILE_SUFFIXES)]
-
-    @property
-    def store_id(self) -> str:
-        """The store's own random id, made with its schema. A window's Redis keys carry it, so two
-        stores on one Redis server never read, archive or forget each other's turns."""
-        if self._store_id is None:
-            self._store_id = str(self._db.fetch(self._db.statements.store_id)[0][0])
-        return self._store_id
-
-    @property
-    def opened(self) -> dict[str, Any]:
-        """How this store reads its database: `read_only`, `how` (`rw`, `ro`, `immutable`, `snapshot`:
-        an older schema read from a migrated copy in memory) and the file's own schema version."""
-        return {"read_only": self.read_only, "how": self._db.how, "file_version": self._db.file_version}
-
     def close(self) -> None:
         """Close the connection. Safe to call twice."""
         self._db.close()
@@ -409,14 +361,6 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._db.location!r})"
-
-    @property
-    def connection(self) -> Any:
-        """The store's connection, for read-only inspection (notebooks, health checks)."""
-        return self._db.connection
 
     def health(self) -> dict[str, Any]:
         """What an operator asks first, in one call: settings, size against the cap, records against
