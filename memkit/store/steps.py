@@ -98,8 +98,7 @@ STEPS: list[Step] = [
             PRIMARY KEY (user_id, session_id, turn)
         ) WITHOUT ROWID""",
     ]),
-    # 2: the event history is append-only in the database itself, not only by convention. An UPDATE
-    # is refused; a DELETE stays possible, because forget_user must remove a user's history too.
+    # 2: the history is append-only in the database itself; a DELETE stays (forget_user needs it).
     Step("the event history refuses an UPDATE", [
         """CREATE TRIGGER memory_events_append_only BEFORE UPDATE ON memory_events BEGIN
             SELECT RAISE(ABORT, 'memory_events is append-only: events are never changed');
@@ -116,9 +115,8 @@ STEPS: list[Step] = [
         )""",
         "INSERT INTO store_meta VALUES (1, lower(hex(randomblob(16))), 0)",
     ]),
-    # 4: "newest first" is commit order: each record write takes the next number of the sequence,
-    # kept in `seq`, so a clock that steps back cannot reorder records.
-    # Existing rows are numbered in the order step 1 kept them in (updated_at, then id).
+    # 4: "newest first" is commit order (`seq`, from the sequence): a clock that steps back cannot
+    # reorder records.
     Step("records numbered in commit order", [
         "ALTER TABLE memories ADD COLUMN seq INTEGER NOT NULL DEFAULT 0",
         """UPDATE memories SET seq = ranked.n FROM (
@@ -128,34 +126,29 @@ STEPS: list[Step] = [
         "CREATE INDEX memories_by_user_seq ON memories (user_id, seq)",
         "DROP INDEX memories_by_user_time",
     ]),
-    # 5: the trigram index is kept only where it can be used: its triggers go and it is emptied. A
-    # store adds them back at open where its limits let a user reach the size at which search asks
-    # the index (search_index.py); search answers the same with or without it.
+    # 5: a store adds the index's triggers back at open only where search may ask it
+    # (search_index.py); search answers the same with or without it.
     Step("SQLite's trigram index kept only where it can be used", [
         "DROP TRIGGER memories_fts_insert",
         "DROP TRIGGER memories_fts_delete",
         "DROP TRIGGER memories_fts_update",
         "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')",
     ]),
-    # 6: a delete retires the user's recent history. Every delete records when it happened here, in
-    # the same transaction; a request's recent history leaves out the turns of the window from
-    # before it (`History.view`), whichever process or window holds them.
+    # 6: a request's recent history leaves out the turns from before the user's last delete
+    # (`History.view`), whichever process or window holds them.
     Step("a delete retires the user's recent history", [
         """CREATE TABLE history_retired (
             user_id TEXT PRIMARY KEY,
             at TEXT NOT NULL
         ) WITHOUT ROWID""",
     ]),
-    # 7: the store's own limits, one row per `Limits` field (`recorded_limits.py`). Recorded when the
-    # store is made, or at the first write open of an older store; every open that passes no limits
-    # of its own uses them. `memkit limits --set` changes them, never below what is stored.
+    # 7: every open that passes no limits of its own uses the store's (recorded_limits.py).
     Step("the store's own limits", [
         "CREATE TABLE store_limits (name TEXT PRIMARY KEY, value INTEGER NOT NULL CHECK (value >= 1)) WITHOUT ROWID",
     ]),
-    # 8: what the model proposed and a person has not yet approved or rejected, kept apart from the
-    # memories (proposals.py). An id is never reused (AUTOINCREMENT, an identity): an old id named on
-    # a command line never approves a newer proposal. `base_event` is the key's newest event id when
-    # the proposal was made (NULL: none): a write or delete since adds one, and approval refuses it.
+    # 8: proposals, apart from the memories (proposals.py). AUTOINCREMENT: an old id named on a
+    # command line never approves a newer proposal. `base_event`: the key's newest event id then; a
+    # write or delete since adds one, and approval refuses it.
     Step("proposals awaiting a person's decision", [
         """CREATE TABLE proposals (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -177,12 +170,8 @@ STEPS: list[Step] = [
         )""",
         "CREATE INDEX proposals_by_user ON proposals (user_id, status, id)",
     ]),
-    # 9: retrieval by meaning: one vector per record, with the model that made it and its dimension
-    # (another model's vector is stale, never compared), keyed by the record's id and carrying its
-    # user, so a search reads one user's vectors through the index. A change of the value or a
-    # delete removes it in the same statement (the triggers); the store's put writes the new one in
-    # its transaction, and a write without an embedder leaves none (missing until `reindex`), never
-    # a wrong one.
+    # 9: retrieval by meaning (embeddings.py). Another model's vector is stale, never compared; the
+    # triggers remove a vector with its value, so a record has no vector rather than a wrong one.
     Step("one vector per record, for retrieval by meaning", [
         """CREATE TABLE memory_embeddings (
             memory_id INTEGER PRIMARY KEY,
@@ -199,9 +188,8 @@ STEPS: list[Step] = [
             DELETE FROM memory_embeddings WHERE memory_id = old.id;
         END""",
     ]),
-    # 10: the items of openai-agents sessions (`MemkitSession`), whole: one row per item as JSON,
-    # numbered per user and session in order added. Apart from the transcript archive on purpose:
-    # a framework's session pops and clears its items; the archive never changes a kept turn.
+    # 10: openai-agents session items (`MemkitSession`), apart from the transcript on purpose: a
+    # framework's session pops and clears its items; the archive never changes a kept turn.
     Step("the items of openai-agents sessions", [
         """CREATE TABLE agent_items (
             user_id TEXT NOT NULL,
@@ -212,18 +200,16 @@ STEPS: list[Step] = [
             PRIMARY KEY (user_id, session_id, position)
         ) WITHOUT ROWID""",
     ]),
-    # 11: window places: where this store's short-term windows live (a workspace's redis-server
-    # folder, or a Redis server named without its password), noted the first time a window opens on
-    # the store (`Store.note_window`), so forget_user reaches every one (`memkit.forgetting`).
+    # 11: where this store's short-term windows live (`Store.note_window`), so forget_user reaches
+    # every one (`memkit.forgetting`).
     Step("window places (and PostgreSQL's database id)", [
         """CREATE TABLE window_places (
             place TEXT PRIMARY KEY,
             noted_at TEXT NOT NULL
         )""",
     ]),
-    # 12: the store-wide record count moves into `store_meta`, beside the sequence, which every write
-    # transaction already writes: a put of a new key or a delete dirties one page fewer. The
-    # triggers keep it exact as before.
+    # 12: the store-wide count joins the sequence in `store_meta`, which every write transaction
+    # already writes: a put of a new key or a delete dirties one page fewer.
     Step("SQLite's record count beside the sequence", [
         "ALTER TABLE store_meta ADD COLUMN records INTEGER NOT NULL DEFAULT 0",
         "UPDATE store_meta SET records = (SELECT records FROM total_count)",
@@ -244,9 +230,8 @@ STEPS: list[Step] = [
     # 13: nothing to do on SQLite (PostgreSQL splits its store-wide counters into shards): the step
     # keeps version N the same on both backends.
     Step("PostgreSQL's store-wide counters split into shards", []),
-    # 14: the store's own short-term window (`memkit.window.store_window`): each session's last turns,
-    # beside the transcript, so one transaction moves a turn from one to the other exactly once.
-    # `expires_at` slides on every use. PostgreSQL makes the same table (postgres/steps.py).
+    # 14: the store's own short-term window (`memkit.window.store_window`), beside the transcript, so
+    # one transaction moves a turn from one to the other exactly once.
     Step("the store's own short-term window", [
         """CREATE TABLE window_turns (
             user_id TEXT NOT NULL,
@@ -265,9 +250,8 @@ STEPS: list[Step] = [
 
 SEARCH_INDEX_TRIGGERS: list[str] = [statement for statement in STEPS[0].statements
                                     if statement.startswith("CREATE TRIGGER memories_fts_")]
-"""The triggers that keep the trigram index (`memories_fts`) up to date, as step 1 made them. From step 5
-on, only where the store's limits let a user reach the size at which search asks the index
-(`search_index.py`): with them a put writes about twice the pages (an index segment per transaction)."""
+"""The triggers that keep the trigram index up to date, as step 1 made them; from step 5 on, only where
+search may ask the index (`search_index.py`): with them a put writes about twice the pages."""
 
 DROP_SEARCH_INDEX: list[str] = STEPS[4].statements
 """Stop keeping the trigram index and empty it (step 5, and `schema.drop_search_index`)."""
