@@ -57,16 +57,14 @@ class MemoryAgent:
     """An agent bound to one user and session, with long-term memory in a `Store`.
 
     Args:
-        store: the long-term store.
-        user: the user, chosen by the trusted caller (the model cannot change it).
-        session: this session's id.
+        user, session: chosen by the trusted caller; the model cannot change them.
         model: any chat model (`ScriptedModel`, `FixtureModel`, `OpenAIModel`).
         approvals: confirmations made outside the model (a new, empty set by default).
         window: the short-term memory (default: an `InProcessWindow`, gone with the process; a
             `StoreWindow` keeps the conversation in the store's file, a `RedisWindow` in Redis).
         history: the bounded view a request takes of the window (`History` of the store's limits).
-        budget_chars: the request budget (default `Limits.request_budget_chars`).
-        max_turns, max_tool_calls, timeout_s: the bounds of one `ask` (model calls, tool calls, seconds).
+        budget_chars, max_turns, max_tool_calls, timeout_s: the bounds of one `ask` (the request's
+            size, default `Limits.request_budget_chars`; model calls; tool calls; seconds).
         unconfirmed: a write with no waiting confirmation is refused, or kept as a proposal (`MemoryTools`).
 
     Example:
@@ -136,8 +134,7 @@ class MemoryAgent:
         recent = self.history.view(self.window.recent(self.user, self.session),
                                    retired_before=self.store.retired_before(self.user))
         request = Request(system=self.system_prompt, task=task, tools=self.tools.schemas,
-                          memory=list(retrieved.memory), history=recent,
-                          packing=list(retrieved.packing))
+                          memory=list(retrieved.memory), history=recent, packing=list(retrieved.packing))
         first = len(self.model.measurements)
         tool_results: list[dict[str, Any]] = []
         text, stop_reason = "", "max_turns"
@@ -193,10 +190,8 @@ def _committed_change(user: str, tool_call: ToolCall, outcome: dict[str, Any]) -
 
 
 def _forget_in_request(request: Request, deleted: dict[str, Any]) -> None:
-    """After a confirmed delete, later requests of this ask carry neither the record nor old history.
-
-    The window was already retired; the request holds copies made before the call.
-    """
+    """After a confirmed delete, later requests of this ask carry neither the record nor old history
+    (the window was already retired; the request holds copies made before the call)."""
     request.history.clear()
     gone = (deleted["kind"], deleted["key"])
     request.memory[:] = [m for m in request.memory if (m["kind"], m["key"]) != gone]

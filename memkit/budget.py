@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from .errors import BudgetError
 from .jsonutil import canonical_json
-from .limits import DEFAULT_LIMITS, Limits, positive_or_default
+from .limits import DEFAULT_LIMITS, Limits, check_positive, positive_or_default
 from .request import ChatModel, Request
 from .tokens import DEFAULT_ENCODING, Tokenizer, get_tokenizer
 
@@ -83,10 +83,8 @@ class BudgetedModel:
         self.model = model
         self.budget_chars = positive_or_default("budget_chars", budget_chars, limits.request_budget_chars)
         self.measurements: list[Measurement] = []
-        self.budget_tokens: int | None = None
+        self.budget_tokens = None if budget_tokens is None else check_positive("budget_tokens", budget_tokens)
         self.tokenizer: Tokenizer | None = None
-        if budget_tokens is not None:
-            self.budget_tokens = positive_or_default("budget_tokens", budget_tokens, 1)
         if budget_tokens is not None or tokenizer is not None:
             self.tokenizer = (tokenizer if isinstance(tokenizer, Tokenizer)
                               else get_tokenizer(tokenizer or DEFAULT_ENCODING))
@@ -119,16 +117,9 @@ class BudgetedModel:
             return False
         return True
 
-    def fit(self, request: Request) -> Measurement:
-        """Trim `request` in place until it fits; return the measurement (sent=False if it cannot fit)."""
-        return self.prepare(request).measurement
-
     def prepare(self, request: Request) -> PreparedRequest:
-        """Fit `request` to the budget; return its measurement, the messages and the JSON to send.
-
-        Measure, trim one item, measure again, until the request fits or nothing is left to trim:
-        `body` is always the text that was measured last.
-        """
+        """Fit `request` to the budget: measure, trim one item, measure again, until it fits or nothing
+        is left to trim. Returns the measurement, the messages and `body`, the text measured last."""
         trimmed: list[dict[str, Any]] = []
         encoded = request.encode()
         tools_json = encoded.tools_json  # trimming never touches the tools: encode them once

@@ -45,12 +45,9 @@ class History:
         return turns_for(self.max_exchanges)
 
     def view(self, turns: Iterable[Turn], retired_before: str | None = None) -> list[dict[str, str]]:
-        """The exchanges of `turns` (oldest first) within the bounds, oldest dropped first.
-
-        Args:
-            retired_before: leave out every turn at or before this time (`Store.retired_before`:
-                the user's last delete), so a deleted value leaves the request's history too.
-        """
+        """The exchanges of `turns` (oldest first) within the bounds, oldest dropped first. Turns at or
+        before `retired_before` (`Store.retired_before`: the user's last delete) are left out, so a
+        deleted value leaves the request's history too."""
         exchanges: list[dict[str, str]] = []
         asked: str | None = None
         for turn in turns:
@@ -131,10 +128,8 @@ class Request:
         return messages
 
     def encode(self, tools_json: str | None = None) -> EncodedRequest:
-        """The request as canonical JSON, encoded once as a client encodes it to send it.
-
-        `tools_json`: the tools' encoding made moments ago for this same request, to reuse.
-        """
+        """The request as canonical JSON, encoded once as a client encodes it to send it (`tools_json`:
+        the tools' encoding made moments ago for this same request, to reuse)."""
         messages = self.messages()
         messages_json = canonical_json(messages)
         if tools_json is None:
@@ -169,11 +164,8 @@ def chars_in_string(json_text: str) -> int:
 
 
 class ChatModel(Protocol):
-    """What the budget wrapper and the agent need of a model.
-
-    A model that sends requests over the wire may also define `async complete_encoded(body,
-    messages, tools)`: the wrapper then hands it `body`, the canonical JSON it measured, so what
-    was measured is what is sent.
-    """
+    """What the budget wrapper and the agent need of a model. One that sends requests over the wire
+    may also define `async complete_encoded(body, messages, tools)`: the wrapper then hands it
+    `body`, the canonical JSON it measured, so what was measured is what is sent."""
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any: ...

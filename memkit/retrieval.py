@@ -75,9 +75,8 @@ class RetrievedContext:
         packing: one row per candidate: kind, key, matched_by, chars, status (included/skipped), reason.
             `matched_by` says why it was chosen: "terms: drink, morning" (a literal hit, and its
             terms), "similarity 0.71" (by meaning), both, or "recent preference".
-        terms: the task terms that were searched.
-        chars: the canonical JSON size of `memory`.
-        budget_chars: the budget it was packed into.
+        terms, chars, budget_chars: the task terms searched, the canonical JSON size of `memory` and
+            the budget it was packed into.
         by_meaning: whether records were also searched by meaning.
     """
 
@@ -114,13 +113,12 @@ def retrieve(store: Store, user: str, task: str, limits: Limits | None = None, *
     similar = _found_by_meaning(store, user, task, limits, min_similarity) if by_meaning else {}
 
     preferences = _ranked("preference", found, similar)[: limits.retrieval_max_preferences]
-    if len(preferences) < limits.retrieval_max_preferences:
+    room = limits.retrieval_max_preferences - len(preferences)
+    if room > 0:  # the most recent preferences fill the places the task's terms left
         chosen = {rec["key"] for rec, _ in preferences}
         recent = store.search(user, "", limit=min(limits.retrieval_max_preferences, limits.max_search_limit),
                               kind="preference")
-        for record in recent:
-            if record["key"] not in chosen and len(preferences) < limits.retrieval_max_preferences:
-                preferences.append((record, "recent preference"))
+        preferences += [(rec, "recent preference") for rec in recent if rec["key"] not in chosen][:room]
     episodes = _ranked("episode", found, similar)[: limits.retrieval_max_episodes]
     memory, packing, size = _pack(preferences + episodes, limits.retrieval_budget_chars)
     return RetrievedContext(memory, packing, terms, size, limits.retrieval_budget_chars, by_meaning)
@@ -133,10 +131,8 @@ Similar = dict[tuple[str, str], tuple[Record, float]]
 
 
 def _found_by_terms(store: Store, user: str, terms: list[str], limits: Limits) -> Found:
-    """The user's records that hold a task term, and which terms: a record found by more ranks higher.
-
-    One `search_many` call gives what a search per term and kind would, reading the user's rows once.
-    """
+    """The user's records that hold a task term, and which terms (a record found by more ranks higher):
+    one `search_many` gives what a search per term and kind would, reading the user's rows once."""
     per_term = min(limits.retrieval_max_episodes, limits.max_search_limit)
     hits = store.search_many(user, terms, limit=per_term, kinds=KINDS)
     found: Found = {}

@@ -132,11 +132,9 @@ DELETE_WHEN = (
 
 
 def tool_schemas(store: Store, unconfirmed: Unconfirmed = "refuse") -> list[dict[str, Any]]:
-    """The four memory tools in chat-completions form, with the store's limits in their schemas.
-
-    No schema has a `user` property, and none allows another. With `unconfirmed="propose"` the
-    descriptions of `memory_put` and `memory_delete` tell a model what is worth proposing.
-    """
+    """The four memory tools in chat-completions form, with the store's limits in their schemas. No
+    schema has a `user` property, and none allows another. With `unconfirmed="propose"` the
+    descriptions of `memory_put` and `memory_delete` tell a model what is worth proposing."""
     limits = store.limits
     kind = {"type": "string", "enum": list(KINDS)}
     key = {"type": "string", "minLength": 1, "maxLength": limits.max_key_chars, "pattern": f"^{KEY_PATTERN}$"}
@@ -164,11 +162,9 @@ def tool_schemas(store: Store, unconfirmed: Unconfirmed = "refuse") -> list[dict
 
 
 def _waiting_for_approval(proposal: Proposal) -> dict[str, Any]:
-    """The result the model sees for a proposal: nothing was saved or deleted; a person decides.
-
-    It has no `revision` (a saved record has) and no `deleted` (a delete that ran has), so neither
-    a model nor the agent loop can read it as done.
-    """
+    """The result the model sees for a proposal: nothing was saved or deleted; a person decides. It
+    has no `revision` (a saved record has) and no `deleted` (a delete that ran has), so neither a
+    model nor the agent loop can read it as done."""
     action = "saved" if proposal["action"] == "put" else "deleted"
     again = "" if proposal["new"] else " (you had already proposed this; it is the same proposal)"
     return {

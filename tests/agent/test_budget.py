@@ -137,21 +137,21 @@ def test_trimming_order_history_then_memory_then_old_exchanges():
     # A budget that forces every kind of trim but leaves room for the newest exchange.
     newest_only = make_request(exchanges=[exchange(9, 300)])
     wrapper.budget_chars = wrapper.measure(newest_only)[0] + 10
-    measurement = wrapper.fit(request)
+    measurement = wrapper.prepare(request).measurement
     parts = [t["part"] for t in measurement.trimmed]
     assert parts == ["history"] * 4 + ["memory"] * 3 + ["tool_rounds"] * 2
     assert measurement.sent and measurement.total_chars <= wrapper.budget_chars < full
     assert len(request.tool_rounds) == 1 and request.tool_rounds[0][0]["role"] == "assistant"
     assert [row["status"] for row in measurement.packing] == ["trimmed"] * 3
     # The next call of the same task no longer carries those records, and its report still says so.
-    again = wrapper.fit(request)
+    again = wrapper.prepare(request).measurement
     assert again.trimmed == [] and [row["status"] for row in again.packing] == ["trimmed"] * 3
 
 
 def test_a_tool_result_never_travels_without_its_call():
     request = make_request(exchanges=[exchange(n, 500) for n in range(4)])
     wrapper = BudgetedModel(ScriptedModel([]), budget_chars=1800)
-    wrapper.fit(request)
+    wrapper.prepare(request)
     messages = request.messages()
     call_ids = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])}
     assert all(m["tool_call_id"] in call_ids for m in messages if m["role"] == "tool")

@@ -84,7 +84,7 @@ def test_the_request_counted_is_the_json_the_wrapper_sends():
 
 def test_by_default_the_wrapper_counts_characters_only():
     wrapper = BudgetedModel(ScriptedModel([]))
-    measurement = wrapper.fit(make_request())
+    measurement = wrapper.prepare(make_request()).measurement
     assert wrapper.tokenizer is None and measurement.tokens is None and "tokens" not in measurement.row()
 
 
@@ -115,7 +115,7 @@ def test_token_budget_trims_chinese_history_that_fits_the_character_budget():
     full_chars, full_tokens = BudgetedModel(ScriptedModel([])).measure(request)[0], request_tokens(request)
     budget = request_tokens(make_request(history=history[-2:]))  # room for the two newest exchanges
     wrapper = BudgetedModel(ScriptedModel([]), budget_chars=full_chars, budget_tokens=budget)
-    measurement = wrapper.fit(request)
+    measurement = wrapper.prepare(request).measurement
     assert measurement.sent and measurement.tokens is not None and measurement.tokens <= budget < full_tokens
     assert [t["part"] for t in measurement.trimmed] == ["history"] * 4
     assert all(t["reason"] == "oldest history exchange, request over token budget" for t in measurement.trimmed)
@@ -129,7 +129,7 @@ def test_the_character_budget_still_holds_beside_a_token_budget():
     request = make_request(history=history)
     chars_budget = BudgetedModel(ScriptedModel([])).measure(make_request(history=history[-1:]))[0]
     wrapper = BudgetedModel(ScriptedModel([]), budget_chars=chars_budget, budget_tokens=100_000)
-    measurement = wrapper.fit(request)
+    measurement = wrapper.prepare(request).measurement
     assert measurement.sent and measurement.total_chars <= chars_budget and len(request.history) == 1
     assert all(t["reason"] == "oldest history exchange, request over budget" for t in measurement.trimmed)
 
