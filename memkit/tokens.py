@@ -57,11 +57,8 @@ class Tokenizer:
     Special tokens such as `<|endoftext|>` are counted as the plain text they are: a request's
     data is never read as a control token.
 
-    Args:
-        encoding: the vocabulary, one of `ENCODINGS` (default `o200k_base`).
-
     Raises:
-        ValidationError: an unknown encoding.
+        ValidationError: `encoding` is not one of `ENCODINGS`.
         ImportError: the `tokens` extra is not installed.
 
     Example:
@@ -121,7 +118,7 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
 
 def request_json(request: Request) -> str:
     """A request's canonical JSON, `{"messages": ..., "tools": ...}`: what the budget wrapper measures."""
-    return canonical_json({"messages": request.messages(), "tools": request.tools})
+    return request.encode().body
 
 
 def request_tokens(request: Request, encoding: str = DEFAULT_ENCODING) -> int:
@@ -130,13 +127,8 @@ def request_tokens(request: Request, encoding: str = DEFAULT_ENCODING) -> int:
 
 
 def chars_per_token() -> list[dict[str, Any]]:
-    """Characters and tokens of each of `SAMPLES` (English, Chinese and JSON) in both `ENCODINGS`:
-    rows for a table.
-
-    Returns:
-        One row per sample and encoding: `sample`, `encoding`, `chars`, `tokens` and
-        `chars_per_token` (rounded to two decimals).
-    """
+    """Rows for a table: `sample`, `encoding`, `chars`, `tokens` and `chars_per_token` (two decimals)
+    of each of `SAMPLES` in both `ENCODINGS`."""
     rows = []
     for name, text in SAMPLES.items():
         for encoding in ENCODINGS:
