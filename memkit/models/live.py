@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from ..errors import ModelError
+from ..jsonutil import canonical_json
 from .scripted import ModelReply, ToolCall
 
 
@@ -96,19 +97,14 @@ def _model_timeout(given: float | None) -> float:
 class OpenAIModel:
     """A live model behind any OpenAI-compatible chat-completions endpoint.
 
-    Reads `OPENAI_API_KEY`, `OPENAI_MODEL` and (optional) `OPENAI_BASE_URL` unless given. Fails at
-    construction when a key or model name is missing: it never falls back to a fixture. Close it
-    with `await model.aclose()` or `async with`.
-
-    Every failure of a call is a `ModelError` that names the endpoint: an HTTP error status, no
-    answer within the timeout, a connection refused, and a reply that is not a chat completion (an
-    HTML page, an empty body, tool-call arguments sent as a JSON object instead of a JSON string).
-
-    Args:
-        timeout_s: how long one call may take, in seconds; default $MEMKIT_MODEL_TIMEOUT, else 30.
+    Reads `OPENAI_API_KEY`, `OPENAI_MODEL` and (optional) `OPENAI_BASE_URL` unless given, and never
+    falls back to a fixture. `timeout_s` bounds one call (default $MEMKIT_MODEL_TIMEOUT, else 30 s).
+    Close it with `await model.aclose()` or `async with`.
 
     Raises:
-        ModelError: no credentials, no `openai` package, a bad timeout, or a failed call.
+        ModelError: no credentials, no `openai` package, a bad timeout; or, naming the endpoint, a
+            failed call (an HTTP error, no answer in time, no connection, a reply that is not a chat
+            completion: an HTML page, an empty body, tool-call arguments as a JSON object).
     """
 
     def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
@@ -139,9 +135,8 @@ class OpenAIModel:
         self._body_prefix = ('{"model":' + json.dumps(self.model) + ",").encode("ascii")
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
-        """Send one chat-completions request and convert the answer."""
-        return await self._send(self.client.chat.completions.create(
-            model=self.model, messages=messages, **({"tools": tools} if tools else {})))  # type: ignore[call-overload]
+        """Send one chat-completions request (as canonical JSON, like the budget wrapper's) and convert the answer."""
+        return await self.complete_encoded(canonical_json({"messages": messages, "tools": tools}), messages, tools)
 
     async def _send(self, pending: Any) -> ModelReply:
         """Await a chat-completions call and convert its answer; any failure is a ModelError."""
