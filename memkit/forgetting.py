@@ -1,13 +1,9 @@
-"""Forget a user everywhere: the store's own window, every Redis window the store noted, then the store.
+"""Forget a user everywhere: every Redis window the store noted, then the store and its own window.
 
-The one place that answers "remove this user's memory", used by `memkit forget-user`. Recent turns
-may sit in a Redis window this process never opened (a `REDIS_URL` set in another shell); the store
-records each Redis it was used with (`memkit.window.places`), so `forget_user` reaches them all.
-Every Redis window is cleared first, then the store and its own window in one transaction, so no
-archiver copies turns back into a store just cleared; then everything is counted again, and what is
-left is an error, never a report of success. If a noted window cannot be reached, nothing is
-forgotten anywhere; one gone for good may be named (`gone=`, `--window-gone`), and is dropped only
-if nothing answers there. Why it is so: docs/design/window.md.
+Recent turns may sit in a Redis window this process never opened (a `REDIS_URL` set in another
+shell); the store records each Redis it was used with (`memkit.window.places`), so `forget_user`
+reaches them all, or removes nothing. What is left afterwards is an error, never a success. Why the
+order, and when a window may be named gone for good: docs/design/window.md.
 """
 
 from __future__ import annotations
@@ -66,7 +62,7 @@ def forget_user(store: Store, user: str, *, windows: Iterable[ShortTermWindow] =
         ValidationError: a malformed user id.
     """
     store.limits.check_id("user", user)
-    redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
+    redis_url = _shell_url(redis_url)
     # When each place was last noted, read before any is judged: a place judged gone is dropped only
     # if no window noted it again meanwhile (a chat opening it anew).
     noted = store.window_places_noted()
@@ -136,20 +132,16 @@ def forget_user(store: Store, user: str, *, windows: Iterable[ShortTermWindow] =
 
 
 OWN_WINDOW = "the store's own window"
-"""How the report names the window in the store's own file (`StoreWindow`)."""
 
 REFUSES_NAMED = (" (named gone for good, but it is there: something answered and refused this shell, so it may "
                  "still hold turns; give its password in the named URL or in REDIS_URL, or wait until it has "
                  "loaded, and run again)")
-"""Why a place a person named gone was not dropped: only a place where nothing answers may be."""
 
 FOLDER_GONE = ("named gone for good by a person, and its folder no longer exists there, so neither does the "
                "append-only file that held its turns; no longer recorded")
-"""Why an older memkit's workspace window was dropped: a person said so, and its folder is not there."""
 
 
 def _why_gone(place: str, exc: Exception) -> str:
-    """What showed a place a person named gone for good to be gone."""
     if _kind(place) == WORKSPACE:
         return FOLDER_GONE
     return f"named gone for good by a person; it did not answer ({exc})"
@@ -202,7 +194,7 @@ def window_status(store: Store, *, redis_url: str | None = None) -> list[dict[st
     "gone or moved" (an older memkit's workspace folder that is not there), "folder present" (one
     that is: its append-only file may hold turns; this memkit no longer starts its server).
     """
-    redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
+    redis_url = _shell_url(redis_url)
     report = []
     for place in store.window_places():
         entry: dict[str, Any] = {"place": place, "window": describe(place), "kind": _kind(place)}
@@ -232,7 +224,7 @@ def drop_window(store: Store, name: str, *, redis_url: str | None = None) -> dic
         WindowError: the name matches no recorded place or several, or the place is not gone;
             nothing was changed.
     """
-    redis_url = redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
+    redis_url = _shell_url(redis_url)
     noted = store.window_places_noted()  # before it is judged: see forget_user
     place = find_place(store, name)
     try:
@@ -250,6 +242,10 @@ def drop_window(store: Store, name: str, *, redis_url: str | None = None) -> dic
         raise WindowError(f"{describe(place)} was dropped meanwhile, or a window was opened there meanwhile (it was "
                           "noted again): nothing was changed. Run `memkit windows` to see it now")
     return {"dropped": describe(place), "place": place, "why": why}
+
+
+def _shell_url(redis_url: str | None) -> str | None:
+    return redis_url if redis_url is not None else (os.environ.get("REDIS_URL") or None)
 
 
 def _kind(place: str) -> str:

@@ -1,7 +1,5 @@
 """Where the short-term window's Redis comes from: a server at a URL, or one memkit starts itself
-(`connect_redis`), and that server's life (`RedisHandle`). The URL check, the client and its errors
-are `memkit.servers.redis_client`.
-"""
+(`connect_redis`), and that server's life (`RedisHandle`)."""
 
 from __future__ import annotations
 
@@ -48,16 +46,10 @@ def embedded_handle(client: object) -> RedisHandle | None:
 class RedisHandle:
     """A Redis client, and when memkit started the server itself, that server's life.
 
-    Made by `connect_redis`. `close()` closes the client and, for an embedded server, stops the
-    redis-server process and removes its temporary files. Safe to call twice. An embedded server
-    that nobody closed (an interrupted notebook, a program that ends without `close()`) is closed
-    the same way when Python exits; `close()` removes that exit hook again. A process that dies
-    without running exit hooks (SIGKILL: how nbval and Jupyter stop a kernel) does not leave its
-    server behind either: a `memkit.servers.watchdog.Watchdog` stops it within a fraction of a second (a
-    clean SHUTDOWN, as `close()` does, but with no `on_discard` hooks: nobody is left to run them).
-
-    Before an embedded server whose data is not kept (`keeps_data` False) stops, the hooks
-    registered with `on_discard` run: the windows on it archive what they hold.
+    Made by `connect_redis`. `close()` (safe twice) closes the client and stops an embedded server,
+    removing its temporary files, after the `on_discard` hooks ran if it keeps no data. Nobody
+    closed it: Python's exit does. A SIGKILL runs no exit hook (how nbval and Jupyter stop a
+    kernel): the `memkit.servers.watchdog.Watchdog` stops the server then, with no hooks.
 
     Attributes:
         client: the redis-py client (bytes responses).
@@ -96,12 +88,7 @@ class RedisHandle:
 
     def on_discard(self, hook: Callable[[], object], *, key: object = None) -> None:
         """Call `hook()` before this embedded server stops and drops what it holds (not when it keeps
-        its data). A failing hook is logged; the others still run and the server still stops.
-
-        Args:
-            key: one hook per key (default: the hook itself); a second hook with the same key
-                replaces the first.
-        """
+        its data); one hook per `key` (default: the hook). A failing hook is logged, the rest run."""
         self._discard_hooks[hook if key is None else key] = hook
 
     def remove_on_discard(self, hook: Callable[[], object]) -> None:
@@ -119,10 +106,6 @@ class RedisHandle:
         return f"RedisHandle({display_url(self.url)!r}, {kind})"
 
     def close(self) -> None:
-        """Close the client; stop the embedded server (if any) and remove its temporary files.
-
-        For an embedded server that does not keep its data, the `on_discard` hooks run first.
-        """
         if self._closed:
             return
         self._closed = True

@@ -1,12 +1,7 @@
 """Talking to a Redis server: the URL check, the kit's client (with its life hook), its errors.
 
-`check_redis_url` refuses what is not a Redis URL, naming the problem (`display_url` hides its
-password in every message); `client_for` makes the kit's client: a short retry, one `timeout` for
-the connect and every reply, and `note_server_life` on every connect; `redis_errors` turns
-redis-py's errors into the one `WindowError` the kit documents. A Redis restarted from an older
-state hands out turn numbers the archive already holds unless the window notices the restart
-(`memkit.window.numbering`): the hook writes each life's `run_id` into `LIFE_KEY` for the window's
-APPEND script (`memkit.window.protocol`).
+Every message shows a URL through `display_url`, never with its password; `redis_errors` turns
+redis-py's errors into the one `WindowError` the kit documents.
 """
 
 from __future__ import annotations
@@ -36,7 +31,6 @@ LIFE_KEY = "memkit:_life"
 
 
 def as_text(value: bytes | str) -> str:
-    """A Redis reply (bytes) as text."""
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
@@ -50,11 +44,7 @@ def redis_module() -> Any:
 
 
 def display_url(url: str) -> str:
-    """`url` with any password replaced by `***`, fit for messages and notebooks.
-
-    Works on malformed URLs too (it does not parse them), so an error about a URL never shows
-    its password.
-    """
+    """`url` with any password replaced by `***`; it does not parse, so a malformed URL is hidden too."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         scheme, rest = "", url
@@ -189,13 +179,11 @@ def redis_errors(where: str, doing: str) -> Iterator[None]:
 def note_server_life(connection: Any) -> None:
     """redis-py's connect hook on every client the kit makes: note the server's life in `LIFE_KEY`.
 
-    A restarted Redis may have come back from an older state, with an older `LIFE_KEY` too; every
-    restart breaks every connection, and a connection's first command waits for this hook. So
-    before any command of a kit client runs on a server's life, `LIFE_KEY` holds that life's
-    run_id, and the append script reads it (one GET) instead of asking `INFO server` on every call
-    (7-21 µs of server time per append in our runs, quiet machine to busy one). Windows on other
-    clients keep asking INFO.
-    Pass `redis_connect_func=note_server_life` to a client of your own to give it the same check.
+    A Redis restarted from an older state hands out turn numbers the archive holds unless the window
+    notices (`memkit.window.redis.TakenNumbers`). Every restart breaks every connection, and a
+    connection's first command waits for this hook, so `LIFE_KEY` holds the life's run_id before any
+    command of a kit client runs, and APPEND reads it (one GET) instead of `INFO server` (7-21 µs of
+    server time per append here). Give a client of your own `redis_connect_func=note_server_life`.
     """
     import redis  # only a client of redis-py calls this
 

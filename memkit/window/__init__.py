@@ -20,8 +20,8 @@ from ..servers.redis import Persistence, RedisHandle, connect_redis, start_embed
 from ..servers.redis_client import DEFAULT_TIMEOUT_S, check_redis_url, display_url, note_server_life
 from .archiver import Archiver
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, InProcessWindow, ShortTermWindow
-from .protocol import KeyLayout, SessionKeys, session_keys
 from .expiry import DEFAULT_TTL_SECONDS
+from .protocol import KeyLayout, SessionKeys, session_keys
 from .redis import RedisWindow
 from .store_window import StoreWindow
 

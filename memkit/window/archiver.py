@@ -1,19 +1,12 @@
 """The archiver of the Redis window: turns that left the window go into SQLite, exactly once.
 
-Archiving is *copy, then trim*. The copy (`Store.archive_turns`) is keyed by (user,
-session, turn), so a process killed between the SQLite commit and the Redis trim leaves the turn
-in both places for a moment; the next pass (any instance) copies it again (ignored) and trims it.
-
-The sweeper retires the window of each session that is within `sweep_margin` of its expiry into
-`pending`, atomically and only if nobody touched it meanwhile, and the archiver copies it to
-SQLite. The Redis TTL then frees the memory of an idle session without dropping a turn, as long
-as some instance runs a pass at least once per margin. Pending turns have no TTL, so a backlog
-waits for an archiver instead of expiring.
-
-A pending turn whose number the archive already holds with other content (the archive refuses it
-with an `ArchiveConflictError`: a counter went back, e.g. a Redis restored from an older state) is
-given the next free number in Redis and archived under it: both turns are kept, and the move is
-logged as an error and listed in `renumbered`.
+Archiving is *copy, then trim*, keyed by (user, session, turn): a process killed between the SQLite
+commit and the Redis trim leaves the turn in both places for a moment, and the next pass (any
+instance) copies it again (ignored) and trims it. The sweeper retires each session within
+`sweep_margin` of its expiry into `pending` (no TTL), so expiry frees memory without dropping a turn
+as long as some instance runs a pass once per margin. A pending turn whose number the archive holds
+with other content (a counter went back) gets the next free number: both are kept, the move logged
+and listed in `renumbered`.
 """
 
 from __future__ import annotations
@@ -70,11 +63,8 @@ class Archiver:
     # -- passes -----------------------------------------------------------------------------------
 
     def archive_session(self, user: str, session: str, batch: int = 500) -> int:
-        """Copy the session's pending turns into SQLite, then trim them from Redis. Idempotent.
-
-        Returns:
-            How many turns were new in SQLite.
-        """
+        """Copy the session's pending turns into SQLite, then trim them from Redis; returns how many
+        were new in SQLite. Idempotent."""
         keys = self.layout.session(user, session)
         ref = f"{user}/{session}"
         added, conflicts = 0, 0
@@ -99,13 +89,9 @@ class Archiver:
             if not left or not turns:
                 return added
 
-    def last_archived(self, user: str, session: str) -> int:
-        """The highest turn number of the session in the archive (0 when none): what numbering starts past."""
-        return self.store.last_archived_turn(user, session)
-
     def _move_past_archive(self, user: str, session: str, numbers: list[int]) -> None:
         keys = self.layout.session(user, session)
-        top = self.last_archived(user, session)
+        top = self.store.last_archived_turn(user, session)
         with redis_errors(self.where, f"renumbering conflicting turns of {user}/{session}"):
             moved = [int(n) for n in self.scripts.renumber(keys=[keys.pending, keys.seq, keys.turns],
                                                            args=[top, *numbers])]
@@ -116,12 +102,8 @@ class Archiver:
                       was, user, session, now)
 
     def forget(self, user: str) -> int:
-        """Delete every Redis key of `user` under this prefix and their entries in the two indexes,
-        in one transaction (the caller holds `lock`, so no pass of this archiver runs meanwhile).
-
-        Returns:
-            How many keys were deleted.
-        """
+        """Delete every Redis key of `user` under this prefix and their index entries, in one
+        transaction (the caller holds `lock`: no pass runs meanwhile). Returns the keys deleted."""
         pattern, index, queue = self.layout.user_pattern(user), self.layout.index, self.layout.queue
         with redis_errors(self.where, f"forgetting {user}"):
             doomed = list(self.client.scan_iter(match=pattern, count=500))
@@ -137,11 +119,8 @@ class Archiver:
         return len(doomed)
 
     def sweep(self, *, margin: float | None = None) -> int:
-        """Retire every session that expires within `margin` seconds (default `sweep_margin`).
-
-        Returns:
-            How many sessions were retired.
-        """
+        """Retire every session that expires within `margin` seconds (default `sweep_margin`); returns
+        how many were retired."""
         margin = self.sweep_margin if margin is None else margin
         with redis_errors(self.where, "listing sessions near expiry"):
             if margin == float("inf"):
@@ -167,11 +146,7 @@ class Archiver:
         return retired
 
     def retire_user(self, user: str) -> int:
-        """Retire every session of `user` into the archive now (all turns, whatever their TTL).
-
-        Returns:
-            How many sessions were retired.
-        """
+        """Retire and archive every session of `user` now, whatever its TTL; returns how many."""
         self.layout.user_pattern(user)  # the id, checked
         with self.lock:
             with redis_errors(self.where, f"listing the sessions of {user}"):
@@ -190,11 +165,7 @@ class Archiver:
 
     def flush(self, *, margin: float | None = None) -> dict[str, int]:
         """One pass now, in the caller's thread: retire sessions within `margin` of expiry (default
-        `sweep_margin`; `inf` retires every session), then archive all pending turns.
-
-        Returns:
-            {"closed": sessions retired, "archived": turns newly written to SQLite}
-        """
+        `sweep_margin`; `inf`: all), then archive all pending turns; returns {"closed", "archived"}."""
         with self.lock:
             closed = self.sweep(margin=margin)
             return {"closed": closed, "archived": self.archive_pending()}

@@ -1,12 +1,10 @@
 """Where a store's Redis windows live, written down in the store so that forgetting reaches them.
 
-A `RedisWindow` records the server it was opened on (`Store.note_window`), so
-`memkit.forgetting.forget_user` can clear it later from any shell: chat with `REDIS_URL` set in one
-shell and forget in a shell without it. A place is a small JSON text with sorted keys, e.g.
-`{"kind": "redis", "prefix": "memkit", "url": "redis://user@host:6379/0"}`: never the password.
-Stores made by an older memkit may also hold `{"kind": "workspace", "folder": ...}` places (the
-redis-server the CLI used to keep beside the store). The store's own window (`StoreWindow`) is no
-place: it is in the store. Nor is a temporary embedded server: it archives all it holds before it stops.
+A `RedisWindow` records its server (`Store.note_window`), so `memkit.forgetting.forget_user` can
+clear it later from any shell. A place is a small JSON text with sorted keys, never the password:
+`{"kind": "redis", "prefix": "memkit", "url": "redis://user@host:6379/0"}`. Stores made by an older
+memkit may also hold `{"kind": "workspace", "folder": ...}` (the redis-server its CLI kept beside
+the store). Neither the store's own window nor a temporary embedded server is a place.
 """
 
 from __future__ import annotations
@@ -24,25 +22,21 @@ REDIS = "redis"
 
 
 class Place(NamedTuple):
-    """A recorded window place, read (`read_place`)."""
+    """A recorded window place, read: its `kind` (`WORKSPACE`, `REDIS`, another, or "unknown"), its key
+    `prefix`, a workspace's `folder` and a Redis server's `url` without its password ("" otherwise)."""
 
     kind: str
-    """`WORKSPACE`, `REDIS`, or a kind this memkit does not know ("unknown" when the text names none)."""
     prefix: str
-    """The first part of the window's keys (`memkit.window.protocol`)."""
     folder: str = ""
-    """A workspace window's folder ("" for any other kind)."""
     url: str = ""
-    """The Redis server's URL, without its password ("" for any other kind)."""
 
 
 def read_place(place: str) -> Place:
-    """A place's JSON text (as `url_place` writes it, or an older memkit wrote a workspace place), read.
+    """A place's JSON text, read.
 
     Raises:
-        WindowError: `place` is not a JSON object, or a workspace place names no folder or a Redis
-            place no URL (a text this memkit did not write). Forgetting then counts the place as
-            one it could not reach, and refuses, as for any window it cannot clear.
+        WindowError: not a JSON object, or a workspace place without a folder or a Redis place without
+            a URL: a text this memkit did not write, which forgetting counts as a window it cannot reach.
     """
     try:
         data = json.loads(place)

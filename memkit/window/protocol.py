@@ -1,17 +1,10 @@
 """The window's Redis protocol: its keys, and every Lua script that touches them.
 
-Every key starts with `{prefix}:{store}` (the operator's prefix, then the store's id), so two
-stores on one Redis server never see each other's windows; user and session ids are checked
-(`Limits.check_id`), so no id can name another user's keys or an index key:
-
-* `{prefix}:{store}:{user}:{session}:turns|pending|seq`: the window, the turns waiting for the
-  archiver, the turn counter (sorted sets, and a string);
-* `{prefix}:{store}:_sessions` and `_archive`: the sessions by expiry, those with pending turns;
-* `memkit:_life`: the server's run_id, one per server, read by APPEND.
-
-The scripts, each with its KEYS/ARGV header: APPEND (`RedisWindow.append`), READ and RECENT
-(`memkit.window.reads`), RETIRE, TRIM and RENUMBER (`memkit.window.archiver`). The whole layout
-and why: docs/design/window.md.
+Every key starts with `{prefix}:{store}` (the operator's prefix, then the store's id), so two stores
+on one Redis server never see each other's windows; ids are checked (`Limits.check_id`), so no id
+can name another user's keys or an index key. The scripts, each with its KEYS/ARGV header: APPEND,
+READ and RECENT (`RedisWindow`), RETIRE, TRIM and RENUMBER (`memkit.window.archiver`). The whole
+layout and why: docs/design/window.md.
 """
 
 from __future__ import annotations
@@ -50,12 +43,9 @@ class SessionKeys(NamedTuple):
 
 
 def session_keys(prefix: str, user: str, session: str, limits: Limits = DEFAULT_LIMITS) -> SessionKeys:
-    """The Redis keys of one session of one user: `{prefix}:{user}:{session}:turns|pending|seq`.
+    """The keys `{prefix}:{user}:{session}:turns|pending|seq`, `prefix` being a layout's `base`.
 
-    `prefix` is a layout's `base` (`{prefix}:{store}`, see `KeyLayout`).
-
-    Both ids are checked first (`Limits.check_id`): they cannot contain ':' or glob characters,
-    nor start with '_', so no id can name another user's keys or the `_sessions`/`_archive` index.
+    Both ids are checked first: they hold no ':' or glob character and never start with '_'.
     """
     limits.check_id("user", user)
     limits.check_id("session", session)
@@ -191,7 +181,7 @@ return {n, redis.call('ZCARD', KEYS[2])}
 
 READ = """
 -- Read a session's window and its pending turns in one step and slide the TTL (load_session;
--- `recent` reads the window alone with the RECENT script, see `WindowReads.recent`).
+-- `recent` reads the window alone with the RECENT script, see `RedisWindow.recent`).
 -- KEYS[1] turns  KEYS[2] pending  KEYS[3] seq  KEYS[4] the sessions index
 -- ARGV[1] "user/session"  ARGV[2] TTL in ms
 -- Returns {window members oldest first, pending members oldest first}.

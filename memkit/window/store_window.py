@@ -1,11 +1,9 @@
-"""The short-term window kept in the store's own SQLite file: `memkit chat`'s window by default.
+"""The short-term window in the store's own SQLite file: `memkit chat`'s window by default.
 
 Each session keeps its last `size` turns in the table `window_turns`, beside the transcript archive
-in the same file. An append is one transaction: the new turn goes in and a turn that falls out of
-the window moves into the archive, so every turn is in exactly one of the two, and a process killed
-at any moment leaves the whole append or none of it. A session unused for `ttl` seconds (each read
-and write restarts the clock) is moved whole into the archive at its next use or at `flush()`.
-With several machines, or many writers, keep the window in Redis instead (`RedisWindow`).
+in the same file, so one transaction can move a turn from one to the other: every turn is in exactly
+one of the two, and a process killed at any moment leaves a whole append or none of it. With several
+machines, or many writers, keep the window in Redis instead (`RedisWindow`).
 """
 
 from __future__ import annotations
@@ -20,14 +18,12 @@ from ..transcript import Turn, merge_turns
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .expiry import DEFAULT_TTL_SECONDS, check_ttl
 
-class StoreWindow(ShortTermWindow):
-    """The last `size` turns of each session, in the store's own file, with a sliding expiry.
 
-    Args:
-        store: a SQLite store (`MemoryStore`); its transcript table is the archive.
-        size: how many turns each session keeps (default 10).
-        ttl: seconds without a read or write after which a session's window is archived (default 1800).
-        clock: where the time comes from (a `FakeClock` in tests).
+class StoreWindow(ShortTermWindow):
+    """The last `size` turns of each session in a SQLite store's file, with a sliding expiry.
+
+    A session nobody reads or writes for `ttl` seconds (each use restarts the clock) is moved whole
+    into the archive at its next use, or at `flush()`: not lost, only no longer recent.
 
     Raises:
         ValidationError: a bad size or ttl, or a store that is not a SQLite file.
@@ -51,16 +47,14 @@ class StoreWindow(ShortTermWindow):
         self.ttl = check_ttl(ttl)
 
     def append(self, user: str, session: str, role: str, content: Any) -> Turn:
-        """Add a turn to the session's window and return it with its number.
+        """Add a turn and return it with its number, in one transaction.
 
-        One transaction: the turn goes in, and a turn that falls out of the window moves into the
-        archive. It holds the store's write lock, so no other process takes the same number.
-
-        Raises:
-            ValidationError: a bad id, role or content; nothing was written.
+        The turn goes in and a turn that falls out moves into the archive, under the store's write
+        lock, so no other process takes the same number. A bad id, role or content: ValidationError,
+        and nothing was written.
         """
-        self._check(user, session)
-        text = self._content(role, content)
+        self._check_ids(user, session)
+        text = self._checked_text(role, content)
         with self.store.transaction() as conn:
             now = self._clock()
             self._expire(conn, user, session, now)
@@ -82,7 +76,7 @@ class StoreWindow(ShortTermWindow):
 
     def recent(self, user: str, session: str) -> list[Turn]:
         """The session's window, oldest first; reading it restarts its expiry."""
-        self._check(user, session)
+        self._check_ids(user, session)
         with self.store.transaction() as conn:
             now = self._clock()
             self._expire(conn, user, session, now)
@@ -91,14 +85,12 @@ class StoreWindow(ShortTermWindow):
 
     def load_session(self, user: str, session: str) -> list[Turn]:
         """The whole conversation, archive and window together, each turn once, in turn order."""
-        self._check(user, session)
+        self._check_ids(user, session)
         with self.store.transaction() as conn:  # one snapshot of both tables
             self._expire(conn, user, session, self._clock())
             return merge_turns(self.store.archived_turns(user, session), self._window(conn, user, session))
 
     def retire_user(self, user: str) -> int:
-        """Move every window turn of `user` into the archive (after a confirmed delete); returns how
-        many sessions were retired."""
         self.limits.check_id("user", user)
         with self.store.transaction() as conn:
             sessions = [row[0] for row in conn.execute(
@@ -108,27 +100,23 @@ class StoreWindow(ShortTermWindow):
         return len(sessions)
 
     def clear_user(self, user: str) -> dict[str, int]:
-        """Delete `user`'s window turns (every session), leaving the rest of the store alone."""
         self.limits.check_id("user", user)
         with self.store.transaction() as conn:
             return {"window_turns": conn.execute("DELETE FROM window_turns WHERE user_id = ?", (user,)).rowcount}
 
     def forget_user(self, user: str) -> dict[str, int]:
-        """Remove `user`'s window turns and, in the same transaction, everything of theirs in the store."""
-        with self.store.transaction():
+        with self.store.transaction():  # the window and the store: both or neither
             cleared = self.clear_user(user)
             return {**self.store.forget_user(user), **cleared}
 
     def user_turns(self, user: str) -> int:
-        """How many turns of `user` the window holds, all sessions."""
         self.limits.check_id("user", user)
         with self.store.transaction() as conn:
             return int(conn.execute("SELECT count(*) FROM window_turns WHERE user_id = ?", (user,)).fetchone()[0])
 
     def flush(self) -> dict[str, int]:
-        """Archive every session (of every user) whose window has expired. Returns
-        {"closed": sessions archived, "archived": turns moved}."""
-        with self.store.transaction() as conn:  # every user's sessions: the operator's sweep, not a user's read
+        """Archive every expired session, of every user: the operator's sweep, not a user's read."""
+        with self.store.transaction() as conn:
             expired = conn.execute("SELECT user_id, session_id, count(*) FROM window_turns WHERE expires_at <= ?"
                                    " GROUP BY user_id, session_id", (iso(self._clock()),)).fetchall()
             for user, session, _ in expired:
@@ -148,7 +136,6 @@ class StoreWindow(ShortTermWindow):
                      (expires, user, session))
 
     def _expire(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
-        """An idle session's window goes to the archive whole: it is not lost, only no longer recent."""
         if conn.execute("SELECT 1 FROM window_turns WHERE user_id = ? AND session_id = ? AND expires_at <= ?"
                         " LIMIT 1", (user, session, iso(now))).fetchone():
             self._archive(conn, user, session)
