@@ -19,27 +19,20 @@ class QuotaError(MemkitError):
 
 
 class StoreError(MemkitError):
-    """The database cannot be used as asked: not a memkit file, corrupt, locked or read-only.
-
-    The file is left exactly as it was found.
-    """
+    """The database cannot be used as asked (not a memkit file, corrupt, locked or read-only); the
+    file is left exactly as it was found."""
 
 
 class LockedError(StoreError):
-    """Another connection holds the database's write lock past the busy timeout; nothing was written.
-
-    Chosen by the error's code or class (SQLite's `SQLITE_BUSY`/`SQLITE_LOCKED`, PostgreSQL's lock
-    timeout, deadlock, or a rebalance of its counter shards), never by the message text: the message
-    says which, and running the write again is safe.
-    """
+    """Another connection holds the database's write lock past the busy timeout; nothing was written,
+    and running the write again is safe. Told by the error's code or class (SQLite's `SQLITE_BUSY`
+    or `SQLITE_LOCKED`, PostgreSQL's lock timeout, deadlock or shard rebalance), never by its text."""
 
 
 class ReadOnlyError(LockedError):
-    """A write asked of a store opened read-only (the inspector's default); nothing was written.
-
-    A `LockedError` (a lock that never frees), so what a store skips when the lock is taken
-    (keeping its search index up to date) it skips here too, and goes on reading.
-    """
+    """A write asked of a store opened read-only (the inspector's default); nothing was written. A
+    `LockedError` (a lock that never frees), so what a store skips when the lock is taken (keeping
+    its search index up to date) it skips here too, and goes on reading."""
 
 
 class ApprovalError(MemkitError):
@@ -75,11 +68,8 @@ class CommittedThenFailedError(MemkitError):
     """Changes were committed, then the operation failed before it finished: not "nothing changed".
 
     An agent's ask that saved or deleted a memory (a confirmed tool call) and then could not go on
-    (a model call, the budget, the window or the timeout) raises this: the writes stand.
-
-    Attributes:
-        committed: what was changed, one sentence per change, in order.
-        cause: the failure that came after.
+    (a model call, the budget, the window or the timeout) raises this: the writes stand. `committed`
+    says what was changed, one sentence per change, in order; `cause` is the failure that came after.
     """
 
     def __init__(self, committed: list[str], cause: BaseException) -> None:

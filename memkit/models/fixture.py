@@ -133,16 +133,13 @@ class FixtureModel(RecordingModel):
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         """A reply by the rules above."""
-        return self._numbered(self._reply(messages, tools))
-
-    def _reply(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         self._record(messages, tools)
         if messages[-1]["role"] == "tool":
             return say(" ".join(self._report(json.loads(m["content"])) for m in messages if m["role"] == "tool"))
         envelope = user_envelope(messages)
         task = envelope["task"].strip()
         if proposed := propose(task):
-            return call(proposed[0], proposed[1])
+            return self._numbered(call(*proposed))
         if ONE_OFF.search(task) and not task.endswith("?"):
             return say("Understood, for this time only: nothing to remember.")
         if match := _TOLD.search(task):
