@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Sequence
 
-from ..errors import QuotaError
+from ..errors import LockedError, QuotaError
 from ..limits import Limits
 from .statements import SQLITE_STATEMENTS, Record, Statements
 
@@ -23,39 +23,29 @@ if TYPE_CHECKING:
 
     import numpy
 
+    from ..clock import Clock
+    from ..semantic import Embedder
+
 
 class Backend(Protocol):
-    """One database of a store, as `Store` and the shared modules use it.
-
-    Attributes:
-        name: `"sqlite"` or `"postgres"`.
-        path: the SQLite file (None on PostgreSQL).
-        location: which store this is: the file's path, or PostgreSQL's host, port, database and
-            schema (never a password).
-        read_only: every write is refused.
-        how: how it reads (`rw`, `ro`, `immutable`, `snapshot`, `read-only transactions`).
-        file_version: the database's own schema version where it can differ from this memkit's
-            (a read-only snapshot of an older file); None where it cannot.
-        limits: the limits its checks enforce (`use_limits` changes them).
-        statements: the SQL of the writes and record reads (`MemoryStore.statements()`).
-    """
+    """One database of a store, as `Store` and the shared modules use it."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str: ...  # "sqlite" or "postgres"
     @property
-    def path(self) -> Path | None: ...
+    def path(self) -> Path | None: ...  # the SQLite file (None on PostgreSQL)
     @property
-    def location(self) -> str: ...
+    def location(self) -> str: ...  # the file's path, or PostgreSQL's host, port, database, schema (no password)
     @property
-    def read_only(self) -> bool: ...
+    def read_only(self) -> bool: ...  # every write is refused
     @property
-    def how(self) -> str: ...
+    def how(self) -> str: ...  # rw, ro, immutable, snapshot, read-only transactions
     @property
-    def file_version(self) -> int | None: ...
+    def file_version(self) -> int | None: ...  # the file's own schema version, where it can differ (a snapshot)
     @property
-    def limits(self) -> Limits: ...
+    def limits(self) -> Limits: ...  # what its checks enforce (`use_limits` changes them)
     @property
-    def statements(self) -> Statements: ...
+    def statements(self) -> Statements: ...  # the SQL of the writes and record reads
 
     @property
     def connection(self) -> Any:
@@ -122,20 +112,49 @@ class Backend(Protocol):
         """`user`'s records ranked by similarity to `vector` (embeddings.py; pgvector where used)."""
 
 
-class SqliteDuties:
-    """The rest of `Backend` on SQLite (`SqliteDatabase`, db.py): what a lesson need not show."""
+class StorePart:
+    """What the parts of `Store` (proposals.py, sessions.py, embeddings.py, browse.py, identity.py) use
+    of it, declared here so that no part imports store.py (tests/test_layers.py)."""
+
+    _db: Backend
+    limits: Limits
+    read_only: bool
+    synchronous: str
+    embedder: Embedder | None
+    _clock: Clock
+
+    if TYPE_CHECKING:
+        def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+        def _check_identity(self, user: str, kind: str, key: str) -> None: ...
+        def put(self, user: str, session: str, kind: str, key: str, value: str, *,
+                confirmation: str | None = None) -> Record: ...
+        def delete(self, user: str, kind: str, key: str, *, session: str | None = None,
+                   confirmation: str | None = None) -> bool: ...
+
+
+class SqlitePart:
+    """What the parts of `SqliteDatabase` (db.py) use of it, declared once for all of them."""
 
     if TYPE_CHECKING:
         path: Path
         limits: Limits
         lock: threading.RLock
         page_size: int
+        _wal_path: str
 
         @property
         def connection(self) -> sqlite3.Connection: ...
+        def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]: ...
+        def reading(self) -> contextlib.AbstractContextManager[sqlite3.Connection]: ...
         def fetch(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
+        def locked_error(self) -> LockedError: ...
+        def user_records(self, user: str) -> int: ...
         @staticmethod
         def _cap_wal(conn: sqlite3.Connection, limits: Limits, page_size: int) -> None: ...
+
+
+class SqliteDuties(SqlitePart):
+    """The rest of `Backend` on SQLite (`SqliteDatabase`, db.py): what a lesson need not show."""
 
     @property
     def location(self) -> str:

@@ -6,22 +6,14 @@ filtered by user: it runs on both backends.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..limits import Limits
-    from .backend import Backend
+from .backend import StorePart
 
 
-class StoreBrowse:
+class StoreBrowse(StorePart):
     """`Store`'s browsing: deleted_keys, sessions, write_number (what they use of `Store` is declared
     here, so this module never imports store.py)."""
-
-    if TYPE_CHECKING:
-        _db: Backend
-        limits: Limits
-
-        def _check_identity(self, user: str, kind: str, key: str) -> None: ...
 
     def deleted_keys(self, user: str) -> list[dict[str, Any]]:
         """The keys of `user` whose history ends in a delete (and hold no record now), newest first.

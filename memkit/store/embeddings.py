@@ -9,19 +9,16 @@ the same. `StoreEmbeddings` holds `Store`'s methods (`search_by_meaning`, `reind
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING, Any, cast
 from collections.abc import Callable, Sequence
 
 from ..errors import ValidationError
 from ..semantic import DEFAULT_MIN_SIMILARITY, Embedder, embedding_text, from_bytes, similarities, to_bytes
+from .backend import Backend, StorePart
 from .statements import RECORD_SQL, Record, to_record
 
 if TYPE_CHECKING:
     import numpy
-
-    from ..limits import Limits
-    from .backend import Backend
 
 WRITE_SQL = (
     "INSERT INTO memory_embeddings (memory_id, user_id, model, dim, vector)"
@@ -80,20 +77,13 @@ class SqliteVectors:
     def search_by_meaning(self, user: str, vector: numpy.ndarray, model: str, dim: int, limit: int,
                           kind: str | None, min_similarity: float) -> list[Record]:
         """The user's own vectors (bounded by the quota) ranked in Python."""
-        return rank_in_python(cast("Backend", self), user, vector, model, dim, limit, kind, min_similarity,
+        return rank_in_python(cast(Backend, self), user, vector, model, dim, limit, kind, min_similarity,
                               from_bytes)
 
 
-class StoreEmbeddings:
+class StoreEmbeddings(StorePart):
     """`Store`'s vectors: search_by_meaning, embedding_status, embedding_models, reindex (what they use
     of `Store` is declared here, so this module never imports store.py)."""
-
-    if TYPE_CHECKING:
-        _db: Backend
-        limits: Limits
-        embedder: Embedder | None
-
-        def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def _need_embedder(self, doing: str) -> Embedder:
         if self.embedder is None:

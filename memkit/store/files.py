@@ -16,15 +16,11 @@ import tempfile
 import threading
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import StoreError
+from .backend import SqlitePart
 from .schema import SqliteSchema, check_schema, database_id, meta_root_page, migrate
 from .wal import WalLog
-
-if TYPE_CHECKING:
-    from ..errors import LockedError
-    from ..limits import Limits
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -178,14 +174,8 @@ def check_wal(path: Path) -> None:
         )
 
 
-class FileChecks:
+class FileChecks(SqlitePart):
     """`SqliteDatabase`'s checks of an existing file before its connection opens it (db.py)."""
-
-    if TYPE_CHECKING:
-        path: Path
-        limits: Limits
-
-        def locked_error(self) -> LockedError: ...
 
     def _inspect_schema(self, check_integrity: bool) -> None:
         """Check the schema on a connection of its own: read-only when a `-wal` is beside the file

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ValidationError
 from ..jsonutil import canonical_json
+from .backend import SqlitePart
 from .files import sqlite_uri
 from .statements import total_records_sql
 
@@ -25,13 +26,9 @@ if TYPE_CHECKING:
 _SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 
-class SqliteHealth:
+class SqliteHealth(SqlitePart):
     """`SqliteDatabase`'s answers to `health` (the `Backend` methods `settings`, `db_bytes`,
     `size_consistent`; db.py)."""
-
-    if TYPE_CHECKING:
-        path: Path
-        page_size: int
 
     def settings(self, conn: sqlite3.Connection) -> dict[str, Any]:
         """The first keys of `health()`: the file, SQLite's version and the pragmas that matter."""

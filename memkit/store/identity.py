@@ -7,22 +7,18 @@ here, so this module never imports store.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from .backend import StorePart
 from .statements import Statements
-
-if TYPE_CHECKING:
-    from .backend import Backend
 
 SQLITE_FILE_SUFFIXES = ("-wal", "-shm", "-journal")
 """The files SQLite keeps beside a database file while it is in use (or after a crash)."""
 
 
-class StoreIdentity:
+class StoreIdentity(StorePart):
     """`Store`'s identity: path, location, files, store_id, opened, statements."""
 
-    _db: Backend
-    read_only: bool
     _statements: ClassVar[Statements]  # each constructor's own: SQLite's or PostgreSQL's
     _store_id: str | None = None
 

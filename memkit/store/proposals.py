@@ -11,16 +11,13 @@ store's write transaction on either backend. docs/design/store.md has the rest o
 from __future__ import annotations
 
 import datetime as _dt
-import contextlib
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from ..clock import Clock, iso
+from ..clock import iso
 from ..errors import ApprovalError, ProposalError, QuotaError, ValidationError
 from ..limits import Limits
 
-if TYPE_CHECKING:
-    from .backend import Backend
-    from .statements import Record
+from .backend import StorePart
 
 Proposal = dict[str, Any]
 """A proposal as the kit hands it out (see `to_proposal` for the keys)."""
@@ -208,21 +205,9 @@ def forget(conn: Any, user: str) -> int:
     return int(conn.execute("DELETE FROM proposals WHERE user_id = ?", (user,)).rowcount)
 
 
-class StoreProposals:
+class StoreProposals(StorePart):
     """`Store`'s proposals: propose_put, propose_delete, proposals, approve, reject (store.py's `Store`
     inherits them; what they use of it is declared here, so this module never imports store.py)."""
-
-    if TYPE_CHECKING:
-        _db: Backend
-        limits: Limits
-        _clock: Clock
-
-        def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
-        def _check_identity(self, user: str, kind: str, key: str) -> None: ...
-        def put(self, user: str, session: str, kind: str, key: str, value: str, *,
-                confirmation: str | None = None) -> Record: ...
-        def delete(self, user: str, kind: str, key: str, *, session: str | None = None,
-                   confirmation: str | None = None) -> bool: ...
 
     def propose_put(self, user: str, session: str, kind: str, key: str, value: str) -> Proposal:
         """Keep a save the model proposed until a person approves or rejects it. Nothing is saved.

@@ -8,38 +8,21 @@ index costs about half the pages a put writes, so a store keeps it only where a 
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Sequence
 
 from ..errors import LockedError
 from . import search
+from .backend import SqlitePart
 from .schema import build_search_index, drop_search_index, has_search_index
 from .statements import SQLITE_STATEMENTS, Record, SearchSql
 
-if TYPE_CHECKING:
-    import sqlite3
 
-    from ..limits import Limits
-
-
-class TrigramIndex:
+class TrigramIndex(SqlitePart):
     """`SqliteDatabase`'s search methods (`Backend.fit_search_index`, `search`, `search_many`) and its
     FTS5 trigram index, built when first needed and never waited for."""
 
     search_index = True  # SQLite may always ask it: `_indexed` builds it when it is missing
-
-    if TYPE_CHECKING:
-        lock: threading.RLock
-        limits: Limits
-
-        @property
-        def connection(self) -> sqlite3.Connection: ...
-        def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]: ...
-        def reading(self) -> contextlib.AbstractContextManager[sqlite3.Connection]: ...
-        def fetch(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
-        def user_records(self, user: str) -> int: ...
 
     def fit_search_index(self, fts_min_user_rows: int) -> None:
         """Keep the index where some user can reach, or holds, `fts_min_user_rows` records; stop keeping

@@ -7,34 +7,23 @@ the export bundle's format in bundle.py.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..clock import Clock, iso
+from ..clock import iso
 from ..errors import ValidationError
-from ..limits import Limits, check_text
+from ..limits import check_text
 from ..transcript import Turn
 from . import bundle as bundle_format
 from .archive import ArchiveConflictError, turn_rows
-
-if TYPE_CHECKING:
-    from .backend import Backend
+from .backend import StorePart
 
 
-class StoreSessions:
+class StoreSessions(StorePart):
     """`Store`'s conversations and transfers: archive_turns, agent items, note_window, export_user, ...
     (what they use of `Store` is declared here, so this module never imports store.py)."""
-
-    if TYPE_CHECKING:
-        _db: Backend
-        limits: Limits
-        read_only: bool
-        _clock: Clock
-
-        def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def note_window(self, place: str) -> bool:
         """Record that a short-term window of this store lives at `place` (a JSON description made by

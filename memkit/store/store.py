@@ -51,13 +51,6 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
         (True, 1)
     """
 
-    _db: Backend
-    limits: Limits
-    read_only: bool
-    synchronous: str
-    embedder: Embedder | None
-    _clock: Clock
-
     fts_min_user_rows: int = 1000
     """How many records a user holds before a search may ask the trigram index instead of scanning
     that user's rows (0: always the index; a huge number: never). Answers are the same either way;

@@ -18,6 +18,7 @@ from sys import byteorder
 from typing import TYPE_CHECKING
 
 from ..errors import QuotaError
+from .backend import SqlitePart
 
 if TYPE_CHECKING:
     from ..limits import Limits
@@ -95,13 +96,8 @@ class WalLog:
         return versions
 
 
-class WalCap:
+class WalCap(SqlitePart):
     """The size cap applied to the `-wal` file too (a part of `SqliteDatabase`, db.py)."""
-
-    if TYPE_CHECKING:
-        path: Path
-        limits: Limits
-        _wal_path: str
 
     @staticmethod
     def _cap_wal(conn: sqlite3.Connection, limits: Limits, page_size: int) -> None:
