@@ -35,12 +35,10 @@ class NoAnswer(WindowError):
 
 def forget_user(store: Store, user: str, *, windows: Iterable[ShortTermWindow] = (),
                 places: Iterable[str] = (), gone: Iterable[str] = (), redis_url: str | None = None) -> dict[str, Any]:
-    """Remove `user` from every window of `store` and from the store; check that nothing is left.
+    """Remove `user` from every window of `store` (its own, and every place it recorded) and from the
+    store; check that nothing is left.
 
     Args:
-        store: the long-term store; its own window (a SQLite store's `StoreWindow`) and every
-            recorded window place (`Store.window_places`) are visited.
-        user: whose memory goes.
         windows: open windows to clear too (an in-process window, a window on a client of yours).
         places: more places to visit (`memkit.window.places`), e.g. this shell's `REDIS_URL`.
         gone: places a person says are gone for good (as `find_place` accepts; a Redis URL is

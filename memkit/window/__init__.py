@@ -1,17 +1,10 @@
 """Short-term windows: the recent turns of a live session, and how they reach the archive.
 
-A conversation has two tiers. The *window* holds the last `size` turns of a session, where the
-agent reads them on every reply; the *archive* (the store's `transcript` table) keeps every turn
-that left the window. `load_session` joins the two back into the whole conversation. Three windows
-share one interface, `ShortTermWindow` (`base`):
-
-* `InProcessWindow` (`base`): a bounded deque per session in this process, gone when it exits.
-* `StoreWindow` (`store_window`): in the store's own SQLite file, one transaction per turn; what
-  `memkit chat` uses, and what survives a killed process with nothing else running.
-* `RedisWindow` (`redis`): in Redis, shared by every agent instance that serves the user, with a
-  sliding TTL, archived into the store exactly once by its `archiver`.
-
-The Redis key layout and the scripts' contracts: docs/design/window.md.
+The *window* holds the last `size` turns of a session, which the agent reads on every reply; the
+*archive* (the store's `transcript` table) keeps every turn that left it. One interface,
+`ShortTermWindow` (`base`), three places: this process (`InProcessWindow`), the store's own file
+(`StoreWindow`, what `memkit chat` uses), Redis (`RedisWindow`, shared by every instance). Why they
+are built as they are: docs/design/window.md.
 """
 
 from __future__ import annotations

@@ -82,32 +82,23 @@ class RedisWindow(ShortTermWindow):
     Each session keeps its last `size` turns in Redis with a sliding TTL; what falls out is
     archived into `store` by a background thread (`background=True`) or by `flush()`; a session
     idle for nearly `ttl` is retired into the archive by the same worker, so expiry loses nothing.
-    The window holds its `archiver` (sweeps, archive passes, `renumbered`, `last_error`).
+    Its `archiver` runs the sweeps and archive passes (and keeps `renumbered`, `last_error`).
 
     Args:
-        store: the SQLite store whose transcript table is the archive.
-        client: a redis-py client to use (not closed by `close()`). If None, the window connects
-            with `connect_redis(url, persistence=...)` and closes that connection on `close()`.
-        url: the Redis URL when no client is given (default: `REDIS_URL`, else an embedded server).
-        size: how many turns the window keeps (default 10).
+        store: the store whose transcript table is the archive.
+        client: a redis-py client to use (not closed by `close()`); None: the window connects with
+            `connect_redis(url, persistence=..., timeout=...)` and closes that connection itself.
         ttl: seconds of inactivity after which Redis would drop a session (default 1800).
-        sweep_margin: retire a session this many seconds before its TTL runs out (default:
-            a quarter of `ttl`, at most 60 s). The worker must run at least this often.
-        interval: seconds between two passes of the background worker (default: a quarter of
-            the margin, at most 0.5 s).
+        sweep_margin: retire a session this many seconds before its TTL runs out (default: a
+            quarter of `ttl`, at most 60 s); `interval`, the worker's seconds between passes, is
+            shorter (default: a quarter of the margin, at most 0.5 s).
         background: run the archiver in a daemon thread; with False, call `flush()` yourself.
-        max_backlog: when an append would leave a session more pending turns than this (the
-            worker is behind or stopped), `append` archives them itself first: back-pressure,
-            not growth.
-        prefix: the first part of every key, before the store's id (`memkit.window.protocol`): two
-            stores never share keys whatever their prefix; separate deployments on one server may
-            choose their own prefix too.
+        max_backlog: an append that would leave a session more pending turns than this archives
+            them itself first: back-pressure, not growth.
+        prefix: the first part of every key, before the store's id (`memkit.window.protocol`).
         on_archived: called as `on_archived(user, session, turns)` after turns are committed to
-            SQLite and before they are removed from Redis (for logging, metrics, demonstrations).
-        clock: where turn timestamps come from.
-        timeout: seconds to connect and to wait for any one reply, when the window connects itself.
-        accept_eviction: use a server whose `maxmemory-policy` evicts keys anyway; without it such
-            a server is refused, because an evicted key loses turns.
+            SQLite and before they are removed from Redis.
+        accept_eviction: use a server whose `maxmemory-policy` may evict keys (and lose turns).
 
     Raises:
         WindowError: Redis is unavailable or refuses (at construction or in any method); at

@@ -57,7 +57,7 @@ class StoreWindow(ShortTermWindow):
         text = self._checked_text(role, content)
         with self.store.transaction() as conn:
             now = self._clock()
-            self._expire(conn, user, session, now)
+            self._archive_if_expired(conn, user, session, now)
             number = 1 + conn.execute(  # past every turn of the session, in the window or archived
                 "SELECT max(coalesce((SELECT max(turn) FROM window_turns WHERE user_id = ? AND session_id = ?), 0),"
                 " coalesce((SELECT max(turn) FROM transcript WHERE user_id = ? AND session_id = ?), 0))",
@@ -65,7 +65,7 @@ class StoreWindow(ShortTermWindow):
             turn: Turn = {"turn": number, "role": role, "content": text, "at": iso(now)}
             conn.execute("INSERT INTO window_turns (user_id, session_id, turn, role, content, at, expires_at)"
                          " VALUES (?, ?, ?, ?, ?, ?, '')", (user, session, number, role, text, turn["at"]))
-            self._slide(conn, user, session, now)
+            self._restart_expiry(conn, user, session, now)
             self._archive(conn, user, session, up_to=number - self.size)  # what fell out of the window
         return turn
 
@@ -79,16 +79,16 @@ class StoreWindow(ShortTermWindow):
         self._check_ids(user, session)
         with self.store.transaction() as conn:
             now = self._clock()
-            self._expire(conn, user, session, now)
-            self._slide(conn, user, session, now)
-            return self._window(conn, user, session)
+            self._archive_if_expired(conn, user, session, now)
+            self._restart_expiry(conn, user, session, now)
+            return self._window_turns(conn, user, session)
 
     def load_session(self, user: str, session: str) -> list[Turn]:
         """The whole conversation, archive and window together, each turn once, in turn order."""
         self._check_ids(user, session)
         with self.store.transaction() as conn:  # one snapshot of both tables
-            self._expire(conn, user, session, self._clock())
-            return merge_turns(self.store.archived_turns(user, session), self._window(conn, user, session))
+            self._archive_if_expired(conn, user, session, self._clock())
+            return merge_turns(self.store.archived_turns(user, session), self._window_turns(conn, user, session))
 
     def retire_user(self, user: str) -> int:
         self.limits.check_id("user", user)
@@ -125,17 +125,17 @@ class StoreWindow(ShortTermWindow):
 
     # -- the steps, each inside the caller's transaction ---------------------------------------------
 
-    def _window(self, conn: Any, user: str, session: str) -> list[Turn]:
+    def _window_turns(self, conn: Any, user: str, session: str) -> list[Turn]:
         rows = conn.execute("SELECT turn, role, content, at FROM window_turns WHERE user_id = ? AND session_id = ?"
                             " ORDER BY turn", (user, session)).fetchall()
         return [Turn(turn=row[0], role=row[1], content=row[2], at=row[3]) for row in rows]
 
-    def _slide(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
+    def _restart_expiry(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
         expires = iso(now + _dt.timedelta(seconds=self.ttl))
         conn.execute("UPDATE window_turns SET expires_at = ? WHERE user_id = ? AND session_id = ?",
                      (expires, user, session))
 
-    def _expire(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
+    def _archive_if_expired(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
         if conn.execute("SELECT 1 FROM window_turns WHERE user_id = ? AND session_id = ? AND expires_at <= ?"
                         " LIMIT 1", (user, session, iso(now))).fetchone():
             self._archive(conn, user, session)
@@ -143,7 +143,7 @@ class StoreWindow(ShortTermWindow):
     def _archive(self, conn: Any, user: str, session: str, up_to: int | None = None) -> None:
         """Move the session's window turns numbered `up_to` or less (None: all) into the archive.
         Copy and delete share the caller's transaction: a turn is archived exactly once."""
-        turns = [t for t in self._window(conn, user, session) if up_to is None or t["turn"] <= up_to]
+        turns = [t for t in self._window_turns(conn, user, session) if up_to is None or t["turn"] <= up_to]
         if turns:
             self.store.archive_turns(user, session, turns)
             conn.execute("DELETE FROM window_turns WHERE user_id = ? AND session_id = ? AND turn <= ?",
