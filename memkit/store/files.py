@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import StoreError
 from .backend import SqlitePart
 from .schema import SqliteSchema, check_schema, database_id, meta_root_page, migrate
-from .wal import WalLog
+from .wal import WalLog, file_size
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -90,27 +90,14 @@ def check_path(path: Path) -> bool:
     return False
 
 
-def _size(path: Path) -> int:
-    """The file's size, 0 if there is none: another process's last connection removes the -wal when it closes."""
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
 def check_header(path: Path, header: bytes, empty: str, foreign: str = "") -> None:
-    """Refuse a file by its first 100 bytes (`header`) and its length: empty, not SQLite, shorter
-    than a SQLite header, or cut short. `empty` ends the message for an empty file, `foreign` the one
-    for a file of another kind (each caller says what it leaves as it was).
+    """Refuse (StoreError) a file by its first 100 bytes (`header`) and its length: empty, not SQLite,
+    shorter than a header, or cut short. `empty` and `foreign` end the messages for an empty file
+    and for one of another kind.
 
-    Cut short: SQLite reads missing bytes of its last page as zeros, so a cut inside the last page (a
-    copy that stopped early, a full disk) passes `quick_check` and silently loses the end of a
-    record; the length is checked against the header: whole pages, and at least as many as the
-    header counts. Skipped while a non-empty `-wal` file is beside it: a crashed checkpoint may have
-    left the file short, and the WAL completes it.
-
-    Raises:
-        StoreError: the file is not a whole SQLite database.
+    Cut short: SQLite reads missing bytes of its last page as zeros, so a cut inside it passes
+    `quick_check` and silently loses the end of a record; so the length must be whole pages, at least
+    as many as the header counts. Not while a non-empty `-wal` is beside it: it completes the file.
     """
     if not header:
         raise StoreError(f"{path} is empty (0 bytes), {empty}")
@@ -118,7 +105,7 @@ def check_header(path: Path, header: bytes, empty: str, foreign: str = "") -> No
         raise StoreError(f"{path} is not a SQLite database (it starts with {header[:16]!r}){foreign}")
     if len(header) < 100:
         raise StoreError(f"{path} is truncated ({len(header)} bytes, shorter than a SQLite header)")
-    if _size(Path(f"{path}-wal")):
+    if file_size(f"{path}-wal"):
         return
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
@@ -138,19 +125,16 @@ def check_header(path: Path, header: bytes, empty: str, foreign: str = "") -> No
 def check_wal(path: Path) -> None:
     """Refuse a `-wal` beside `path` that holds commits of another database.
 
-    Every memkit commit writes the database's own `store_meta` row, which carries its id. The id in
-    the main file alone is read with SQLite's `immutable` open (no locks, no WAL, no file created);
-    each committed version of that row's page in the WAL is read as bytes. A version without the id
-    was written by another database: SQLite would show its content and the next checkpoint would
-    write it into this file for good. Files made before the id (schema version 2 or older) and WALs
-    that never wrote that page cannot be told apart and are left to SQLite.
+    Every memkit commit writes the database's `store_meta` row, which carries its id: the id is read
+    from the main file alone (`immutable`: no lock, no file made), and each committed version of that
+    row's page in the WAL as bytes (wal.py). A version without the id is another database's, which
+    the next checkpoint would write into this file for good. Files before step 3 are left to SQLite.
 
     Raises:
-        StoreError: the WAL is another database's (its page size differs, or its pages carry
-            another id). No file is changed.
+        StoreError: the WAL is another database's (its page size or id differs). No file is changed.
     """
     wal = Path(f"{path}-wal")
-    if not _size(wal):
+    if not file_size(wal):
         return
     try:
         with contextlib.closing(sqlite3.connect(sqlite_uri(path, "ro") + "&immutable=1", uri=True)) as conn:
@@ -238,14 +222,10 @@ def remove_dead_partials(path: Path) -> list[str]:
 def create_file(path: Path) -> None:
     """Make a new database beside `path`, complete with its schema, and link it into place.
 
-    Built aside, so `path` never exists half-made: a process that opens it at the same moment
-    (or after a crash during creation) sees no file or a whole memkit database, never an empty
-    file it would rightly refuse. `os.link` fails if another process linked its copy first; then
-    that one is used and ours is dropped.
-
-    The file is 0600 whatever the umask (SQLite gives its `-wal` and `-shm` the same mode), so another
-    user of a shared machine cannot read the memory. An existing database keeps the mode its owner
-    gave it: memkit never changes the mode of a file it did not create.
+    Built aside, so a process that opens `path` at the same moment (or after a crash) sees no file or
+    a whole memkit database, never an empty one it would refuse; if another process linked its copy
+    first, that one is used. The file is 0600 whatever the umask, so another user of a shared machine
+    cannot read the memory (memkit never changes the mode of a file it did not create).
 
     Raises:
         StoreError: the new database could not be built.
@@ -282,11 +262,9 @@ def create_file(path: Path) -> None:
 def write_private(target: Path, data: bytes) -> None:
     """Write `data` to `target` whole: a private temporary file beside it, fsynced, renamed into place.
 
-    The temporary file is made by `tempfile.mkstemp` (a random name, `O_CREAT | O_EXCL | O_NOFOLLOW`,
-    mode 0600 whatever the umask), so a symbolic link planted at a name memkit would use is never
-    written through. The rename replaces a file at `target`, never what a link there points to; a
-    link at `target` itself is refused, so a planted link is neither followed nor silently undone.
-    The new file is 0600: a bundle holds a user's whole memory.
+    `tempfile.mkstemp` makes it (a random name, `O_EXCL | O_NOFOLLOW`, 0600: a bundle holds a user's
+    whole memory), so a link planted at a name memkit would use is never written through; a link at
+    `target` itself is refused, neither followed nor silently undone.
 
     Raises:
         StoreError: `target` is a symbolic link or a folder. Nothing was written.

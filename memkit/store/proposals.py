@@ -200,25 +200,14 @@ def confirmation_of(proposal: Proposal, origin: str) -> str:
     return f"proposal#{proposal['id']} approved via {origin}"
 
 
-def forget(conn: Any, user: str) -> int:
-    """Remove every proposal of `user` (inside forget_user's transaction); return how many."""
-    return int(conn.execute("DELETE FROM proposals WHERE user_id = ?", (user,)).rowcount)
-
-
 class StoreProposals(StorePart):
-    """`Store`'s proposals: propose_put, propose_delete, proposals, approve, reject (store.py's `Store`
-    inherits them; what they use of it is declared here, so this module never imports store.py)."""
+    """`Store`'s proposals: propose_put, propose_delete, proposals, approve, reject."""
 
     def propose_put(self, user: str, session: str, kind: str, key: str, value: str) -> Proposal:
         """Keep a save the model proposed until a person approves or rejects it. Nothing is saved.
 
-        The proposal is made against the record as it is now (its value and revision); approving
-        it later is refused if the record changed meanwhile. The same proposal made again while the
-        first still waits returns that first one.
-
-        Returns:
-            The proposal (see `to_proposal` for its keys), `new` added: False
-            when the same one was already waiting.
+        Made against the record as it is now: approving it is refused once the record changed. The
+        same proposal made again while the first waits returns that first one, with `new` False.
 
         Raises:
             ValidationError: an argument broke a rule, or the key already holds exactly this value.
@@ -264,15 +253,11 @@ class StoreProposals(StorePart):
     def approve(self, user: str, proposal_id: int, *, origin: str) -> dict[str, Any]:
         """Apply one waiting proposal of `user`, exactly as proposed, and mark it approved.
 
-        The change runs as `put` or `delete` would, inside the same transaction as the check (the
-        quotas and the size cap included); its event records `proposal#ID approved via ORIGIN` as
-        its confirmation. Two approvals of one proposal, from any processes, apply it once.
+        The change runs as `put` or `delete` would, in the same transaction as the check; its event's
+        confirmation is `proposal#ID approved via ORIGIN`. Two approvals, from any processes, apply it once.
 
         Args:
-            user: whose proposal (a proposal of another user is refused as unknown).
-            proposal_id: as `proposals(user)` lists it.
-            origin: where the person approved it (`cli`, `chat-terminal`, `inspector`, ...): an id
-                of 1-64 letters, digits, `_`, `.`, `-`.
+            origin: where the person approved it (`cli`, `chat-terminal`, `inspector`, ...), an id.
 
         Returns:
             `{"proposal": the proposal now approved, "record": the record saved}` for a save,
@@ -313,9 +298,6 @@ class StoreProposals(StorePart):
         """Mark one waiting proposal of `user` rejected; memory is not touched.
 
         An expired or stale proposal may be rejected (it clears the list); a decided one may not.
-
-        Returns:
-            The proposal, now rejected.
 
         Raises:
             ProposalError: unknown or another user's id, or already approved or rejected.

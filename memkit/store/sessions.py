@@ -22,18 +22,14 @@ from .backend import StorePart
 
 
 class StoreSessions(StorePart):
-    """`Store`'s conversations and transfers: archive_turns, agent items, note_window, export_user, ...
-    (what they use of `Store` is declared here, so this module never imports store.py)."""
+    """`Store`'s conversations and transfers: archive_turns, agent items, note_window, export_user, ..."""
 
     def note_window(self, place: str) -> bool:
-        """Record that a short-term window of this store lives at `place` (a JSON description made by
-        `memkit.window.places`), so that forgetting a user reaches it later from any directory or
-        shell. A place already known gets a later `noted_at` (one small write; none on a read-only
-        store): forgetting drops a place gone for good only if nobody noted it again since it was
-        judged gone (`drop_window_place(place, noted_at=...)`), so a window opened meanwhile is kept.
+        """Record that a short-term window of this store lives at `place` (made by `memkit.window.places`),
+        so forgetting a user reaches it from any directory or shell; True if the place was new.
 
-        Returns:
-            True if the place was new.
+        A known place gets a later `noted_at` (none on a read-only store): forgetting drops a place
+        gone for good only if nobody noted it since it was judged gone (`drop_window_place`).
         """
         if not isinstance(place, str) or not place or len(place) > 4096:
             raise ValidationError("a window place is a non-empty text of at most 4096 characters")
@@ -55,7 +51,7 @@ class StoreSessions(StorePart):
 
     def window_places(self) -> list[str]:
         """Every place a short-term window of this store was opened at (see `note_window`), oldest first."""
-        return [str(row[0]) for row in self._db.fetch("SELECT place FROM window_places ORDER BY noted_at, place")]
+        return list(self.window_places_noted())
 
     def window_places_noted(self) -> dict[str, str]:
         """Every recorded window place and when it was last noted (see `note_window`)."""
@@ -63,33 +59,22 @@ class StoreSessions(StorePart):
                 self._db.fetch("SELECT place, noted_at FROM window_places ORDER BY noted_at, place")}
 
     def drop_window_place(self, place: str, *, noted_at: str | None = None) -> bool:
-        """Stop recording `place` as a window of this store, so forgetting a user no longer visits it.
+        """Stop recording `place`, gone for good (`memkit.forgetting.drop_window` checks it no longer
+        answers), as a window of this store; True if it was recorded and now is not.
 
-        Only for a place gone for good (see `memkit.forgetting.drop_window`, which checks that it no
-        longer answers): a window still there would keep its turns of a user forgotten afterwards.
-
-        Args:
-            noted_at: drop it only if it was last noted then (`window_places_noted`, read before it
-                was judged gone): a window opened there meanwhile noted it again, and it stays.
-
-        Returns:
-            True if the place was recorded (and noted at `noted_at`, if given) and now is not.
+        `noted_at`: drop it only if it was last noted then (`window_places_noted`, read before it was
+        judged gone): a window opened there meanwhile noted it again, and it stays.
         """
         with self.transaction() as conn:
-            if noted_at is None:
-                return conn.execute("DELETE FROM window_places WHERE place = ?", (place,)).rowcount == 1
-            return conn.execute("DELETE FROM window_places WHERE place = ? AND noted_at = ?",
-                                (place, noted_at)).rowcount == 1
+            return conn.execute("DELETE FROM window_places WHERE place = ? AND (? IS NULL OR noted_at = ?)",
+                                (place, noted_at, noted_at)).rowcount == 1
 
     def retired_before(self, user: str) -> str | None:
         """When `user`'s recent history was last retired (the time of their last delete), or None.
 
-        A deleted value may sit in the conversation's recent turns, in any window of any process.
-        Every delete (`Store.delete`) records its time, and `History.view` leaves out the turns from
-        before it, so the next request carries neither the record nor the exchanges that spoke of
-        it. The turns stay in the window and its archive; `forget_user` removes them. A window whose
-        clock runs behind the store's hides newer turns until its clock passes the delete, never
-        shows older ones.
+        A deleted value may sit in recent turns, in any window of any process: `History.view` leaves
+        out the turns from before it, so the next request carries neither the record nor the
+        exchanges that spoke of it (`forget_user` removes the turns themselves).
         """
         self.limits.check_id("user", user)
         rows = self._db.fetch("SELECT at FROM history_retired WHERE user_id = ?", (user,))
@@ -100,22 +85,12 @@ class StoreSessions(StorePart):
     def export_user(self, user: str, path: str | os.PathLike[str] | None = None) -> str:
         """A portable bundle of `user`'s records and their history, as JSON Lines.
 
-        The first line is a header (format, schema version, user, counts); then one line per record
-        and per event; the last line is the SHA-256 of all the lines before it. The bundle has no
-        timestamp of its own, so exporting the same data twice gives the same bytes.
-
-        Proposals are not exported: a proposal is a question to a person about this store's
-        records, not memory; an approved one is in the bundle as the change it made, its event
-        naming it (`proposal#ID approved via ...`). Waiting ones stay here (`proposals(user)`).
+        The format is bundle.py's; the bundle has no timestamp of its own, so exporting the same data
+        twice gives the same bytes. Proposals are not exported: a question to a person, not memory (an
+        approved one is there as the change it made, its event naming it).
 
         Args:
-            user: whose memory to export.
-            path: when given, the bundle is also written there, mode 0600, through a private
-                temporary file beside it and a rename (`files.write_private`): a link planted at
-                any name memkit uses is never written through.
-
-        Returns:
-            The bundle text.
+            path: when given, the bundle is also written there, mode 0600 (`files.write_private`).
 
         Raises:
             StoreError: `path` is a symbolic link or a folder (refused; nothing written).
@@ -127,11 +102,8 @@ class StoreSessions(StorePart):
     def import_records(self, bundle: str | os.PathLike[str], *, user: str | None = None) -> dict[str, int]:
         """Load a bundle made by `export_user`, all or nothing.
 
-        The records and their event history arrive exactly as exported (revisions, sessions,
-        timestamps, confirmations); the import itself adds no event. The CLI asks for `--confirm`.
-        Bundles carry no proposals, so none is imported; a proposal already waiting here for the
-        target user was made against the records as they were, so once the import brings that key
-        a history it is stale and its approval is refused.
+        The records and their history arrive exactly as exported; the import adds no event. A
+        proposal waiting here for the user is then stale for the keys it brings, and refused.
 
         Args:
             bundle: the bundle text (a `str`), or a `pathlib.Path` to a bundle file.
@@ -152,22 +124,12 @@ class StoreSessions(StorePart):
     # -- transcript archive (turns that left the short-term window) -----------------------------------
 
     def archive_turns(self, user: str, session: str, turns: Iterable[Mapping[str, Any]]) -> int:
-        """Keep turns of a session that left its short-term window; a turn already kept is skipped.
-
-        Keyed by (user, session, turn number), so archiving the same turn twice (a retry after a
-        crash) stores it once; the same number with other content is a conflict, never skipped.
-
-        Args:
-            turns: dicts with `turn` (int >= 1), `role` (user, assistant, tool), `content`, `at`.
-
-        Returns:
-            How many turns were newly archived.
+        """Keep turns of a session that left its short-term window, each once (archive.py); return how
+        many were new. `turns`: dicts with `turn` (int >= 1), `role`, `content`, `at`.
 
         Raises:
-            ValidationError: a turn is malformed; nothing of this call was archived.
-            QuotaError: the database would pass its size cap; nothing was archived.
-            ArchiveConflictError: a turn number is already archived with other content (a
-                StoreError naming the numbers); nothing was archived.
+            ValidationError: a turn is malformed. QuotaError: the size cap. ArchiveConflictError: a
+                turn number is already archived with other content. In every case nothing was archived.
         """
         self._check_session(user, session)
         rows = turn_rows(user, session, turns)

@@ -1,10 +1,8 @@
 """The SQL statements the store runs for its writes, record reads and searches, public as one value.
 
-`MemoryStore.statements()` hands out `SQLITE_STATEMENTS` (`PostgresStore.statements()` PostgreSQL's
-forms of them, postgres/statements.py),
-so a benchmark (bench/contenders.py's raw limit, bench/pg_store_bench.py's) runs exactly the
-statements the store runs and follows a schema change without copying it. Only `memkit/store/`
-knows the schema: a change to these statements is a change inside it.
+`MemoryStore.statements()` hands out `SQLITE_STATEMENTS` (PostgreSQL's forms: postgres/statements.py),
+so a benchmark (bench/contenders.py) runs exactly the statements the store runs and follows a schema
+change without copying it.
 """
 
 from __future__ import annotations
@@ -25,23 +23,13 @@ _NEWEST = "ORDER BY seq DESC"
 
 @dataclasses.dataclass(frozen=True)
 class SearchSql:
-    """The search rule's statements on one backend (search.py runs them).
+    """The search rule's statements on one backend (search.py runs them): each reads the record
+    columns of one user's rows, newest first (by `seq`); `kind` is "" or "AND kind = ?", whose
+    argument follows the user's; the caller folds the query (`key_fold`/`value_fold` are folded)."""
 
-    The rule: a record matches when its key or value contains the query after Python's
-    `str.casefold()` on both sides (`key_fold`/`value_fold` hold the folded text; the caller folds
-    the query). Every statement reads the record columns of one user's rows, newest first (by
-    `seq`); `kind` is "" or "AND kind = ?", whose argument follows the user's.
-
-    Attributes:
-        match: a plain substring test of both folds: (folded, folded).
-        index_sql: the match through the trigram index, a template of `{columns}` and `{kind}`:
-            (user, [kind,] `index_terms(folded)`..., limit).
-        index_terms: the index's arguments for a folded query (its own escaping).
-    """
-
-    match: str
-    index_sql: str
-    index_terms: Callable[[str], tuple[str, ...]]
+    match: str  # a plain substring test of both folds: (folded, folded)
+    index_sql: str  # the match through the trigram index: a template of `{columns}` and `{kind}`
+    index_terms: Callable[[str], tuple[str, ...]]  # the index's arguments for a folded query
 
     def newest(self, kind: str = "") -> str:
         """(user, [kind,] limit) -> the user's newest rows (an empty query)."""
@@ -110,19 +98,10 @@ class Statements:
         select_for_put: `put_read_args(user, kind, key)` -> one row: the current record's id, its
             columns and seq (all NULL without one), the user's and the store's quota counters and
             the highest revision in the key's history: everything a put reads, in one statement.
-        take_sequence: (count) -> the last of the next `count` numbers of the store's sequence
-            (every write transaction takes at least one; "newest first" is by seq).
-        insert_memory: (user, kind, key, value, session, revision, created_at, updated_at,
-            key folded, value folded, seq); the folds are Python's `str.casefold()`.
-        update_memory: (value, value folded, session, revision, updated_at, seq, id).
-        insert_event: (user, kind, key, action, revision, session, old_value, new_value,
-            confirmation, at); `action` is create, update or delete.
         prune_events: (user, user, count) -> removes the user's `count` oldest events, never the
             newest event of a key the user holds.
         retire_history: (user, at): a delete happened at `at` (a later time wins).
-        The others read as their names say: `select_current` (id, value, revision of a key),
-        `delete_memory` (id), `count_events`, `user_records`, `total_records`,
-        `store_id`, and `search` (`SearchSql`).
+        The others' placeholders follow the columns their SQL names, in order.
     """
 
     record_columns: str
@@ -192,34 +171,24 @@ def total_records_sql(conn: Any) -> str:
     return "SELECT records FROM total_count"
 
 
+_RECORD_KEYS = {"kind": "kind", "key": "memory_key", "value": "value", "source_session": "source_session",
+                "revision": "revision", "created_at": "created_at", "updated_at": "updated_at"}
+
+
 def to_record(row: sqlite3.Row) -> Record:
     """A row selected with `record_columns`, as a `Record`."""
-    return {
-        "kind": row["kind"],
-        "key": row["memory_key"],
-        "value": row["value"],
-        "source_session": row["source_session"],
-        "revision": row["revision"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-    }
+    return {key: row[column] for key, column in _RECORD_KEYS.items()}
 
 
 def put_read_args(user: str, kind: str, key: str) -> tuple[str, ...]:
-    """The parameters of `select_for_put`, which names the key three times.
-
-    Plain `?` placeholders (not SQLite's numbered `?1`), so the PostgreSQL backend runs the same
-    statement through its adapter.
-    """
+    """The parameters of `select_for_put`, which names the key three times (plain `?`, not SQLite's
+    numbered `?1`, so PostgreSQL runs the same statement through its adapter)."""
     return (user, user, kind, key, user, kind, key)
 
 
 def prune_history(conn: Any, sql: Statements, user: str, max_events: int) -> int:
-    """Inside a write transaction: remove `user`'s oldest history events past `max_events`; return how many.
-
-    The newest event of every key the user holds stays, so each current record keeps the event
-    that says who set its value. `sql`: the backend's statements (its own form of `prune_events`).
-    """
+    """Inside a write transaction: remove `user`'s oldest history events past `max_events`; return how
+    many. The newest event of every key the user holds stays: it says who set the current value."""
     count = int(conn.execute(sql.count_events, (user,)).fetchone()[0])
     if count <= max_events:
         return 0

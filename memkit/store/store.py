@@ -19,7 +19,7 @@ from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError
 from ..limits import DEFAULT_LIMITS, KINDS, Limits
 from ..semantic import Embedder, embedding_text
-from . import health, proposals
+from . import health
 from .backend import Backend
 from .browse import StoreBrowse
 from .db import SqliteDatabase
@@ -292,7 +292,7 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
                 "events": conn.execute("DELETE FROM memory_events WHERE user_id = ?", (user,)).rowcount,
                 "transcript": conn.execute("DELETE FROM transcript WHERE user_id = ?", (user,)).rowcount
                 + conn.execute("DELETE FROM agent_items WHERE user_id = ?", (user,)).rowcount,
-                "proposals": proposals.forget(conn, user),
+                "proposals": conn.execute("DELETE FROM proposals WHERE user_id = ?", (user,)).rowcount,
             }
             conn.execute("DELETE FROM history_retired WHERE user_id = ?", (user,))
             # The store's own window (memkit.window.store_window) is a table of this store too:

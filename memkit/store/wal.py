@@ -37,6 +37,14 @@ def _checksum(data: bytes, s0: int, s1: int, big_endian: bool) -> tuple[int, int
     return s0, s1
 
 
+def file_size(path: str | os.PathLike[str]) -> int:
+    """The file's size, 0 if there is none: another process's last connection removes the -wal when it closes."""
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
 class WalLog:
     """What a WAL file holds: its page size and the committed versions of a page, as SQLite reads them."""
 
@@ -107,10 +115,7 @@ class WalCap(SqlitePart):
         conn.execute(f"PRAGMA journal_size_limit = {int(limits.max_db_bytes)}")
 
     def _wal_bytes(self) -> int:
-        try:
-            return os.stat(self._wal_path).st_size
-        except FileNotFoundError:
-            return 0
+        return file_size(self._wal_path)
 
     def _check_wal(self) -> None:
         """Refuse a write while the `-wal` is past the size cap (inside the write transaction).
