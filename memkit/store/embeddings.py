@@ -82,8 +82,7 @@ class SqliteVectors:
 
 
 class StoreEmbeddings(StorePart):
-    """`Store`'s vectors: search_by_meaning, embedding_status, embedding_models, reindex (what they use
-    of `Store` is declared here, so this module never imports store.py)."""
+    """`Store`'s vectors: search_by_meaning, embedding_status, embedding_models, reindex."""
 
     def _need_embedder(self, doing: str) -> Embedder:
         if self.embedder is None:
@@ -110,15 +109,8 @@ class StoreEmbeddings(StorePart):
                           min_similarity: float = DEFAULT_MIN_SIMILARITY) -> list[Record]:
         """Memories of `user` whose meaning is close to `query`, most similar first.
 
-        Only `user`'s vectors are read (through their index) and ranked, and only those of this
-        store's embedder (`embedding_status` counts the others as stale).
-
-        Args:
-            user: whose memories to search.
-            query: 1 to 256 code points, not blank.
-            limit: 1 to `Limits.max_search_limit` results.
-            kind: only this kind, or both when None.
-            min_similarity: the least cosine similarity a hit needs, from -1 to 1.
+        Only `user`'s vectors of this store's embedder are read and ranked. Arguments as `search`
+        (`query` not blank); `min_similarity`: the least cosine similarity a hit needs, -1 to 1.
 
         Returns:
             Records as `search` returns them, each with its `similarity` (rounded to 4 places).
@@ -141,15 +133,9 @@ class StoreEmbeddings(StorePart):
         return self._db.search_by_meaning(user, vector, embedder.name, embedder.dim, limit, kind, float(min_similarity))
 
     def embedding_status(self, user: str) -> dict[str, Any]:
-        """How many of `user`'s records have a vector of this store's embedder.
-
-        Returns:
-            model, dim, records, current (a vector of this model), stale (of another model: not
-            compared until `reindex`), missing (none: written without an embedder).
-
-        Raises:
-            ValidationError: a bad user, or a store opened without an embedder.
-        """
+        """How many of `user`'s records have a vector of this store's embedder: model, dim, records,
+        current, stale (of another model: not compared until `reindex`), missing (written without one).
+        ValidationError: a bad user, or a store opened without an embedder."""
         self.limits.check_id("user", user)
         embedder = self._need_embedder("embedding status")
         model, dim = embedder.name, embedder.dim
@@ -172,14 +158,13 @@ class StoreEmbeddings(StorePart):
     def reindex(self, user: str | None = None, *, batch: int | None = None) -> dict[str, Any]:
         """Make the vectors that are missing or stale (of another model) with this store's embedder.
 
-        The vectors are made outside the write lock and written in one transaction, each only if its
-        record still holds the value it was made from (a put meanwhile keeps its own vector). Safe to
-        run again: a record with a current vector is left alone.
+        The vectors are made outside the write lock, each written only if its record still holds the
+        value it was made from (a put meanwhile keeps its own vector). Safe to run again.
 
         Args:
             user: only this user's records (all users when None).
-            batch: write this many records per transaction instead (1 to 1000), for stores too
-                large to hold every vector in memory at once; a failure keeps the batches before it.
+            batch: write this many records per transaction (1 to 1000) instead of all in one, for
+                stores too large to hold every vector in memory; a failure keeps the batches before it.
 
         Returns:
             model, dim, embedded (vectors written), skipped (records changed meanwhile).

@@ -10,8 +10,7 @@ import contextlib
 import hashlib
 import os
 import sqlite3
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..jsonutil import canonical_json
@@ -21,6 +20,7 @@ from .statements import total_records_sql
 
 if TYPE_CHECKING:
     from .backend import Backend
+    from .identity import StoreIdentity
 
 
 _SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
@@ -50,15 +50,6 @@ class SqliteHealth(SqlitePart):
         return True
 
 
-class _Located(Protocol):
-    """What `fingerprint` reads of a store (a `Store`; named by its two properties, not imported)."""
-
-    @property
-    def path(self) -> Path | None: ...
-    @property
-    def location(self) -> str: ...
-
-
 def health(db: Backend) -> dict[str, Any]:
     """Settings, size against the cap, records against the quotas, and the counter check, in one snapshot.
 
@@ -85,12 +76,8 @@ def health(db: Backend) -> dict[str, Any]:
 
 
 def counters_consistent(conn: Any) -> bool:
-    """Whether the quota counters (the total and every user's) agree with the rows: the one check,
-    on a connection of either backend.
-
-    Per-user counters drift independently of the total (the quota check reads them), so they are
-    compared with the rows both ways: a missing, extra or wrong counter all show.
-    """
+    """Whether the quota counters (the total and every user's) agree with the rows, on either backend.
+    Per-user counters are compared with the rows both ways: a missing, extra or wrong one all show."""
     total = conn.execute(total_records_sql(conn)).fetchone()[0]
     counted = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
     drifted = conn.execute(
@@ -119,12 +106,11 @@ def inspect_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {"integrity": integrity, "records": records, "counted": counted, "counters_consistent": consistent}
 
 
-def fingerprint(store: _Located) -> dict[str, Any]:
+def fingerprint(store: StoreIdentity) -> dict[str, Any]:
     """Row counts and a SHA-256 of every memory and event row: equal fingerprints, unchanged database.
 
-    The digest covers the content of every user's records and events, read in one snapshot on a
-    read-only connection of its own (WAL lets it read beside the store's connection), so it does
-    not depend on how SQLite laid the pages out, and the store's own connection is not touched.
+    The digest covers the content of every record and event, read in one snapshot on a read-only
+    connection of its own, so it does not depend on how SQLite laid the pages out.
 
     Raises:
         ValidationError: the store is not a SQLite file (a PostgreSQL store has none to read).

@@ -22,11 +22,8 @@ from .schema import SCHEMA_VERSION, SqliteSchema, check_schema, migrate
 
 
 def check_readable(path: Path) -> None:
-    """Refuse, before SQLite opens it, what is not a whole SQLite file (nothing is changed).
-
-    Raises:
-        StoreError: missing, a folder, empty, not SQLite, truncated.
-    """
+    """Refuse (StoreError), before SQLite opens it, what is not a whole SQLite file: missing, a folder,
+    unreadable, empty, not SQLite, truncated. Nothing is changed."""
     if not path.exists():
         raise StoreError(f"there is no database at {path}; nothing was created")
     if not path.is_file():
@@ -40,12 +37,8 @@ def check_readable(path: Path) -> None:
 
 
 def connect_read_only(path: Path, timeout_s: float = 5.0) -> tuple[sqlite3.Connection, str]:
-    """A connection that reads `path` and can change nothing; returns it and how it reads (`ro`,
-    `immutable`: see the module docstring).
-
-    Raises:
-        StoreError: the file cannot be opened (named, with SQLite's reason).
-    """
+    """A connection that reads `path` and can change nothing, and how it reads (`ro` or `immutable`);
+    StoreError (with SQLite's reason) if the file cannot be opened."""
     check_readable(path)
     how = "ro" if sidecars(path) else "immutable"
     uri = sqlite_uri(path, "ro") + ("&immutable=1" if how == "immutable" else "")
@@ -65,11 +58,7 @@ def _stamp(path: Path) -> tuple[int, int, bool]:
 
 class ReadOnlyDatabase(SqliteDatabase):
     """A memkit SQLite file opened for reading only: every write is refused with `ReadOnlyError`.
-
-    Attributes:
-        how: `ro`, `immutable` or `snapshot` (an older schema, migrated in a copy in memory).
-        file_version: the file's own schema version (older than `SCHEMA_VERSION` for a snapshot).
-    """
+    `how` is `ro`, `immutable` or `snapshot` (an older schema, migrated in a copy in memory)."""
 
     read_only = True
     how: str = "ro"
@@ -110,11 +99,6 @@ class ReadOnlyDatabase(SqliteDatabase):
             conn.close()
         self.how = "snapshot"
         return copy
-
-    @property
-    def snapshot(self) -> bool:
-        """Whether this reads a copy in memory (an older schema), made when it was opened."""
-        return self.how == "snapshot"
 
     def _fresh(self) -> None:
         """Reopen an `immutable` connection when another process has started to write the file."""

@@ -40,10 +40,8 @@ _CONSTRAINTS = ("PRIMARY", "UNIQUE", "CHECK", "CONSTRAINT", "FOREIGN")
 
 
 def _created_columns(statement: str) -> tuple[str, list[str]] | None:
-    """(table, columns) of a `CREATE TABLE t (...)` statement, or (view, columns) of a `CREATE VIEW v
-    AS SELECT a AS x, ... FROM t` statement (each column named by its last word: a view that stands in
-    for a table it replaced, PostgreSQL's `total_count` and `store_size` of step 13, is read, and
-    checked, like that table); None for any other statement."""
+    """(table, columns) of a `CREATE TABLE`, or of a `CREATE VIEW v AS SELECT a AS x, ...` (a view that
+    stands in for a table it replaced, as on PostgreSQL at step 13, is checked like it); else None."""
     match = _CREATES_TABLE.match(statement) or _CREATES_VIEW.match(statement)
     if match is None:
         return None
@@ -80,22 +78,16 @@ def _columns(steps: Steps, version: int) -> tuple[tuple[str, frozenset[str]], ..
 
 def expected_columns(version: int = SCHEMA_VERSION,
                      steps: Sequence[Sequence[str]] = MIGRATIONS) -> dict[str, frozenset[str]]:
-    """The columns of every table the first `version` of `steps` (SQLite's by default) create, in order.
-
-    Read from the steps' own `CREATE TABLE`, `ADD COLUMN`, `DROP TABLE` and `CREATE VIEW` statements, on
-    either backend (a view that replaced a table counts as one: its columns are read like a table's).
-    """
+    """The columns of every table the first `version` of `steps` (SQLite's by default) create, read
+    from their `CREATE TABLE`, `ADD COLUMN`, `DROP TABLE` and `CREATE VIEW` statements."""
     return dict(_columns(frozen(steps), version))
 
 
 @functools.cache
 def expected_objects(version: int = SCHEMA_VERSION) -> frozenset[tuple[str, str]]:
-    """(kind, name) of every table, index and trigger SQLite's first `version` steps leave behind.
-
-    Read from a scratch in-memory database the steps build (FTS5 makes tables no statement names),
-    so a file missing the search index or a counting trigger is refused at open, not silently used
-    with wrong quotas or search results.
-    """
+    """(kind, name) of every table, index and trigger SQLite's first `version` steps leave behind,
+    read from a scratch database they build (FTS5 makes tables no statement names), so a file
+    missing one is refused at open, not used with wrong quotas or search results."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
         for statements in MIGRATIONS[:version]:
@@ -107,10 +99,8 @@ def expected_objects(version: int = SCHEMA_VERSION) -> frozenset[tuple[str, str]
 
 
 class SchemaPart:
-    """What one backend gives `check_schema` and `migrate` (everything else about them is shared):
-    `steps` its statements of each step; `conn` runs them; `where` names the store in messages;
-    `newer`, `malformed` and `says` are its words for a newer or a malformed version and for what a
-    version says."""
+    """What one backend gives `check_schema` and `migrate` (the rest is shared): its `steps`, the
+    `conn` that runs them, `where` (the store, in messages) and its messages' words."""
 
     steps: Steps
     conn: Any
@@ -122,7 +112,6 @@ class SchemaPart:
 
     @property
     def latest(self) -> int:
-        """The version a store has once every step has run."""
         return len(self.steps)
 
     def read_version(self) -> int:
@@ -134,7 +123,7 @@ class SchemaPart:
         raise NotImplementedError
 
     def write_version(self, version: int) -> None:
-        """Record `version`, inside the step's transaction."""
+        """Record `version` (inside the step's transaction)."""
         raise NotImplementedError
 
     def objects(self) -> set[tuple[str, str]]:
@@ -157,8 +146,7 @@ class SchemaPart:
         return frozenset()
 
     def locked(self) -> AbstractContextManager[None]:
-        """Keep other migrators out while `check_schema` reads and `migrate` runs steps (beyond each
-        step's own transaction)."""
+        """Keep other migrators out while `check_schema` reads and `migrate` runs steps."""
         return contextlib.nullcontext()
 
     def prepare(self, version: int) -> None:
@@ -170,7 +158,6 @@ def check_schema(part: SchemaPart) -> int:
 
     Raises:
         StoreError: damaged, newer, another program's, or missing what its version's steps made.
-            Nothing is changed.
         sqlite3.Error, psycopg.Error: reading the store failed (the caller names it and the cause).
     """
     # Opening an up-to-date store never waits for a migrator (another process building an index or
@@ -225,12 +212,8 @@ def _judge(part: SchemaPart, version: int, present: set[tuple[str, str]], column
 
 
 def migrate(part: SchemaPart) -> None:
-    """Run the missing steps, each with its version bump in one transaction.
-
-    The version is read again inside the step's transaction, with other migrators kept out:
-    another process may have run the step while this one waited, and running it twice would fail
-    half-way.
-    """
+    """Run the missing steps, each with its version bump in one transaction. The version is read again
+    inside it, with other migrators kept out: another process may have run the step meanwhile."""
     if part.read_version() >= part.latest:
         return  # the common case takes no lock, so opening works while another writes
     with part.locked():
@@ -262,8 +245,7 @@ SEARCH_INDEX_OBJECTS = frozenset(("trigger", name) for name in
 
 
 class SqliteSchema(SchemaPart):
-    """SQLite's part: the version is `PRAGMA user_version`, and a step's transaction takes the write
-    lock first (`BEGIN IMMEDIATE`), which keeps other migrators out."""
+    """SQLite's part: the version is `PRAGMA user_version`; `BEGIN IMMEDIATE` keeps other migrators out."""
 
     steps = frozen(MIGRATIONS)
     begin_sql = "BEGIN IMMEDIATE"

@@ -40,11 +40,10 @@ def search(db: Searched, sql: SearchSql, user: str, query: str, limit: int, kind
            indexed: Indexed | None = None) -> list[Record]:
     """The records of `user` that match `query` (already checked), newest first, at most `limit`.
 
-    `db` is the backend's database and `sql` its `SearchSql`. A user with fewer than
-    `fts_min_user_rows` records (or a query under 3 characters, or a store without an index) is
-    searched by a scan of their own rows alone; a larger one by their newest rows first, then the
-    index. `lock` is held throughout (SQLite's one connection; PostgreSQL's are pooled), and
-    `indexed` asks the index (SQLite's builds its index first when it must; by default a query).
+    A user with fewer than `fts_min_user_rows` records (or a query under 3 characters, or a store
+    without an index) is searched by a scan of their own rows; a larger one by their newest rows
+    first, then the index. `lock` is held throughout (SQLite's one connection); `indexed` asks the
+    index (SQLite's builds it first when it must).
     """
     folded = query.casefold()
     kind_sql, kind_args = ("AND kind = ?", (kind,)) if kind else ("", ())
@@ -74,10 +73,9 @@ def search_many(db: Searched, sql: SearchSql, user: str, queries: Sequence[str],
     """`search` for every (query, kind) pair (all already checked), in one pass over the user's rows.
 
     The rows that match any query come back newest first, each with one flag per query; the first
-    `limit` flagged rows of a kind answer that pair. (Measured against one ranked statement per
-    pair with row_number(): faster, because each row is read and matched once.) An empty query
-    matches every row, as an empty search does. A large user of a store with an index is searched
-    pair by pair instead, so the index can serve them.
+    `limit` flagged rows of a kind answer that pair (docs/design/store.md: each row is read and
+    matched once); an empty query matches every row. A large user of a store with an index is
+    searched pair by pair, for the index.
     """
     unique = list(dict.fromkeys(queries))
     if not unique or not kinds:

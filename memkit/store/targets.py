@@ -1,13 +1,9 @@
 """What a store target names: a SQLite path, or a PostgreSQL database in any of its spellings.
 
-A PostgreSQL database is named by a URL (`postgresql://`, `postgres://`, a SQLAlchemy-style
-`postgresql+psycopg://`, in any letter case) or by a libpq `key=value` connection string
-(`host=db dbname=memkit user=ann password=...`). Anything else that looks like a URL (`mysql://`,
-`sqlite://`, a misspelt scheme) is refused, never taken for a file name: a file named after a URL
-would carry its password into a directory listing. No message made here shows a password.
-
-A leaf of the store package: it imports nothing of memkit but `errors`, so `Store` and the
-opener can both ask it without importing psycopg.
+A PostgreSQL database is named by a URL (`postgresql://`, `postgres://`, `postgresql+psycopg://`, in
+any letter case) or a libpq `key=value` string. Any other URL (`mysql://`, a misspelt scheme) is
+refused, never taken for a file name: a file named after a URL would carry its password into a
+directory listing. No message made here shows a password.
 """
 
 from __future__ import annotations
@@ -65,10 +61,7 @@ def is_keyword_conninfo(text: str) -> bool:
 
 def postgres_conninfo(target: object) -> str | None:
     """The connection string psycopg takes, when `target` names a PostgreSQL database; else None.
-
-    `POSTGRES://`, `postgresql+psycopg://` and the like become `postgresql://` (the scheme is case-
-    insensitive, and a SQLAlchemy driver suffix names no other database); a `key=value` string is
-    returned as given.
+    `POSTGRES://`, `postgresql+psycopg://` and the like become `postgresql://`.
 
     Raises:
         StoreError: `target` is a URL of another scheme (named in the message, its password masked).
@@ -89,10 +82,7 @@ def postgres_conninfo(target: object) -> str | None:
 
 
 def is_database_url(target: object) -> bool:
-    """Whether `target` names a PostgreSQL database (any URL form above, or `key=value`).
-
-    A URL of another scheme is not one, and `postgres_conninfo` refuses it.
-    """
+    """Whether `target` names a PostgreSQL database (a URL of another scheme does not)."""
     try:
         return postgres_conninfo(target) is not None
     except StoreError:
