@@ -185,6 +185,8 @@ def test_the_reading_path_covers_the_notebooks_01_to_07():
     entries, _ = parse_reading(READING.read_text(encoding="utf-8"))
     covered = {n for entry in entries for n in entry.notebooks}
     assert {f"{n:02d}" for n in range(1, 8)} <= covered
+    numbers = {path.name[:2] for path in (ROOT / "notebooks").glob("*.ipynb")}
+    assert covered <= numbers, f"READING.md names notebooks that do not exist: {sorted(covered - numbers)}"
 
 
 @pytest.mark.parametrize("path", CORE_NOTEBOOKS, ids=lambda p: p.name)
