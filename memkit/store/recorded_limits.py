@@ -52,29 +52,26 @@ def record(conn: Any, limits: Limits) -> None:
                      (name, int(getattr(limits, name))))
 
 
+def _longest(*columns: str) -> str:
+    """The length of the longest text in any of `columns` (`table.column`), 0 when there is none."""
+    parts = " UNION ALL ".join(f"SELECT max(length({column})) AS n FROM {table}"
+                               for table, column in (name.split(".") for name in columns))
+    return f"SELECT coalesce(max(n), 0) FROM ({parts}) AS longest"
+
+
 FLOOR_SQL: dict[str, str] = {
     "max_records_per_user": "SELECT coalesce(max(records), 0) FROM user_counts",
     "max_records_total": SQLITE_STATEMENTS.total_records,  # PostgreSQL's: `total_records_sql`
     # Values, keys and ids live beyond `memories`: in the history (an export carries it, and an
     # import checks it against the limits), in proposals (an approval writes them) and in agent
     # session items (forget checks the user id). A limit below any of them would strand that row.
-    "max_value_chars": "SELECT coalesce(max(n), 0) FROM (SELECT max(length(value)) AS n FROM memories"
-                       " UNION ALL SELECT max(length(old_value)) FROM memory_events"
-                       " UNION ALL SELECT max(length(new_value)) FROM memory_events"
-                       " UNION ALL SELECT max(length(value)) FROM proposals) AS v",
-    "max_key_chars": "SELECT coalesce(max(n), 0) FROM (SELECT max(length(memory_key)) AS n FROM memories"
-                     " UNION ALL SELECT max(length(memory_key)) FROM memory_events"
-                     " UNION ALL SELECT max(length(memory_key)) FROM proposals) AS k",
-    "max_id_chars": "SELECT coalesce(max(n), 0) FROM (SELECT max(length(user_id)) AS n FROM memories"
-                    " UNION ALL SELECT max(length(source_session)) FROM memories"
-                    " UNION ALL SELECT max(length(user_id)) FROM memory_events"
-                    " UNION ALL SELECT max(length(session_id)) FROM memory_events"
-                    " UNION ALL SELECT max(length(user_id)) FROM transcript"
-                    " UNION ALL SELECT max(length(session_id)) FROM transcript"
-                    " UNION ALL SELECT max(length(user_id)) FROM proposals"
-                    " UNION ALL SELECT max(length(session_id)) FROM proposals"
-                    " UNION ALL SELECT max(length(user_id)) FROM agent_items"
-                    " UNION ALL SELECT max(length(session_id)) FROM agent_items) AS ids",
+    "max_value_chars": _longest("memories.value", "memory_events.old_value", "memory_events.new_value",
+                                "proposals.value"),
+    "max_key_chars": _longest("memories.memory_key", "memory_events.memory_key", "proposals.memory_key"),
+    "max_id_chars": _longest("memories.user_id", "memories.source_session", "memory_events.user_id",
+                             "memory_events.session_id", "transcript.user_id", "transcript.session_id",
+                             "proposals.user_id", "proposals.session_id", "agent_items.user_id",
+                             "agent_items.session_id"),
 }
 """For each limit that bounds stored data, the smallest value that still admits everything stored
 (`max_records_total`'s: the store-wide count, read where the backend keeps it)."""

@@ -218,15 +218,8 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
 
     def search_many(self, user: str, queries: Sequence[str], limit: int = 5,
                     kinds: Sequence[str] = KINDS) -> dict[tuple[str, str], list[Record]]:
-        """`search(user, query, limit, kind)` for every query and kind, reading the user's rows once
-        (what retrieval needs: a few terms, each in both kinds).
-
-        Returns:
-            `{(query, kind): records}`, exactly what `search` returns for each pair.
-
-        Raises:
-            ValidationError: a bad user, query, kind or limit (as `search`).
-        """
+        """`{(query, kind): search(user, query, limit, kind)}` for every query and kind, reading the
+        user's rows once (what retrieval needs: a few terms, each in both kinds). Checks as `search`."""
         self.limits.check_id("user", user)
         for query in queries:
             self.limits.check_query(query)

@@ -109,8 +109,8 @@ class WalCap(SqlitePart):
 
     @staticmethod
     def _cap_wal(conn: sqlite3.Connection, limits: Limits, page_size: int) -> None:
-        """The cap bounds the WAL too: at most as many pages between checkpoints as the cap holds,
-        and a log that grew past the cap (a large write refused) is cut back to it."""
+        """The cap bounds the WAL too: at most as many pages between checkpoints as the cap holds, and a
+        log that grew past it is cut back to it."""
         conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, min(1000, limits.max_db_bytes // page_size))}")
         conn.execute(f"PRAGMA journal_size_limit = {int(limits.max_db_bytes)}")
 
@@ -118,16 +118,11 @@ class WalCap(SqlitePart):
         return file_size(self._wal_path)
 
     def _check_wal(self) -> None:
-        """Refuse a write while the `-wal` is past the size cap (inside the write transaction).
+        """Refuse (QuotaError) a write while the `-wal` is past the size cap (inside the transaction).
 
-        A checkpoint copies the log back into the database and lets the next writer start it over;
-        a reader that holds an older snapshot (an unfinished SELECT, a transaction left open in
-        another connection) stops both, and every commit then makes the log longer. Refused here,
-        before this write adds its pages, the log stays within the cap plus one write's pages, and
-        the database plus its log within about twice the cap.
-
-        Raises:
-            QuotaError: the log is past the cap and could not be checkpointed (a reader holds it).
+        A reader holding an older snapshot stops checkpoints, and every commit then makes the log
+        longer. Refused before this write adds its pages, the log stays within the cap plus one
+        write's pages, and the database plus its log within about twice the cap.
         """
         wal = self._wal_bytes()
         if wal > self.limits.max_db_bytes:
@@ -139,12 +134,8 @@ class WalCap(SqlitePart):
             )
 
     def _shrink_wal(self, conn: sqlite3.Connection) -> None:
-        """After a write refused by the size cap: checkpoint and truncate the WAL its pages grew.
-
-        A large write spills its pages into the WAL before the size check refuses it; the rollback
-        leaves the file that long. Without waiting: a reader in the way only postpones the cut to
-        the next checkpoint (`journal_size_limit`).
-        """
+        """After a write refused by the size cap (its pages spilled into the WAL first): checkpoint and
+        truncate the WAL, without waiting: a reader in the way postpones the cut to the next checkpoint."""
         conn.execute("PRAGMA busy_timeout = 0")
         try:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
