@@ -2,10 +2,8 @@
 
 Start with store.py (`Store`: put, get, delete, search, transaction; `MemoryStore` opens a SQLite
 file), then db.py (`SqliteDatabase`: the connection and its transactions) and steps.py (the schema,
-step by step). `open_store` opens either backend from a path or a URL. PostgreSQL lives in the
-`postgres` sub-package, imported only for a URL: `PostgresStore` here is looked up on first use, and
-`memkit.store.postgres.start_embedded_postgres` starts a server of its own. All SQL and every
-backend-specific rule live in this package; a schema change touches only it.
+step by step). `open_store` opens either backend; the `postgres` sub-package is imported only for a
+URL (`PostgresStore` here on first use). A schema change touches only this package.
 """
 
 from __future__ import annotations

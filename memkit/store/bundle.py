@@ -1,10 +1,8 @@
 """The export bundle: one user's records and event history as JSON Lines, sealed with a SHA-256.
 
-A bundle is a header line, one line per record and per event, and a checksum line. Each kind of
-line has a JSON Schema (`LINE_SCHEMAS`, validated by `jsonschema`, imported only when a bundle is
-read); the limits of the store that imports it (lengths, id and key patterns) are checked after the
-schema, so an imported entry meets the same rules as a live write. Every refusal names the line,
-the field and what was wrong.
+A header line, one line per record and per event, and a checksum line. Each kind of line has a JSON
+Schema (`LINE_SCHEMAS`); the importing store's limits are checked after it, so an imported entry
+meets the same rules as a live write. Every refusal names the line, the field and what was wrong.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Proposals: a save or a delete the model proposed, kept until a person approves or rejects it.
 
-A proposal is a question to a person, never a memory: it lives in its own table, belongs to one
-user, is made against the key's state at that moment (approval is refused once the key changed),
-expires after `Limits.proposal_ttl_seconds`, and a user has at most
-`Limits.max_pending_proposals_per_user` waiting. `StoreProposals` holds `Store`'s methods
-(`propose_put`, `approve`, ...); the functions below hold the SQL and the rules, run inside the
-store's write transaction on either backend. docs/design/store.md has the rest of the rules.
+A proposal is a question to a person, never a memory: it lives in its own table, and its approval
+is refused once the key changed. `StoreProposals` holds `Store`'s methods; the functions below the
+SQL and the rules, run inside the store's write transaction. The rules: docs/design/store.md.
 """
 
 from __future__ import annotations

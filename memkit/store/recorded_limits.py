@@ -1,9 +1,8 @@
 """The limits a store was made with, kept in the store itself (table `store_limits`, both backends).
 
-A store records its `Limits` when it is created (a store older than the table, at its next write
-open). Every later open that passes no limits uses the recorded ones, so the `memkit` command, a
-notebook and a worker process all enforce what the store was made for. Changing them (`memkit
-limits --set`) is explicit, and never below what the store already holds (`floors`).
+Every open that passes no limits uses the recorded ones, so the `memkit` command, a notebook and a
+worker all enforce what the store was made for. `memkit limits --set` changes them, never below
+what the store already holds (`floors`).
 """
 
 from __future__ import annotations

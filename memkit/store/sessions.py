@@ -105,12 +105,8 @@ class StoreSessions(StorePart):
         The records and their history arrive exactly as exported; the import adds no event. A
         proposal waiting here for the user is then stale for the keys it brings, and refused.
 
-        Args:
-            bundle: the bundle text (a `str`), or a `pathlib.Path` to a bundle file.
-            user: import under this user id instead of the one in the bundle.
-
-        Returns:
-            How many records and events were imported.
+        `bundle`: its text, or a `pathlib.Path` to it; `user`: import under this id instead of the
+        bundle's. Returns how many records and events were imported.
 
         Raises:
             ValidationError: the bundle is malformed, truncated, its checksum or version is wrong, or
@@ -166,10 +162,8 @@ class StoreSessions(StorePart):
     # number can be used again after its item was removed.
 
     def add_agent_items(self, user: str, session: str, items: Sequence[str]) -> int:
-        """Add items (each an item's JSON text) after the session's last one, all or none.
-
-        Returns:
-            The number of the last item added (items are numbered 1, 2, ... per user and session).
+        """Add items (each an item's JSON text) after the session's last one, all or none; return the
+        number of the last (items are numbered 1, 2, ... per user and session).
 
         Raises:
             ValidationError: an item is not text memkit can keep. QuotaError: the size cap.
