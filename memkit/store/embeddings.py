@@ -4,7 +4,7 @@ Every read is bound to one user by `WHERE user_id = ?` before any similarity is 
 by meaning never ranks the whole store and filters afterwards (that order can hand one user's
 record to another). A user's rows are bounded by the quota, so ranking them all is cheap. SQLite
 keeps a vector as float32 bytes, PostgreSQL as `real[]` (the backend's `encode_vector`); the SQL is
-the same. `StoreEmbeddings` holds `Store`'s methods (`search_by_meaning`, `reindex`, ...).
+the same.
 """
 
 from __future__ import annotations

@@ -90,14 +90,9 @@ def counters_consistent(conn: Any) -> bool:
 
 
 def inspect_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read-only checks of a memkit file on a connection of its own: integrity and the quota counters.
-
-    Used after a crash, before any store opens the file (opening could repair or migrate it).
-
-    Returns:
-        `integrity` ("ok" or SQLite's first complaint), `records` (rows in memories),
-        `counted` (what the total counter says) and `counters_consistent` (bool).
-    """
+    """Read-only checks of a memkit file on a connection of its own, after a crash, before any store
+    opens it (opening could repair or migrate it): `integrity` ("ok" or SQLite's first complaint),
+    `records` (rows in memories), `counted` (the total counter) and `counters_consistent`."""
     with contextlib.closing(sqlite3.connect(sqlite_uri(path, "ro"), uri=True)) as conn:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
         records = conn.execute("SELECT count(*) FROM memories").fetchone()[0]

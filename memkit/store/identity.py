@@ -24,12 +24,8 @@ class StoreIdentity(StorePart):
 
     @classmethod
     def statements(cls) -> Statements:
-        """The SQL this store runs for its writes, record reads and searches (`SQLITE_STATEMENTS` or
-        `PG_STATEMENTS`), so a benchmark runs exactly the store's statements (bench/contenders.py).
-
-        Raises:
-            TypeError: asked of `Store` itself, which runs whichever backend's it opens.
-        """
+        """The SQL this store runs for its writes, record reads and searches, so a benchmark runs exactly
+        the store's statements (bench/contenders.py); TypeError when asked of `Store` itself."""
         statements: Statements | None = getattr(cls, "_statements", None)
         if statements is None:
             raise TypeError(f"{cls.__name__} runs whichever backend's SQL it is opened on: ask "
