@@ -33,11 +33,8 @@ OnArchived = Callable[[str, str, list[Turn]], None]
 class Archiver:
     """Sweeper and archiver passes over every session of one key prefix, in a thread or on demand.
 
-    Args:
-        client: the redis-py client. store: the archive. layout: the prefix's keys.
-        scripts: the protocol's scripts on `client` (RETIRE, TRIM and RENUMBER are the archiver's).
-        where: the server, for error messages.
-        sweep_margin, interval, on_archived: as `RedisWindow` takes them.
+    Made by `RedisWindow`, with its client, store, key layout and scripts (RETIRE, TRIM and RENUMBER
+    are the archiver's); `where` names the server in error messages.
     """
 
     def __init__(self, client: redis.Redis, store: Store, layout: KeyLayout, scripts: Scripts, *, where: str,

@@ -56,13 +56,8 @@ def session_keys(prefix: str, user: str, session: str, limits: Limits = DEFAULT_
 class KeyLayout:
     """Every key of one store under one prefix: the two index keys, and `session(user, session)` for the rest.
 
-    Args:
-        prefix: the operator's part (letters, digits, '_', '.', '-').
-        store_id: the store's id (`Store.store_id`); its first 16 hex digits follow the prefix.
-
-    Raises:
-        ValidationError: the prefix has characters other than letters, digits, '_', '.', '-', or
-            the store id is not hexadecimal.
+    `prefix` is the operator's part (letters, digits, '_', '.', '-'), followed by the first 16 hex
+    digits of `store_id` (`Store.store_id`); anything else is a ValidationError.
     """
 
     def __init__(self, prefix: str, limits: Limits = DEFAULT_LIMITS, *, store_id: str) -> None:
@@ -106,8 +101,7 @@ def encode(at: str, role: str, text: str) -> str:
     """A turn as APPEND takes it: canonical JSON without its number, `{"at":...,"content":...,"role":...}`.
 
     APPEND and RENUMBER splice the number in front (`{"turn":n,` + the rest), so a member always
-    starts with its number; `decode` reads it back. (The content is text: a tool result was
-    encoded by `codec.dumps` before it got here, so no tag is ever at this level.)
+    starts with its number. The content is text (`codec.dumps` made a tool result so): no tag here.
     """
     return canonical_json({"at": at, "content": text, "role": role})
 
