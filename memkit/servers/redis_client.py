@@ -83,12 +83,7 @@ def check_redis_url(url: str) -> str:
     """`url` if it is a Redis URL redis-py can connect with; else a `WindowError` naming its problem.
 
     Accepted: `redis://[user:password@]host[:port][/db]`, `rediss://...` (TLS) and
-    `unix://[user:password@]/path/to/socket[?db=N]`. Messages show the URL through `display_url`.
-
-    Raises:
-        WindowError: the URL has whitespace or control characters, no scheme or another scheme,
-            no host (or socket path), a port that is not a number from 1 to 65535, a database that
-            is not a number, brackets that do not close, or options redis-py refuses.
+    `unix://[user:password@]/path/to/socket[?db=N]`; each refusal names its problem and the remedy.
     """
     shown = display_url(url) if isinstance(url, str) else repr(url)
     if not isinstance(url, str):
