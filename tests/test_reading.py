@@ -48,7 +48,7 @@ def parse_reading(text: str) -> tuple[list[Entry], int | None]:
     """The entries of the reading path, in order, and the total it states (None if it states none)."""
     entries = []
     matches = list(ENTRY.finditer(text))
-    for match, following in zip(matches, [*matches[1:], None]):
+    for match, following in zip(matches, [*matches[1:], None], strict=True):
         section = text[match.end():following.start() if following else len(text)]
         look = LOOK_FIRST.search(section)
         entries.append(Entry(

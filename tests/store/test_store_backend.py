@@ -52,7 +52,8 @@ def test_postgres_store_only_opens_the_facade_and_overrides_none_of_it():
 
     overridden = {name for name, value in vars(PostgresStore).items()
                   if callable(value) and hasattr(MemoryStore, name)} - {"__init__", "__repr__"}
-    assert not overridden, f"PostgresStore overrides {sorted(overridden)}: the difference belongs in postgres/backend.py"
+    assert not overridden, (f"PostgresStore overrides {sorted(overridden)}: "
+                            "the difference belongs in postgres/backend.py")
     assert PostgresStore.statements() is not MemoryStore.statements()
     assert PostgresStore.statements().take_sequence != MemoryStore.statements().take_sequence
 
