@@ -66,9 +66,9 @@ def __getattr__(name: str) -> object:
     """PostgreSQL's names on first use: the `store.postgres` wing (and psycopg, the `postgres` extra)
     is imported only then."""
     if name == "PostgresStore":
-        from .store.postgres.store import PostgresStore
+        from .store.opening import postgres_store_class
 
-        return PostgresStore
+        return postgres_store_class()
     if name == "start_embedded_postgres":
         from .store.postgres.server import start_embedded_postgres
 

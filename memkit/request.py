@@ -160,7 +160,7 @@ def part_sizes(system: str, memory: list[dict[str, Any]], history: list[dict[str
 
 def chars_in_string(json_text: str) -> int:
     """The size of JSON text once it is put inside a JSON string (the user message's), less the quotes."""
-    return len(canonical_json(json_text)) - 2
+    return json_chars(json_text) - 2
 
 
 class ChatModel(Protocol):

@@ -10,6 +10,7 @@ person to approve. Every outcome goes back to the model as JSON: `{"ok": true, "
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Literal
 from collections.abc import Callable
@@ -86,7 +87,7 @@ class MemoryTools:
         except MemkitError as exc:
             return {"ok": False, "error": str(exc)}
 
-    @property
+    @functools.cached_property
     def validators(self) -> dict[str, Any]:
         """Each tool's JSON-Schema validator (compiled once per process: see `memkit.validators`)."""
         return {s["function"]["name"]: validator(s["function"]["parameters"]) for s in self.schemas}

@@ -20,7 +20,11 @@ from ..limits import DEFAULT_LIMITS, Limits, check_text
 from ..semantic import DEFAULT_MIN_SIMILARITY
 from ..store import MemoryStore, Store, is_database_url, open_store
 from ..store.targets import postgres_conninfo
+from ..servers.redis_client import check_redis_url
 from ..window import InProcessWindow, RedisWindow, ShortTermWindow, StoreWindow, connect_redis
+
+POSTGRES_NEEDS_REDIS = ("a PostgreSQL store keeps chat's window in Redis: give --redis-url URL or set REDIS_URL "
+                        "(or --window process, for a conversation that ends with the process)")
 
 DEFAULT_WORKSPACE = "memkit-workspace"
 WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat", "mcp"}
@@ -181,6 +185,20 @@ def check_args(args: argparse.Namespace) -> None:
             check_text("message", message)
         if args.budget is not None and args.budget < 1:
             raise CliError(f"--budget is {args.budget}; it must be a positive number of characters")
+        _check_chat_window(args)
+
+
+def _check_chat_window(args: argparse.Namespace) -> None:
+    """Refuse a window `chat` cannot use before the store is opened (opening may create it)."""
+    url = args.redis_url or os.environ.get("REDIS_URL") or None
+    if args.window == "process":
+        if args.redis_url:
+            raise CliError("--window process keeps the conversation in this process: drop --redis-url, or the option")
+        return
+    if url is not None:
+        check_redis_url(url)
+    elif database_url(args) is not None:
+        raise CliError(POSTGRES_NEEDS_REDIS)
 
 
 def cli_approvals(store: Store) -> Approvals:
@@ -209,9 +227,8 @@ def window_for(args: argparse.Namespace, store: Store) -> Iterator[ShortTermWind
         return
     url = args.redis_url or os.environ.get("REDIS_URL") or None
     if url is None:
-        if store.path is None:
-            raise CliError("a PostgreSQL store keeps chat's window in Redis: give --redis-url URL or set REDIS_URL "
-                           "(or --window process, for a conversation that ends with the process)")
+        if store.path is None:  # checked before opening too (_check_chat_window): a MEMKIT_DB read late
+            raise CliError(POSTGRES_NEEDS_REDIS)
         with StoreWindow(store, size) as window:
             yield window
         return

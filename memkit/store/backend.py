@@ -119,7 +119,6 @@ class StorePart:
     _db: Backend
     limits: Limits
     read_only: bool
-    synchronous: str
     embedder: Embedder | None
     _clock: Clock
 

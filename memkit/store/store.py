@@ -312,10 +312,10 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
             "MemoryStore(path) for a SQLite file, PostgresStore(url) for PostgreSQL, "
             "or open_store(target) for either")
 
-    def _start(self, db: Backend, limits: Limits | None, synchronous: str, clock: Clock, read_only: bool,
+    def _start(self, db: Backend, limits: Limits | None, clock: Clock, read_only: bool,
                embedder: Embedder | None) -> None:
         """Take `db` (opened by the constructor) and adopt its limits; `db` is closed if that fails."""
-        self._db, self.synchronous, self.read_only, self._clock = db, synchronous, read_only, clock
+        self._db, self.read_only, self._clock = db, read_only, clock
         self.embedder = embedder
         """The embedding model writes and searches by meaning use (None: literal search only)."""
         try:
@@ -406,4 +406,4 @@ class MemoryStore(Store):
         opening, where = limits or DEFAULT_LIMITS, Path(path)
         database = ReadOnlyDatabase(where, opening, synchronous, check_integrity) if read_only \
             else SqliteDatabase(where, opening, synchronous, check_integrity)
-        self._start(database, limits, synchronous, clock, read_only, embedder)
+        self._start(database, limits, clock, read_only, embedder)

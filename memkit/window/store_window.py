@@ -19,6 +19,9 @@ from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .expiry import DEFAULT_TTL_SECONDS, check_ttl
 
 
+EVERY_TURN = 2**62
+"""Larger than any turn number: `up_to` for the whole session."""
+
 class StoreWindow(ShortTermWindow):
     """The last `size` turns of each session in a SQLite store's file, with a sliding expiry.
 
@@ -125,9 +128,9 @@ class StoreWindow(ShortTermWindow):
 
     # -- the steps, each inside the caller's transaction ---------------------------------------------
 
-    def _window_turns(self, conn: Any, user: str, session: str) -> list[Turn]:
+    def _window_turns(self, conn: Any, user: str, session: str, up_to: int = EVERY_TURN) -> list[Turn]:
         rows = conn.execute("SELECT turn, role, content, at FROM window_turns WHERE user_id = ? AND session_id = ?"
-                            " ORDER BY turn", (user, session)).fetchall()
+                            " AND turn <= ? ORDER BY turn", (user, session, up_to)).fetchall()
         return [Turn(turn=row[0], role=row[1], content=row[2], at=row[3]) for row in rows]
 
     def _restart_expiry(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
@@ -140,10 +143,12 @@ class StoreWindow(ShortTermWindow):
                         " LIMIT 1", (user, session, iso(now))).fetchone():
             self._archive(conn, user, session)
 
-    def _archive(self, conn: Any, user: str, session: str, up_to: int | None = None) -> None:
-        """Move the session's window turns numbered `up_to` or less (None: all) into the archive.
+    def _archive(self, conn: Any, user: str, session: str, up_to: int = EVERY_TURN) -> None:
+        """Move the session's window turns numbered `up_to` or less (default: all) into the archive.
         Copy and delete share the caller's transaction: a turn is archived exactly once."""
-        turns = [t for t in self._window_turns(conn, user, session) if up_to is None or t["turn"] <= up_to]
+        if up_to < 1:
+            return  # the window is not full yet: nothing fell out
+        turns = self._window_turns(conn, user, session, up_to)
         if turns:
             self.store.archive_turns(user, session, turns)
             conn.execute("DELETE FROM window_turns WHERE user_id = ? AND session_id = ? AND turn <= ?",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,18 @@ def test_chat_writes_the_requests_it_dumps_privately(tmp_path):
                   "--message", "hello", "--dump-requests", str(out))
     assert done.returncode == 0, done.stderr
     assert out.stat().st_mode & 0o777 == 0o600 and "hello" in out.read_text()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--redis-url", "http://nowhere"], "http://nowhere"),
+    (["--db", "postgresql://nobody@127.0.0.1:1/none"], "keeps chat's window in Redis"),
+    (["--window", "process", "--redis-url", "redis://127.0.0.1:1/0"], "drop --redis-url"),
+])
+def test_chat_refused_for_its_window_creates_nothing(tmp_path, argv, says):
+    db = tmp_path / "m.sqlite3"
+    done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", "alice",
+                           "--message", "hi", *argv], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if k != "REDIS_URL"})
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert list(tmp_path.iterdir()) == []  # refused before the store was opened: no file made

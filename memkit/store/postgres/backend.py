@@ -21,7 +21,7 @@ from psycopg import errors as pg_errors
 
 from ...errors import LockedError, ReadOnlyError, StoreError
 from ...limits import Limits
-from .. import embeddings
+from .. import embeddings, search
 from . import counters, vectors
 from .connection import PgConnection, Row, connect, password_of, scrub, with_settings
 from .pool import PgPool, closed_error, unreachable_error
@@ -380,15 +380,11 @@ class PostgresDatabase:
 
     def search(self, user: str, query: str, limit: int, kind: str | None, fts_min_user_rows: int) -> list[Record]:
         """The literal search rule, by a scan or the `pg_trgm` index (search.py)."""
-        from .. import search  # search.py imports the SQLite backend: imported when first used
-
         return search.search(self, PG_STATEMENTS.search, user, query, limit, kind, fts_min_user_rows)
 
     def search_many(self, user: str, queries: Sequence[str], limit: int, kinds: Sequence[str],
                     fts_min_user_rows: int) -> dict[tuple[str, str], list[Record]]:
         """`search` for every query and kind (search.py)."""
-        from .. import search
-
         return search.search_many(self, PG_STATEMENTS.search, user, queries, limit, kinds, fts_min_user_rows)
 
     def encode_vector(self, vector: numpy.ndarray) -> list[float]:

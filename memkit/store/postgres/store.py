@@ -81,7 +81,7 @@ class PostgresStore(Store):
         self.url = database.where
         """The database's URL, its password masked."""
         self.schema = database.schema
-        self._start(database, limits, synchronous, clock, read_only, embedder)
+        self._start(database, limits, clock, read_only, embedder)
         if embedder is not None:
             try:
                 database.vector_schema = ensure_pgvector(database)
