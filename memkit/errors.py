@@ -5,6 +5,15 @@ Every message names the value that was wrong and, where there is one, the remedy
 
 from __future__ import annotations
 
+DISTRIBUTION = "memkit-course"
+"""The kit's name on the package index (`memkit` there is an unrelated project). It installs the
+`memkit` package and the `memkit` command."""
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs an optional extra, for an error message to end with."""
+    return f"pip install '{DISTRIBUTION}[{extra}]' (in a checkout of the kit: pip install -e '.[{extra}]')"
+
 
 class MemkitError(Exception):
     """Base class of every error memkit raises on purpose."""

@@ -20,12 +20,12 @@ import re
 from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Sequence
 
-from .errors import MemkitError, ValidationError
+from .errors import MemkitError, ValidationError, install_hint
 
 if TYPE_CHECKING:
     import numpy
 
-INSTALL_HINT = "pip install 'memkit[semantic]'"
+INSTALL_HINT = install_hint("semantic")
 DEFAULT_MODEL = "wordllama/l2_supercat-256"
 """The model `load_embedder()` loads: WordLlama's l2_supercat weights at their full 256 dimensions."""
 

@@ -18,13 +18,13 @@ import warnings
 from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 
-from .errors import ValidationError
+from .errors import ValidationError, install_hint
 from .jsonutil import canonical_json
 
 if TYPE_CHECKING:
     from .request import Request
 
-INSTALL_HINT = "pip install 'memkit[tokens]'"
+INSTALL_HINT = install_hint("tokens")
 DEFAULT_ENCODING = "o200k_base"
 ENCODINGS = ("o200k_base", "cl100k_base")
 MAX_TEXT_CHARS = 999_999

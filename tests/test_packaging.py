@@ -28,8 +28,8 @@ def extra_requirements(extra: str, seen: frozenset[str] = frozenset()) -> dict[s
     """The packages an extra installs, following `memkit[...]` references to other extras."""
     found: dict[str, str] = {}
     for item in _extras()[extra]:
-        if item.startswith("memkit["):
-            for inner in item[len("memkit["):-1].split(","):
+        if item.startswith("memkit-course["):
+            for inner in item[len("memkit-course["):-1].split(","):
                 if inner not in seen:
                     found.update(extra_requirements(inner.strip(), seen | {extra}))
         else:
@@ -75,7 +75,7 @@ def test_the_student_set_leaves_the_development_tools_out_and_all_keeps_them():
 
 
 def test_nested_extras_are_followed_and_a_cycle_ends(monkeypatch):
-    extras = {"student": ["memkit[a]"], "a": ["memkit[b]", "x>=1"], "b": ["y>=2", "memkit[a]"]}
+    extras = {"student": ["memkit-course[a]"], "a": ["memkit-course[b]", "x>=1"], "b": ["y>=2", "memkit-course[a]"]}
     monkeypatch.setattr(sys.modules[__name__], "_extras", lambda: extras)
     assert extra_requirements("student") == {"x": ">=1", "y": ">=2"}
 
@@ -144,3 +144,45 @@ def test_make_lab_starts_jupyterlab_without_the_news_prompt(tmp_path):
 def test_binder_copies_the_same_settings():
     post_build = (ROOT / "postBuild").read_text()
     assert ".jupyter/lab/settings/overrides.json" in post_build and os.access(ROOT / "postBuild", os.X_OK)
+
+
+# -- the distribution's own name ----------------------------------------------------------------------
+# `memkit` on the public package index is an unrelated project: a hint naming it would install that.
+_BARE_HINT = re.compile(r"(?<![\w-])memkit\\?\[(?![.\\])|pip install '?memkit(?![\w-])|uvx memkit(?![\w-])")
+
+
+def _tracked_text_files() -> list[Path]:
+    import subprocess
+
+    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    return [ROOT / name for name in names
+            if Path(name).suffix in {".py", ".md", ".ipynb", ".toml", ".yml", ".yaml", ".cfg", ".txt", ""}
+            and (ROOT / name).is_file()]
+
+
+def test_no_install_hint_names_the_other_projects_memkit():
+    offenders = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+                 for path in _tracked_text_files() if path != Path(__file__).resolve()  # this file shows bad hints
+                 for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+                 if _BARE_HINT.search(line)]
+    assert offenders == []
+
+
+def test_the_hint_pattern_tells_the_two_names_apart():
+    assert _BARE_HINT.search("pip install 'memkit[mcp]'") and _BARE_HINT.search("uvx memkit mcp")
+    assert _BARE_HINT.search("pip install memkit") and _BARE_HINT.search("an extra: memkit[semantic]")
+    assert not _BARE_HINT.search("pip install 'memkit-course[mcp]'")
+    assert _BARE_HINT.search(r'match=r"memkit\[semantic\]"')  # a test's regex counts too
+    assert not _BARE_HINT.search("from memkit[.x] import y") and not _BARE_HINT.search("pip install -e '.[mcp]'")
+    assert not _BARE_HINT.search(r"from memkit[\w.]* import")  # a pattern over module names, not a hint
+
+
+def test_the_distribution_is_named_memkit_course_and_every_hint_uses_it():
+    from memkit.errors import DISTRIBUTION, install_hint
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION == "memkit-course"
+    assert install_hint("mcp") == "pip install 'memkit-course[mcp]' (in a checkout of the kit: pip install -e '.[mcp]')"
+    named = {extra for path in (ROOT / "memkit").rglob("*.py")
+             for extra in re.findall(r"install_hint\(['\"](\w+)['\"]\)", path.read_text())}
+    assert len(named) >= 7 and named <= set(_extras()), named - set(_extras())  # every extra a hint names exists

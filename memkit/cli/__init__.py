@@ -24,7 +24,7 @@ from ..errors import CommittedThenFailedError, MemkitError
 from ..limits import KINDS
 from .chat import cmd_chat
 from .maintenance import cmd_limits, cmd_migrate
-from .mcp import cmd_mcp
+from .mcp import add_command as add_mcp_command
 from .options import check_args
 from .output import (EXIT_COMMITTED_THEN_FAILED, EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain,
                      discard_stdout)
@@ -135,10 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "in Redis with --redis-url or REDIS_URL; or this process only (the goldfish, for comparison)")
     sub.add_argument("--redis-url", metavar="URL", help="keep the window in the Redis at URL (default: $REDIS_URL)")
     sub.add_argument("--dump-requests", metavar="PATH", help="write every request the fixture received (JSON)")
-    sub = command("mcp", cmd_mcp, "serve one user's memory to an MCP host over stdio; writes ask the person "
-                  "(the mcp extra)")
-    sub.add_argument("--user", required=True, help="whose memory (chosen by you, not by the MCP client)")
-    sub.add_argument("--session", default="mcp", help="the session recorded with a write (default: mcp)")
+    add_mcp_command(command)
     return parser
 
 

@@ -8,8 +8,17 @@ server starts (bad arguments, a database that cannot be used, the extra not inst
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from .options import CliError, store_for
+
+
+def add_command(command: Any) -> None:
+    """Add `memkit mcp` to the parser (`command` makes a subcommand with --db and --workspace)."""
+    sub = command("mcp", cmd_mcp, "serve one user's memory to an MCP host over stdio; writes ask the person "
+                  "(the mcp extra)")
+    sub.add_argument("--user", required=True, help="whose memory (chosen by you, not by the MCP client)")
+    sub.add_argument("--session", default="mcp", help="the session recorded with a write (default: mcp)")
 
 
 def cmd_mcp(args: argparse.Namespace) -> None:

@@ -1,7 +1,7 @@
 """What every view needs: the optional notebook packages, imported on first use, the `View` base
 and the status line.
 
-ipywidgets, pandas and matplotlib are optional (`pip install 'memkit[notebooks]'`): they are
+ipywidgets, pandas and matplotlib are optional (the `notebooks` extra): they are
 imported inside the functions that need them, so importing the inspector never pulls them in.
 """
 
@@ -11,7 +11,9 @@ import html
 import importlib
 from typing import Any
 
-INSTALL_HINT = "pip install 'memkit[notebooks]'"
+from ..errors import install_hint
+
+INSTALL_HINT = install_hint("notebooks")
 
 
 def optional(name: str) -> Any:

@@ -15,6 +15,8 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
+from ..errors import MemkitError, install_hint
+
 try:
     import anyio.to_thread
     from mcp.server.elicitation import render_elicitation_schema
@@ -27,11 +29,10 @@ try:
     from mcp_types.version import is_version_at_least
     from pydantic import BaseModel, ConfigDict
 except ImportError:  # pragma: no cover - depends on the installation
-    raise ImportError("memkit's MCP server needs the official MCP SDK: pip install 'memkit[mcp]'") from None
+    raise ImportError(f"memkit's MCP server needs the official MCP SDK: {install_hint('mcp')}") from None
 
 from ..approvals import Approvals
 from ..clock import iso, utc_now
-from ..errors import MemkitError
 from ..store import Store
 from ..tools import tool_schemas
 from .mcp_changes import Memory, Question, StaleAnswer, propose, read_state, write_confirmed

@@ -13,12 +13,13 @@ import json
 import os
 from typing import Any
 
+from ..errors import ValidationError, install_hint
+
 try:
     from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 except ImportError:  # pragma: no cover - depends on the installation
-    raise ImportError("MemkitSession needs openai-agents: pip install 'memkit[agents]'") from None
+    raise ImportError(f"MemkitSession needs openai-agents: {install_hint('agents')}") from None
 
-from ..errors import ValidationError
 from ..limits import Limits
 from ..store import Store, open_store
 

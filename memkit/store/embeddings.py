@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 from collections.abc import Callable, Sequence
 
-from ..errors import ValidationError
+from ..errors import ValidationError, install_hint
 from ..semantic import DEFAULT_MIN_SIMILARITY, Embedder, embedding_text, from_bytes, similarities, to_bytes
 from .backend import Backend, StorePart
 from .statements import RECORD_SQL, Record, to_record
@@ -88,7 +88,7 @@ class StoreEmbeddings(StorePart):
         if self.embedder is None:
             raise ValidationError(
                 f"{doing} needs an embedding model: open the store with "
-                "embedder=memkit.semantic.load_embedder() (pip install 'memkit[semantic]')")
+                f"embedder=memkit.semantic.load_embedder() ({install_hint('semantic')})")
         return self.embedder
 
     def _embed(self, texts: list[str]) -> numpy.ndarray:

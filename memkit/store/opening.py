@@ -14,7 +14,7 @@ __all__ = ["is_database_url", "masked", "open_store", "postgres_store_class"]
 
 
 def postgres_store_class() -> type[Store]:
-    """`PostgresStore`, imported on first use: psycopg is an optional extra (`memkit[postgres]`)."""
+    """`PostgresStore`, imported on first use: psycopg is an optional extra (`postgres`)."""
     from .postgres.store import PostgresStore
 
     return PostgresStore

@@ -2,7 +2,7 @@
 
 Every view is a thin skin over a plain function that returns data, so a notebook can call the same
 function in the next cell and nbval can check it headless. ipywidgets, pandas and matplotlib are
-optional (`pip install 'memkit[notebooks]'`) and imported on first use: importing this package
+optional (`pip install 'memkit-course[notebooks]'`) and imported on first use: importing this package
 does not import them.
 """
 

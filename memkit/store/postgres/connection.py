@@ -16,6 +16,7 @@ import re
 from typing import Any
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from ...errors import install_hint
 from ..targets import masked, url_password
 
 try:
@@ -23,7 +24,7 @@ try:
     from psycopg.pq import TransactionStatus
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        "the PostgreSQL store needs psycopg: pip install 'memkit[postgres]'"
+        f"the PostgreSQL store needs psycopg: {install_hint('postgres')}"
     ) from exc
 
 _NUMBERED = re.compile(r"\?\d")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 from collections.abc import Mapping
 
-from ...errors import StoreError
+from ...errors import StoreError, install_hint
 from ...servers.watchdog import Watchdog
 
 _STOP_SIGNALS = {"fast": signal.SIGINT, "immediate": signal.SIGQUIT}
@@ -38,7 +38,7 @@ def pgserver_bin_dir() -> Path:
     """
     spec = importlib.util.find_spec("pgserver")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the embedded PostgreSQL needs pgserver: pip install 'memkit[postgres]'")
+        raise ImportError(f"the embedded PostgreSQL needs pgserver: {install_hint('postgres')}")
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
