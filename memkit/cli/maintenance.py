@@ -14,7 +14,7 @@ from ..errors import StoreError
 from ..store import SCHEMA_VERSION, MemoryStore, Store, open_store
 from ..store.recorded_limits import (LIMIT_NAMES, check_floors, floors, has_table, parse_settings,
                                   recorded as recorded_limits, write as write_limits)
-from .options import CliError, database_url, db_path, require_confirm
+from .options import CliError, database_url, db_path, missing_database, require_confirm
 from .output import emit
 
 OLDER_PROGRAM = ("a memkit older than this one refuses the migrated store as 'newer than this memkit "
@@ -39,7 +39,7 @@ def _file_version(args: argparse.Namespace) -> tuple[str, int]:
             raw.close()
     path, _ = db_path(args)
     if not path.exists():
-        raise CliError(f"there is no database at {path}; nothing to migrate")
+        raise missing_database(path)
     with MemoryStore(path, read_only=True) as store:
         return str(path), int(store.opened["file_version"] or SCHEMA_VERSION)
 
@@ -68,7 +68,7 @@ def _open_for_limits(args: argparse.Namespace, writing: bool) -> Store:
         return open_store(url, create=False, read_only=not writing)
     path, _ = db_path(args)
     if not path.exists():
-        raise CliError(f"there is no database at {path}; its limits are recorded when it is created")
+        raise missing_database(path)
     return MemoryStore(path, read_only=not writing)
 
 

@@ -27,7 +27,10 @@ POSTGRES_NEEDS_REDIS = ("a PostgreSQL store keeps chat's window in Redis: give -
                         "(or --window process, for a conversation that ends with the process)")
 
 DEFAULT_WORKSPACE = "memkit-workspace"
-WRITE_COMMANDS = {"put", "delete", "import", "forget-user", "chat", "mcp"}
+CREATES_STORE = frozenset({"put", "import", "chat", "mcp"})
+"""The only commands that may create a store where none is: they save. Every other command (one
+that removes, maintains, decides or reads) refuses a path where no memkit database is, so a
+mistyped --db or --workspace is never taken for an empty store ("removed 0" from the wrong file)."""
 READ_COMMANDS = {"get", "search", "history", "export", "proposals"}
 """Commands that only read: they open a SQLite file read-only, so they never migrate an older
 schema (an older memkit would then refuse its own file) nor record limits in it."""
@@ -83,7 +86,8 @@ KEEPS_VECTORS = frozenset({"put", "chat", "approve", "import", "mcp"})
 
 
 def store_for(args: argparse.Namespace, **options: Any) -> Store:
-    """The store this command line names: a PostgreSQL URL, or a SQLite file (created only by a write).
+    """The store this command line names: a PostgreSQL URL, or a SQLite file (created only by a
+    command in `CREATES_STORE`; any other is refused where there is none: `missing_database`).
 
     `options` go to the store (`embedder=` for the commands that search by meaning; `read_only=True`
     for a command that only reads in this use, as `windows` without `--drop`).
@@ -91,21 +95,28 @@ def store_for(args: argparse.Namespace, **options: Any) -> Store:
     asked_read_only = bool(options.pop("read_only", False))
     read_only = asked_read_only or args.command in READ_COMMANDS
     url = database_url(args)
-    if url is not None:  # PostgreSQL; a read-only command never creates the store's tables
-        store = open_store(url, create=args.command in WRITE_COMMANDS and not read_only,
+    if url is not None:  # PostgreSQL: a schema without memkit's tables is refused, never made, but by a save
+        store = open_store(url, create=args.command in CREATES_STORE and not read_only,
                            **({"read_only": True} if asked_read_only else {}), **options)
     else:
         path, is_workspace = db_path(args)
         if not path.exists() and not path.is_symlink():
-            if args.command not in WRITE_COMMANDS:
-                raise CliError(f"there is no database at {path}; "
-                               "create one with `memkit put ... --confirm` or `memkit chat`")
+            if args.command not in CREATES_STORE:
+                raise missing_database(path)
             if is_workspace:
                 private_folders(path.parent)
         store = MemoryStore(path, read_only=read_only, **options)
     if args.command in KEEPS_VECTORS and "embedder" not in options:
         keep_vectors(store)
     return store
+
+
+def missing_database(path: Path) -> CliError:
+    """The refusal of a command that needs an existing store at `path`, where none is."""
+    folder = path.parent
+    where = f"the folder {folder} does not exist" if not folder.is_dir() else "no such file"
+    return CliError(f"no memkit database at {path} ({where}); nothing was changed or created. Check --db or "
+                    "--workspace (a store is made only by a save: `memkit put ... --confirm`, import or chat)")
 
 
 def keep_vectors(store: Store) -> None:

@@ -70,8 +70,19 @@ def _check_export_target(out: Path, store: Store, force: bool) -> None:
         raise CliError(f"--out {out} exists; pass --force to replace it")
 
 
+def _nothing_stored(store: Store, user: str, what: str) -> CliError:
+    """The refusal for a user of whom nothing is stored: a mistyped --user is said, not done "successfully".
+
+    Only this user is named, never who else the store holds (that would tell one user of another)."""
+    return CliError(f"nothing stored for user {user!r} in {store.location}; {what}. Check --user (ids are "
+                    "case-sensitive)")
+
+
 def cmd_export(args: argparse.Namespace) -> None:
     with store_for(args) as store:
+        traces = store.traces(args.user)
+        if not traces["records"] and not traces["events"]:  # what a bundle carries
+            raise _nothing_stored(store, args.user, "no record and no history to export; nothing was written")
         if args.out is not None:
             out = Path(args.out)
             _check_export_target(out, store, args.force)
@@ -105,6 +116,11 @@ def cmd_forget_user(args: argparse.Namespace) -> None:
         url = os.environ.get("REDIS_URL") or None
         here = [url_place(url)] if url else []  # a window opened before the store recorded its places
         report = forget_user(store, args.user, places=here, gone=args.window_gone or (), redis_url=url)
+        if not any(report["removed"].values()) and not report["dropped_windows"]:
+            # Nothing removed anywhere (records, history, conversations, proposals, every window):
+            # nothing was changed either, and "forgotten" would hide a mistyped --user.
+            raise _nothing_stored(store, args.user, "no record, history, conversation, proposal or window "
+                                  "turn; nothing was forgotten")
         dropped = "".join(f"; {entry['window']} no longer recorded" for entry in report["dropped_windows"])
         dropped += "".join(f"; {entry['window']} skipped (named gone, never recorded)"
                            for entry in report["skipped_windows"])

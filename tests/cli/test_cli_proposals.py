@@ -114,7 +114,7 @@ def test_every_refusal_exits_2_and_changes_nothing(tmp_path):
 def test_proposals_commands_never_create_a_database(tmp_path):
     for argv in (["proposals", "--user", "alice"], ["approve", "1", "--user", "alice", "--confirm"],
                  ["reject", "1", "--user", "alice"]):
-        refused(memkit(*argv, "--db", str(tmp_path / "none.sqlite3")), "there is no database")
+        refused(memkit(*argv, "--db", str(tmp_path / "none.sqlite3")), "no memkit database at")
     assert os.listdir(tmp_path) == []
 
 

@@ -67,7 +67,7 @@ def test_bad_input_is_refused_and_changes_nothing(db, argv, message):
 
 def test_reindex_of_a_missing_database_creates_nothing(tmp_path):
     done = memkit("reindex", "--db", str(tmp_path / "none.sqlite3"), "--confirm")
-    assert done.returncode == 2 and "there is no database" in done.stderr
+    assert done.returncode == 2 and "no memkit database at" in done.stderr
     assert list(tmp_path.iterdir()) == []
 
 
