@@ -63,7 +63,7 @@ class Archiver:
         """Copy the session's pending turns into SQLite, then trim them from Redis; returns how many
         were new in SQLite. Idempotent."""
         keys = self.layout.session(user, session)
-        ref = f"{user}/{session}"
+        ref = self.layout.ref(user, session)
         added, conflicts = 0, 0
         while True:
             with redis_errors(self.where, f"reading the pending turns of {ref}"):
@@ -105,7 +105,7 @@ class Archiver:
         with redis_errors(self.where, f"forgetting {user}"):
             doomed = list(self.client.scan_iter(match=pattern, count=500))
             members: list[Any] = [*self.client.zrange(index, 0, -1), *self.client.smembers(queue)]
-            refs = [m for m in map(as_text, members) if m.partition("/")[0] == user]
+            refs = [m for m in map(as_text, members) if self.layout.is_users(m, user)]
             pipe = self.client.pipeline(transaction=True)
             if doomed:
                 pipe.delete(*doomed)
@@ -137,7 +137,7 @@ class Archiver:
             with redis_errors(self.where, f"retiring {user}/{session}"):
                 moved = int(self.scripts.retire(
                     keys=[keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue],
-                    args=[f"{user}/{session}", "inf" if margin == float("inf") else round(margin * 1000)],
+                    args=[self.layout.ref(user, session), "inf" if margin == float("inf") else round(margin * 1000)],
                 ))
             retired += moved >= 0
         return retired

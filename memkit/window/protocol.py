@@ -1,16 +1,17 @@
 """The window's Redis protocol: its keys, and every Lua script that touches them.
 
 Every key starts with `{prefix}:{store}` (the operator's prefix, then the store's id), so two stores
-on one Redis server never see each other's windows; ids are checked (`Limits.check_id`), so no id
-can name another user's keys or an index key. The scripts, each with its KEYS/ARGV header: APPEND,
-READ and RECENT (`RedisWindow`), RETIRE, TRIM and RENUMBER (`memkit.window.archiver`). The whole
-layout and why: docs/design/window.md.
+on one Redis server never see each other's windows; ids are text (`Limits.check_id`) and enter keys
+encoded (`key_part`), so no id can name another user's keys or an index key. The scripts, each with
+its KEYS/ARGV header: APPEND, READ and RECENT (`RedisWindow`), RETIRE, TRIM and RENUMBER
+(`memkit.window.archiver`). The whole layout and why: docs/design/window.md.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import urllib.parse
 from typing import TYPE_CHECKING, Any, NamedTuple
 from collections.abc import Iterable, Iterator
 
@@ -42,14 +43,26 @@ class SessionKeys(NamedTuple):
     seq: str
 
 
+def key_part(an_id: str) -> str:
+    """A user or session id as it appears in a key or an index member: percent-encoded UTF-8.
+
+    Letters, digits, '_', '.', '-' (and '~') stay as they are, so the keys of plain ids such as
+    `alice` are what older memkits made; everything else is `%XX`, and so is a leading '_' (index
+    keys start `_`). An encoded id holds no ':', '/', '{', '}' or glob character: `a:b` and `a` +
+    `b:...` never meet, a SCAN pattern matches one user, and no id forms a Cluster hash tag.
+    """
+    encoded = urllib.parse.quote(an_id, safe="")
+    return "%5F" + encoded[1:] if encoded.startswith("_") else encoded
+
+
 def session_keys(prefix: str, user: str, session: str, limits: Limits = DEFAULT_LIMITS) -> SessionKeys:
     """The keys `{prefix}:{user}:{session}:turns|pending|seq`, `prefix` being a layout's `base`.
 
-    Both ids are checked first: they hold no ':' or glob character and never start with '_'.
+    Both ids are checked first, and enter the keys encoded (`key_part`).
     """
     limits.check_id("user", user)
     limits.check_id("session", session)
-    base = f"{prefix}:{user}:{session}"
+    base = f"{prefix}:{key_part(user)}:{key_part(session)}"
     return SessionKeys(f"{base}:turns", f"{base}:pending", f"{base}:seq")
 
 
@@ -80,18 +93,32 @@ class KeyLayout:
         return session_keys(self.base, user, session, self.limits)
 
     def user_pattern(self, user: str) -> str:
-        """A SCAN pattern that matches this user's keys only (ids hold no ':' or glob character)."""
+        """A SCAN pattern that matches this user's keys only (an encoded id holds no ':' or glob character)."""
         self.limits.check_id("user", user)
-        return f"{self.base}:{user}:*"
+        return f"{self.base}:{key_part(user)}:*"
+
+    def ref(self, user: str, session: str) -> str:
+        """The member naming one session in the index and the queue: "user/session", both encoded."""
+        self.limits.check_id("user", user)
+        self.limits.check_id("session", session)
+        return f"{key_part(user)}/{key_part(session)}"
+
+    def is_users(self, member: bytes | str, user: str) -> bool:
+        """Whether an index or queue member names a session of `user`."""
+        return as_text(member).partition("/")[0] == key_part(user)
 
     def refs(self, members: Iterable[bytes | str]) -> Iterator[tuple[str, str]]:
         """(user, session) of each "user/session" member of an index, sorted; malformed ones skipped."""
         for member in sorted(as_text(m) for m in members):
-            user, _, session = member.partition("/")
+            parts = member.partition("/")[::2]
             try:
+                user, session = (urllib.parse.unquote(part, errors="strict") for part in parts)
                 self.limits.check_id("user", user)
                 self.limits.check_id("session", session)
-            except ValidationError:
+                canonical = (key_part(user), key_part(session)) == parts
+            except (ValidationError, UnicodeDecodeError):
+                canonical = False
+            if not canonical:
                 log.warning("skipping malformed session reference %r under prefix %r", member, self.prefix)
                 continue
             yield user, session

@@ -271,7 +271,7 @@ class RedisWindow(ShortTermWindow):
         keys = self.keys(user, session)
         at = iso(self._clock())
         bodies = [encode(at, role, text) for role, text in turns]
-        ref = f"{user}/{session}"
+        ref = self.layout.ref(user, session)
         script_keys = [keys.turns, keys.pending, keys.seq, self.layout.index, self.layout.queue, LIFE_KEY]
         backlog = max(self.max_backlog, len(bodies))
         read_archive = False
@@ -347,7 +347,7 @@ class RedisWindow(ShortTermWindow):
         keys = self.keys(user, session)
         with redis_errors(self._where, f"reading the window of {user}/{session}"):
             window, pending = self._scripts.read(keys=[keys.turns, keys.pending, keys.seq, self.layout.index],
-                                                 args=[f"{user}/{session}", self._ttl_ms])
+                                                 args=[self.layout.ref(user, session), self._ttl_ms])
         return merge_turns(decode(window), decode(pending), self.store.archived_turns(user, session))  # type: ignore[arg-type]
 
     def pending(self, user: str, session: str) -> list[Turn]:
