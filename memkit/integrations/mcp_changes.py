@@ -1,29 +1,34 @@
 """A change an MCP client asks for, as the person is asked about it, and its one confirmed write.
 
-A `Question` holds the exact change and the record as it was shown (`RecordState`). An accepted
-answer is written by `write_confirmed`, which refuses (`StaleAnswer`, everything rolled back) if
-the record is no longer the one seen; `propose` keeps an unanswered one. Nothing here speaks MCP.
+A `Question` holds the exact change, the record as it was shown (`RecordState`) and its ticket: the
+pending proposal that records the question in the store (`ask`). An accepted answer is written by
+`write_confirmed`, which approves that proposal in the write's transaction, so an answer is spent when
+used, and is refused (`StaleAnswer`, everything rolled back) once the record changed or the question
+was forgotten with its user. Nothing here speaks MCP.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from typing import Any, Literal
+from typing import Literal
 
-from ..approvals import Approvals, Confirmation
-from ..errors import ApprovalError
+from ..errors import ApprovalError, ProposalError
 from ..store import Record, Store
+from ..store.proposals import confirmation_of
+from ..visible import quoted, visible_json
 
 
 @dataclasses.dataclass(frozen=True)
 class Memory:
-    """What every tool call of one server works with: the store, the fixed user, the confirmations."""
+    """What every tool call of one server works with: the store, the fixed user, and where its
+    confirmations come from (`origin`, kept in the history as `proposal#N approved via ORIGIN`)."""
 
     store: Store
     user: str
     session: str
-    approvals: Approvals
+    origin: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +51,8 @@ class RecordState:
 
 @dataclasses.dataclass(frozen=True)
 class Question:
-    """One change to ask the person about, and the state of the record when it was asked."""
+    """One change to ask the person about, the state of the record when it was asked, and its ticket:
+    the id of the pending proposal that records the question (None until `ask` made it)."""
 
     action: Literal["put", "delete"]
     user: str
@@ -54,18 +60,22 @@ class Question:
     key: str
     value: str | None
     state: RecordState
+    ticket: int | None = None
 
     @property
     def message(self) -> str:
-        """What the person reads: the exact kind, key and value, and what is stored now."""
+        """What the person reads: the exact kind, key and value, what is stored now, and the question's
+        proposal number (never used twice in a store: an answer fits this question and no later one).
+        Hidden characters of the value are shown as escapes (memkit.visible)."""
+        ticket = f"question: proposal {self.ticket}, answered once\n" if self.ticket is not None else ""
         if self.action == "put":
             assert self.value is not None
-            return (f"Save this memory for user {self.user!r}?\n"
+            return (f"Save this memory for user {quoted(self.user)}?\n"
                     f"kind: {self.kind}\nkey: {self.key}\nvalue: {_quote(self.value)}\n"
-                    f"now: {self.state.describe()}\n"
+                    f"now: {self.state.describe()}\n{ticket}"
                     "Accept saves exactly this value, once. Decline and nothing is saved.")
-        return (f"Delete this memory of user {self.user!r}?\n"
-                f"kind: {self.kind}\nkey: {self.key}\nvalue: {self.state.describe()}\n"
+        return (f"Delete this memory of user {quoted(self.user)}?\n"
+                f"kind: {self.kind}\nkey: {self.key}\nvalue: {self.state.describe()}\n{ticket}"
                 "Accept deletes it, once (its history keeps the old value). Decline and nothing is deleted.")
 
     def describe(self) -> str:
@@ -74,17 +84,20 @@ class Question:
         return f"delete {self.kind} {self.key!r}"
 
 
-class _Overtaken(Exception):
-    """Inside `write_confirmed`'s transaction: another change came between the question and this one."""
-
-
 class StaleAnswer(ApprovalError):
-    """The record changed between the question and the answer; the change was rolled back."""
+    """The answer no longer fits its question; the change was rolled back. `reason`: `changed` (the
+    record, or the question, changed since), `forgotten` (the question went with its user), `spent`
+    (the answer was used already) or `expired`."""
+
+    def __init__(self, message: str, reason: str = "changed") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def _quote(text: str) -> str:
-    """A value as JSON text, so spaces, quotes and line breaks are shown exactly as they are."""
-    return json.dumps(text, ensure_ascii=False)
+    """A value as JSON text, so spaces, quotes and line breaks are shown exactly as they are, and every
+    hidden character (U+2028, U+202E, U+200B...) as a `\\u` escape."""
+    return visible_json(json.dumps(text, ensure_ascii=False))
 
 
 def read_state(memory: Memory, kind: str, key: str) -> RecordState:
@@ -96,43 +109,81 @@ def read_state(memory: Memory, kind: str, key: str) -> RecordState:
     return RecordState(None, history[-1]["revision"] if history else 0)
 
 
-def write_confirmed(memory: Memory, question: Question, confirmation: Confirmation) -> Record | None:
-    """Make the confirmed change, in one transaction with the check that it is the change asked about:
-    if any other change slipped in (the key's last event, read under the write lock, shows it),
-    everything is rolled back and `StaleAnswer` raised."""
+def ask(memory: Memory, question: Question) -> Question:
+    """The question with its ticket: the user's pending proposal of exactly this change against this
+    record, made now or found (the same change asked again, or a client's retry, finds the same one).
+
+    A proposal id is never used again in a store (AUTOINCREMENT, an identity column), and forgetting
+    the user removes it: a question asked after a forget has another number, so an answer to the old
+    one cannot pass for an answer to it. Earlier questions of this server about the same change that
+    the record has overtaken are rejected, so they do not wait for nothing.
+    """
+    store, q = memory.store, question
+    if q.action == "put":
+        assert q.value is not None
+        made = store.propose_put(memory.user, memory.session, q.kind, q.key, q.value)
+    else:
+        made = store.propose_delete(memory.user, memory.session, q.kind, q.key)
+    for old in store.proposals(memory.user):
+        if (old["stale"] and old["id"] != made["id"] and old["session"] == memory.session
+                and (old["action"], old["kind"], old["key"], old["value"]) == (q.action, q.kind, q.key, q.value)):
+            with contextlib.suppress(ProposalError):  # decided meanwhile by someone else: nothing to do
+                store.reject(memory.user, old["id"], origin=memory.origin)
+    return dataclasses.replace(q, ticket=made["id"])
+
+
+_REFUSED = {"unknown": "forgotten", "decided": "spent", "expired": "expired", "stale": "changed"}
+"""A refused approval's `ProposalError.reason` -> the reason the tool result gives."""
+
+
+def write_confirmed(memory: Memory, question: Question) -> tuple[Record | None, str]:
+    """Make the confirmed change by approving the question's proposal, in one transaction with the
+    check that it is the change asked about: if any other change slipped in (the record, read under the
+    write lock, or the key's last event shows it), the question was forgotten, or its answer was used
+    already, everything is rolled back and `StaleAnswer` raised.
+
+    Returns:
+        The record saved (None for a delete) and the confirmation the key's history names.
+    """
     store, user, q = memory.store, memory.user, question
+    assert q.ticket is not None, "ask() gives a question its ticket before anyone answers it"
     try:
         with store.transaction():
             # Under the write lock: the record is still the one the person was shown, write number
             # included (a forget and a rewrite give the same revision, never the same write).
             if read_state(memory, q.kind, q.key) != q.state:
-                raise _Overtaken
-            if q.action == "put":
-                assert q.value is not None
-                result: Record | None = store.put(user, memory.session, q.kind, q.key, q.value,
-                                                  confirmation=confirmation.id)
-                expected = q.state.revision + 1
-            else:
-                store.delete(user, q.kind, q.key, session=memory.session, confirmation=confirmation.id)
-                result, expected = None, q.state.revision
+                raise StaleAnswer("", "changed")
+            try:
+                done = store.approve(user, q.ticket, origin=memory.origin)
+            except ProposalError as exc:
+                raise StaleAnswer(str(exc), _REFUSED.get(exc.reason, "changed")) from None
+            result: Record | None = done.get("record")
+            expected = q.state.revision + 1 if q.action == "put" else q.state.revision
             history = store.history(user, q.kind, q.key)
             last = history[-1] if history else None
-            if last is None or last["confirmation"] != confirmation.id or last["revision"] != expected:
-                raise _Overtaken  # rolls the change back
-    except _Overtaken:
+            confirmation = confirmation_of(done["proposal"], memory.origin)
+            if last is None or last["confirmation"] != confirmation or last["revision"] != expected:
+                raise StaleAnswer("", "changed")  # rolls the change back
+    except StaleAnswer as refused:
+        raise StaleAnswer(_refusal(memory, q, refused), refused.reason) from None
+    return result, confirmation
+
+
+def _refusal(memory: Memory, q: Question, refused: StaleAnswer) -> str:
+    """Why an accepted answer changed nothing, for the person and the model."""
+    if refused.reason == "changed":
         now = read_state(memory, q.kind, q.key)
-        raise StaleAnswer(f"{q.kind} {q.key!r} changed while the person was being asked (it was "
-                          f"{q.state.describe()}, it is now {now.describe()}); the answer was for "
-                          "the old state. Call the tool again to ask about the current one") from None
-    # Spent only once committed; a rolled-back one is never found again (each question makes its own).
-    memory.approvals.spend(confirmation)
-    return result
+        return (f"{q.kind} {q.key!r} changed while the person was being asked (it was {q.state.describe()}, "
+                f"it is now {now.describe()}); the answer was for the old state. Call the tool again to ask "
+                "about the current one")
+    if refused.reason == "forgotten":
+        return (f"the question (proposal {q.ticket}) was forgotten with user {quoted(memory.user)} while the "
+                "person was being asked; an answer to it changes nothing. Call the tool again to ask anew")
+    return f"the answer to proposal {q.ticket} cannot be used: {refused}"
 
 
-def propose(memory: Memory, question: Question) -> dict[str, Any]:
-    """Keep the unanswered change as a pending proposal of the server's user (see Store.propose_put)."""
-    store, q = memory.store, question
-    if q.action == "put":
-        assert q.value is not None
-        return dict(store.propose_put(memory.user, memory.session, q.kind, q.key, q.value))
-    return dict(store.propose_delete(memory.user, memory.session, q.kind, q.key))
+def decline(memory: Memory, question: Question) -> None:
+    """The person said no: the question's proposal is rejected (its record keeps who and when)."""
+    if question.ticket is not None:
+        with contextlib.suppress(ProposalError):  # already decided, or forgotten: nothing waits
+            memory.store.reject(memory.user, question.ticket, origin=memory.origin)

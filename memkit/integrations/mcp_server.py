@@ -2,10 +2,10 @@
 
 `memkit mcp --workspace DIR --user NAME` runs `serve_stdio`. The tools are `memkit.tools`' four, with
 their schemas, so no argument can name a user. Before a write or a delete the server asks the person
-(MCP elicitation, in both protocol eras through the SDK's `Resolve`): accepted, the change is made
-once under a one-time confirmation; declined, nothing is stored; never answered, it waits as a
-pending proposal. What is asked and its checked write are `mcp_changes`; this module is the MCP
-side. The design and its reasons: docs/design/integrations.md.
+(MCP elicitation, in both protocol eras through the SDK's `Resolve`). Each question is a pending
+proposal of the user, named in it: accepted, that proposal is approved, once; declined, rejected;
+never answered, it waits. What is asked and its checked write are `mcp_changes`; this module is the
+MCP side. The design and its reasons: docs/design/integrations.md.
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ try:
 except ImportError:  # pragma: no cover - depends on the installation
     raise ImportError(f"memkit's MCP server needs the official MCP SDK: {install_hint('mcp')}") from None
 
-from ..approvals import Approvals
 from ..clock import iso, utc_now
 from ..store import Store
 from ..tools import tool_schemas
-from .mcp_changes import Memory, Question, StaleAnswer, propose, read_state, write_confirmed
+from .mcp_changes import Memory, Question, StaleAnswer, ask, decline, read_state, write_confirmed
 
 __all__ = ["ORIGIN", "build_server", "serve_stdio"]
 
@@ -43,7 +42,8 @@ INPUT_REQUIRED_VERSION = "2026-07-28"
 """The first MCP revision in which a tool call asks by returning an input-required result."""
 
 ORIGIN = "mcp-elicitation"
-"""How confirmations made through MCP elicitation are named in a key's history (`ORIGIN@<time>#n`)."""
+"""Where an answer given through MCP elicitation came from, as a key's history names it
+(`proposal#N approved via ORIGIN@<server start>`)."""
 
 
 class Confirm(BaseModel):
@@ -112,11 +112,36 @@ async def _plan_delete(kind: str, key: str, ctx: Context) -> Question:
     return await _plan(ctx, "delete", kind, key, None)
 
 
-async def _ask(question: Question, ctx: Context) -> Elicit[Confirm] | Outcome:
+def _nothing_to_ask(question: Question) -> Outcome | None:
+    """`unchanged` (a save of the value stored) or `absent` (a delete of nothing): no question, no ticket."""
     if question.action == "put" and question.state.value == question.value:
         return Outcome("unchanged")
     if question.action == "delete" and question.state.value is None:
         return Outcome("absent")
+    return None
+
+
+async def _ticket(question: Question, ctx: Context) -> Question:
+    """The question with its ticket, the pending proposal that records it (`mcp_changes.ask`). Run
+    again on a client's retry, it finds the same proposal, so the question renders the same; after
+    the answer was used or the user forgotten, it makes a new one, and the old answer fits nothing."""
+    if _nothing_to_ask(question) is not None:
+        return question
+    return await _in_thread(ask, _memory(ctx), question)
+
+
+async def _ticket_put(question: Annotated[Question, Resolve(_plan_put)], ctx: Context) -> Question:
+    return await _ticket(question, ctx)
+
+
+async def _ticket_delete(question: Annotated[Question, Resolve(_plan_delete)], ctx: Context) -> Question:
+    return await _ticket(question, ctx)
+
+
+async def _ask(question: Question, ctx: Context) -> Elicit[Confirm] | Outcome:
+    nothing = _nothing_to_ask(question)
+    if nothing is not None:
+        return nothing
     if not _can_ask(ctx):
         return Outcome("cannot_ask")
     if ctx.protocol_version is not None and is_version_at_least(ctx.protocol_version, INPUT_REQUIRED_VERSION):
@@ -135,12 +160,12 @@ async def _ask(question: Question, ctx: Context) -> Elicit[Confirm] | Outcome:
     return Outcome(answer.action)
 
 
-async def _ask_put(question: Annotated[Question, Resolve(_plan_put)],
+async def _ask_put(question: Annotated[Question, Resolve(_ticket_put)],
                    ctx: Context) -> Elicit[Confirm] | Outcome:
     return await _ask(question, ctx)
 
 
-async def _ask_delete(question: Annotated[Question, Resolve(_plan_delete)],
+async def _ask_delete(question: Annotated[Question, Resolve(_ticket_delete)],
                       ctx: Context) -> Elicit[Confirm] | Outcome:
     return await _ask(question, ctx)
 
@@ -168,7 +193,7 @@ async def memory_search(query: str, ctx: Context, kind: str | None = None,
 
 
 async def memory_put(kind: str, key: str, value: str, ctx: Context,
-                     question: Annotated[Question, Resolve(_plan_put)],
+                     question: Annotated[Question, Resolve(_ticket_put)],
                      answer: Annotated[ElicitationResult[Confirm], Resolve(_ask_put)]) -> dict[str, Any]:
     """Save a memory once the person accepts the exact kind, key and value in your MCP client."""
     memory = _memory(ctx)
@@ -179,16 +204,15 @@ async def memory_put(kind: str, key: str, value: str, ctx: Context,
                 "message": f"{kind} {key!r} already holds this value; nothing needed saving"}
     if outcome != "accept":
         return await _not_stored(memory, question, outcome, detail)
-    confirmation = memory.approvals.confirm_put(kind, key, value)
     try:
-        record = await _in_thread(write_confirmed, memory, question, confirmation)
+        record, confirmation = await _in_thread(write_confirmed, memory, question)
     except StaleAnswer as exc:
-        return await _not_stored(memory, question, "changed", str(exc))
-    return {"stored": True, "record": record, "confirmation": confirmation.id}
+        return await _not_stored(memory, question, exc.reason, str(exc))
+    return {"stored": True, "record": record, "confirmation": confirmation}
 
 
 async def memory_delete(kind: str, key: str, ctx: Context,
-                        question: Annotated[Question, Resolve(_plan_delete)],
+                        question: Annotated[Question, Resolve(_ticket_delete)],
                         answer: Annotated[ElicitationResult[Confirm], Resolve(_ask_delete)]) -> dict[str, Any]:
     """Delete a memory once the person accepts it in your MCP client."""
     memory = _memory(ctx)
@@ -197,12 +221,11 @@ async def memory_delete(kind: str, key: str, ctx: Context,
         return {"deleted": False, "reason": "absent", "message": f"there is no {kind} {key!r}; nothing to delete"}
     if outcome != "accept":
         return await _not_stored(memory, question, outcome, detail)
-    confirmation = memory.approvals.confirm_delete(kind, key)
     try:
-        await _in_thread(write_confirmed, memory, question, confirmation)
+        _, confirmation = await _in_thread(write_confirmed, memory, question)
     except StaleAnswer as exc:
-        return await _not_stored(memory, question, "changed", str(exc))
-    return {"deleted": True, "confirmation": confirmation.id}
+        return await _not_stored(memory, question, exc.reason, str(exc))
+    return {"deleted": True, "confirmation": confirmation}
 
 
 def _outcome(answer: Any) -> tuple[str, str | None]:
@@ -217,23 +240,23 @@ def _outcome(answer: Any) -> tuple[str, str | None]:
 async def _not_stored(memory: Memory, question: Question, outcome: str,
                       detail: str | None = None) -> dict[str, Any]:
     """The result of a change the person did not confirm: nothing was stored, said plainly. A question
-    never answered leaves a pending proposal; a "no" is a no, and a record that changed while asking
-    is asked about again, so neither leaves one."""
+    never answered waits as its pending proposal; a "no" rejects it, and an answer that no longer fits
+    (the record changed, the question was forgotten or its answer used) leaves none waiting."""
     why = {
         "decline": "the person declined",
         "cancel": "the person dismissed the question without answering",
         "cannot_ask": (detail or "this MCP client cannot ask the person (it did not declare the elicitation "
                                  "capability)") + ", and memkit changes nothing without their confirmation",
-        "changed": detail or "the record changed while the person was being asked",
-    }[outcome]
+    }.get(outcome) or detail or "the record changed while the person was being asked"
     changed = "deleted" if question.action == "delete" else "stored"
     result: dict[str, Any] = {changed: False, "reason": outcome,
                               "message": f"Nothing was {changed}: {why}. Not done: {question.describe()}."}
-    if outcome in ("cancel", "cannot_ask"):
-        proposal = await _in_thread(propose, memory, question)
-        result["proposal"] = proposal["id"]
-        result["message"] += (f" It waits as proposal {proposal['id']} for the person to approve later "
-                              f"(memkit approve {proposal['id']} --user {memory.user} --confirm); "
+    if outcome not in ("cancel", "cannot_ask"):
+        await _in_thread(decline, memory, question)  # declined, or its answer no longer fits: it waits no more
+    elif question.ticket is not None:
+        result["proposal"] = question.ticket
+        result["message"] += (f" It waits as proposal {question.ticket} for the person to approve later "
+                              f"(memkit approve {question.ticket} --user {memory.user} --confirm); "
                               "tell them it waits, do not say it was done.")
     return result
 
@@ -283,7 +306,7 @@ def build_server(store: Store, user: str, *, session: str = "mcp") -> MCPServer[
     """
     user = store.limits.check_id("user", user)
     session = store.limits.check_id("session", session)
-    memory = Memory(store, user, session, Approvals(f"{ORIGIN}@{iso(utc_now())}", store.limits))
+    memory = Memory(store, user, session, store.limits.check_id("origin", f"{ORIGIN}@{iso(utc_now())}"))
     schemas = {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas(store)}
 
     @contextlib.asynccontextmanager

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -189,8 +190,9 @@ def test_an_accepted_write_is_stored_once_and_its_history_names_the_elicitation(
 
 
 def done_confirmation(events: list[dict[str, Any]]) -> str:
+    """The question's proposal, approved through MCP elicitation: `proposal#N approved via mcp-elicitation@<start>`."""
     confirmation = events[-1]["confirmation"]
-    assert confirmation.startswith("mcp-elicitation@") and confirmation.endswith("#1"), confirmation
+    assert re.fullmatch(r"proposal#\d+ approved via mcp-elicitation@\S+", confirmation), confirmation
     return confirmation
 
 
@@ -489,7 +491,7 @@ def test_a_locked_database_is_a_tool_error_and_nothing_is_stored(tmp_path):
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["mcp", "--user", "al ice"], "user 'al ice'"),
+    (["mcp", "--user", "al\u202eice"], "user 'al\\u202eice'"),
     (["mcp", "--user", "alice", "--session", ""], "session is empty"),
 ])
 def test_the_command_refuses_bad_arguments_before_serving(tmp_path, argv, says):
@@ -522,3 +524,90 @@ def test_a_postgresql_store_serves_and_survives_a_restart(tmp_path, pg_url):
             assert kept["deleted"] is False
 
     run(body)
+
+
+# -- an answer is spent when used, and never outlives a forget ------------------------------------------
+
+
+def where_args(workspace: Path, db: str | None) -> list[str]:
+    return ["--db", db] if db else ["--workspace", str(workspace)]
+
+
+def forget(workspace: Path, user: str = "alice", db: str | None = None) -> None:
+    gone = memkit("forget-user", *where_args(workspace, db), "--user", user, "--confirm")
+    assert gone.returncode == 0, gone.stderr
+
+
+def record_of(workspace: Path, user: str, db: str | None) -> Any:
+    got = memkit("get", *where_args(workspace, db), "--user", user, "--key", "drink")
+    assert got.returncode == 0, got.stderr
+    return json.loads(got.stdout)
+
+
+def backend_url(request: pytest.FixtureRequest, store_kind: str) -> str | None:
+    return request.getfixturevalue("pg_url") if store_kind == "postgres" else None
+
+
+STORE_KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.mark.parametrize("store_kind", STORE_KINDS)
+def test_an_accepted_round_replayed_after_forget_user_stores_nothing(tmp_path, request, store_kind):
+    """The attack of issue 33: alice accepts `drink = tea`; `memkit forget-user alice` runs while the
+    server stays up; the client replays the same round (request state + accept). Forgetting made the
+    key "nothing saved" again, but the question it answered was spent: nothing is stored."""
+    db = backend_url(request, store_kind)
+    user = f"alice-{uuid.uuid4().hex[:8]}" if db else "alice"
+    person = Person("accept")
+
+    async def body() -> None:
+        async with connect(tmp_path, "modern", person, user=user, db=db) as conn:
+            first = await conn.session.call_tool("memory_put", PUT, allow_input_required=True)
+            (key, request_), = first.input_requests.items()
+            accepted = {key: await person.answer(request_.params)}
+            done = await conn.session.call_tool("memory_put", PUT, input_responses=accepted,
+                                                request_state=first.request_state, allow_input_required=True)
+            assert done.structured_content["stored"] is True
+            await anyio.to_thread.run_sync(lambda: forget(tmp_path, user, db))
+            for _ in range(2):  # replayed, and replayed again
+                replay = await conn.session.call_tool("memory_put", PUT, input_responses=accepted,
+                                                      request_state=first.request_state, allow_input_required=True)
+                assert isinstance(replay, types.InputRequiredResult), replay  # a new question, not a save
+                (_, again), = replay.input_requests.items()
+                assert again.params.message != request_.params.message
+            got = await conn.structured("memory_get", {"kind": "preference", "key": "drink"})
+            assert got == {"record": None}
+
+    run(body)
+    assert record_of(tmp_path, user, db) is None
+
+
+@pytest.mark.parametrize("store_kind", STORE_KINDS)
+@pytest.mark.parametrize("tool", ["memory_put", "memory_delete"])
+def test_an_answer_given_after_the_user_was_forgotten_changes_nothing(tmp_path, request, store_kind, tool):
+    """Up to 2025-11-25 the question is a request in the middle of the call: the person accepts after
+    `forget-user` ran meanwhile. The key looks as it did ("nothing saved" for a save); the question
+    was forgotten with the user, so the answer is refused, and the result says why."""
+    db = backend_url(request, store_kind)
+    user = f"alice-{uuid.uuid4().hex[:8]}" if db else "alice"
+    # alice holds something else (so forget-user has something to forget), and for a delete, the drink.
+    for key in ("food", "drink") if tool == "memory_delete" else ("food",):
+        cli = memkit("put", *where_args(tmp_path, db), "--user", user, "--key", key, "--value", "coffee",
+                     "--confirm")
+        assert cli.returncode == 0, cli.stderr
+
+    async def forget_meanwhile() -> None:
+        await anyio.to_thread.run_sync(lambda: forget(tmp_path, user, db))
+
+    person = Person("accept", before=forget_meanwhile)
+
+    async def body() -> None:
+        async with connect(tmp_path, "legacy", person, user=user, db=db) as conn:
+            arguments = PUT if tool == "memory_put" else {"kind": "preference", "key": "drink"}
+            result = await conn.structured(tool, arguments)
+            changed = "stored" if tool == "memory_put" else "deleted"
+            assert result[changed] is False and result["reason"] in ("forgotten", "changed"), result
+            assert "forgotten" in result["message"] or tool == "memory_delete", result
+
+    run(body)
+    assert record_of(tmp_path, user, db) is None
