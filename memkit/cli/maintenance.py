@@ -8,11 +8,13 @@ every open. Both commands report what was and what is; each change needs `--conf
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from ..errors import StoreError
+from ..limits import DEFAULT_LIMITS
 from ..store import SCHEMA_VERSION, MemoryStore, Store, open_store
-from ..store.recorded_limits import (LIMIT_NAMES, check_floors, floors, has_table, parse_settings,
+from ..store.recorded_limits import (LIMIT_NAMES, check_floors, floors, has_table, limits_in_range, parse_settings,
                                   recorded as recorded_limits, write as write_limits)
 from .options import CliError, database_url, db_path, missing_database, require_confirm
 from .output import emit
@@ -40,7 +42,7 @@ def _file_version(args: argparse.Namespace) -> tuple[str, int]:
     path, _ = db_path(args)
     if not path.exists():
         raise missing_database(path)
-    with MemoryStore(path, read_only=True) as store:
+    with MemoryStore(path, read_only=True, limits=DEFAULT_LIMITS) as store:  # its own may be out of range
         return str(path), int(store.opened["file_version"] or SCHEMA_VERSION)
 
 
@@ -63,13 +65,20 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
 
 def _open_for_limits(args: argparse.Namespace, writing: bool) -> Store:
+    """The store, opened to read its limits, or to change them: then with its recorded limits that are
+    in range (a limit out of range, edited by hand, refuses every other open: `--set` mends it)."""
     url = database_url(args)
-    if url is not None:
-        return open_store(url, create=False, read_only=not writing)
-    path, _ = db_path(args)
-    if not path.exists():
-        raise missing_database(path)
-    return MemoryStore(path, read_only=not writing)
+    if url is None:
+        path, _ = db_path(args)
+        if not path.exists():
+            raise missing_database(path)
+    target: Any = url if url is not None else path
+    opener: Any = functools.partial(open_store, create=False) if url is not None else MemoryStore
+    if not writing:
+        return opener(target, read_only=True)
+    with opener(target, read_only=True, limits=DEFAULT_LIMITS) as peek:  # read-only: this open writes nothing
+        found = recorded_limits(peek.connection.execute("SELECT name, value FROM store_limits").fetchall())
+    return opener(target, limits=limits_in_range(found))
 
 
 def cmd_limits(args: argparse.Namespace) -> None:

@@ -5,6 +5,9 @@ stores it once. A turn number already kept with other content is a conflict, ref
 `ArchiveConflictError`, never skipped: two different turns under one number means a counter went
 back (a Redis restored from an older state), and skipping would drop one of them silently. The
 window archives into it through `Store.archive_turns` (sessions.py), which checks turns here.
+
+Each user keeps at most `Limits.max_archived_turns_per_user` turns, over all their sessions: a
+write past it removes the user's oldest (`trim_oldest`), so one conversation cannot fill the store.
 """
 
 from __future__ import annotations
@@ -54,3 +57,35 @@ class ArchiveConflictError(StoreError):
             f"turn {shown} of {user}/{session} is already archived with different content; nothing of "
             "this call was archived. Give the new turn a number the session has not used"
         )
+
+
+def absent_turns(conn: Any, rows: list[tuple[Any, ...]]) -> set[tuple[str, int]]:
+    """The (session, turn) of `rows` (one session's, from `turn_rows`) the archive does not hold yet:
+    read inside the write's transaction, before they are inserted."""
+    if not rows:
+        return set()
+    user, session = rows[0][0], rows[0][1]
+    numbers = [row[2] for row in rows]
+    held = {int(row[0]) for row in conn.execute(
+        "SELECT turn FROM transcript WHERE user_id = ? AND session_id = ? AND turn >= ? AND turn <= ?",
+        (user, session, min(numbers), max(numbers))).fetchall()}
+    return {(session, number) for number in numbers if number not in held}
+
+
+def trim_oldest(conn: Any, user: str, bound: int, inserted: set[tuple[str, int]]) -> int:
+    """Inside the write's transaction: remove `user`'s oldest archived turns past `bound`; return how
+    many of `inserted` (this write's new turns, `absent_turns`) went again at once.
+
+    Oldest by (time, session, turn), a total order that never changes: while a user is at the bound
+    every turn removed is older than every turn kept, so a turn archived again (a window's retry after
+    a crash) is always among the first removed, in the same call. It never comes back, nor counts as new.
+    """
+    count = int(conn.execute("SELECT count(*) FROM transcript WHERE user_id = ?", (user,)).fetchone()[0])
+    if count <= bound:
+        return 0
+    doomed = [(str(row[0]), int(row[1])) for row in conn.execute(
+        "SELECT session_id, turn FROM transcript WHERE user_id = ? ORDER BY at, session_id, turn LIMIT ?",
+        (user, count - bound)).fetchall()]
+    conn.executemany("DELETE FROM transcript WHERE user_id = ? AND session_id = ? AND turn = ?",
+                     [(user, session, turn) for session, turn in doomed])
+    return len(inserted.intersection(doomed))

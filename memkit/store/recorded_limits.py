@@ -2,17 +2,20 @@
 
 Every open that passes no limits uses the recorded ones, so the `memkit` command, a notebook and a
 worker all enforce what the store was made for. `memkit limits --set` changes them, never below
-what the store already holds (`floors`).
+what the store already holds (`floors`) and never outside a limit's range (limit_ranges.py); a
+recorded value outside it (a table edited by hand) is refused at open, naming how to mend it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import sqlite3
 from typing import Any
 from collections.abc import Mapping
 
-from ..errors import ValidationError
+from ..errors import StoreError, ValidationError
+from ..limit_ranges import UPPER, check_range
 from ..limits import DEFAULT_LIMITS, Limits
 from .statements import SQLITE_STATEMENTS, total_records_sql
 
@@ -33,15 +36,39 @@ def has_table(conn: Any) -> bool:
     return True
 
 
-def recorded(rows: list[Any]) -> dict[str, int]:
-    """`{name: value}` from the rows of `SELECT name, value FROM store_limits` (unknown names kept)."""
-    return {str(row[0]): int(row[1]) for row in rows}
+def recorded(rows: list[Any]) -> dict[str, Any]:
+    """`{name: value}` from the rows of `SELECT name, value FROM store_limits` (unknown names kept; a
+    value edited by hand into something other than an integer kept as its text, for `limits_from` to refuse)."""
+    return {str(row[0]): row[1] if isinstance(row[1], int) else str(row[1]) for row in rows}
 
 
-def limits_from(values: Mapping[str, int], base: Limits = DEFAULT_LIMITS) -> Limits:
+def limits_from(values: Mapping[str, Any], base: Limits = DEFAULT_LIMITS) -> Limits:
     """`base` with every recorded limit it knows applied (a name this memkit does not know is ignored:
-    a newer memkit may record more)."""
-    return base.replace(**{name: int(value) for name, value in values.items() if name in LIMIT_NAMES})
+    a newer memkit may record more).
+
+    Raises:
+        StoreError: a recorded value is outside its limit's range; it names the limit and the mend.
+    """
+    known = {name: value for name, value in values.items() if name in LIMIT_NAMES}
+    for name, value in known.items():
+        try:
+            check_range(name, value)
+        except ValidationError as exc:
+            raise StoreError(f"the store records a limit out of range: {exc}. Set it with "
+                             f"`memkit limits --set {name}=N --confirm`; nothing was changed") from None
+    return base.replace(**known)
+
+
+def limits_in_range(values: Mapping[str, Any], base: Limits = DEFAULT_LIMITS) -> Limits:
+    """`base` with every recorded limit that is in its range applied (the others left at `base`'s):
+    what `memkit limits --set` opens a store with, so it can mend a limit out of range."""
+    def fits(name: str, value: Any) -> bool:
+        try:
+            check_range(name, value)
+        except ValidationError:
+            return False
+        return True
+    return base.replace(**{name: value for name, value in values.items() if name in LIMIT_NAMES and fits(name, value)})
 
 
 def record(conn: Any, limits: Limits) -> None:
@@ -99,13 +126,16 @@ def parse_settings(settings: list[str]) -> dict[str, int]:
             raise ValidationError(f"--set {setting!r} is not name=value (e.g. max_records_total=200000)")
         if name not in LIMIT_NAMES:
             raise ValidationError(f"--set {name!r}: no such limit; the limits are {', '.join(LIMIT_NAMES)}")
+        digits = text.strip().replace("_", "")
+        if not re.fullmatch(r"[+-]?[0-9]+", digits):
+            raise ValidationError(f"--set {name}={text!r}: the value must be a whole number")
+        if len(digits) > 30:  # past every range, and int() refuses more than 4,300 digits
+            raise ValidationError(f"--set {name}={digits[:20]}... ({len(digits)} digits): {name} must be a "
+                                  f"positive integer from 1 to {UPPER[name]}; nothing was changed")
         try:
-            value = int(text.strip().replace("_", ""))
-        except ValueError:
-            raise ValidationError(f"--set {name}={text!r}: the value must be a whole number") from None
-        if value < 1:
-            raise ValidationError(f"--set {name}={value}: a limit must be a positive integer")
-        changes[name] = value
+            changes[name] = check_range(name, int(digits))
+        except ValidationError as exc:
+            raise ValidationError(f"--set {name}={digits}: {exc}; nothing was changed") from None
     if not changes:
         raise ValidationError("nothing to set; give --set name=value")
     return changes
