@@ -12,7 +12,7 @@ from pathlib import Path
 __all__ = ["POSTGRES_FIXTURES", "SERIAL_FILES", "SPLIT_FILES", "work_unit"]
 
 SERIAL_FILES = ("test_reliability_*.py", "test_scaling.py", "test_postgres_processes.py", "test_watchdog.py",
-                "test_window_faults.py", "test_window.py")
+                "test_window_faults.py", "test_window.py", "test_inspect_page.py")
 """Test files that kill, race or time real processes (SIGKILL at random points, TTLs, idle timeouts,
 lock waits): on two workers they run one after another on one worker, in the "serial" unit, so at
 most one other test runs beside them, as on a 2-core machine that runs nothing else."""
