@@ -170,12 +170,12 @@ def test_a_standing_approval_of_every_call_changes_nothing(store):
 
 CHILD = textwrap.dedent("""
     import asyncio, json, sys
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, RunState, set_tracing_disabled
     from openai import AsyncOpenAI
     from memkit import MemoryStore
     from memkit.integrations.agents_tools import memory_tools
 
-    db, url, state_file, user = sys.argv[1:5]
+    db, url, state_file, user, approve_here = sys.argv[1:6]
     set_tracing_disabled(True)
 
     async def resume():
@@ -183,8 +183,8 @@ CHILD = textwrap.dedent("""
             model = OpenAIChatCompletionsModel("scripted", AsyncOpenAI(base_url=url, api_key="test"))
             agent = Agent(name="helper", model=model, tools=memory_tools(store, user))
             state = await RunState.from_string(agent, open(state_file).read())
-            for item in state.get_interruptions():  # the person's "yes", given in this process
-                state.approve(item)
+            for item in state.get_interruptions() if approve_here == "yes" else []:
+                state.approve(item)  # the person's "yes", given in this process
             result = await Runner.run(agent, state)
             print(json.dumps({"answer": result.final_output}))
 
@@ -192,21 +192,26 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def resume_in_a_new_process(db: Path, server: ChatServer, state_file: Path) -> str:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(db), server.url, str(state_file), USER],
+def resume_in_a_new_process(db: Path, server: ChatServer, state_file: Path, approve_here: bool) -> str:
+    done = subprocess.run([sys.executable, "-c", CHILD, str(db), server.url, str(state_file), USER,
+                           "yes" if approve_here else "no"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["answer"]
 
 
-def test_a_state_resumed_in_new_processes_applies_its_approval_exactly_once(tmp_path):
+@pytest.mark.parametrize("approved_before_saving", [False, True])
+def test_a_state_resumed_in_new_processes_applies_its_approval_exactly_once(tmp_path, approved_before_saving):
     db, state_file = tmp_path / "memory.sqlite3", tmp_path / "paused-run.json"
     server = ChatServer([tool_call("memory_put", TEA, "call_tea1"), said("Saved."), said("Saved, as before.")])
     with MemoryStore(db) as store:
         first = asyncio.run(Runner.run(agent_for(store, server), "I drink tea; remember it"))
         assert [i.tool_name for i in first.interruptions] == ["memory_put"]
-        state_file.write_text(first.to_state().to_string())  # the application keeps the paused run
-    assert resume_in_a_new_process(db, server, state_file) == "Saved."
+        state = first.to_state()
+        if approved_before_saving:  # the person answered at once; a worker resumes the run later
+            state.approve(first.interruptions[0])
+        state_file.write_text(state.to_string())  # the application keeps the paused run
+    assert resume_in_a_new_process(db, server, state_file, not approved_before_saving) == "Saved."
     with MemoryStore(db) as store:
         assert store.get(USER, "preference", "drink")["value"] == "tea"
         [event] = store.history(USER, "preference", "drink")
@@ -214,7 +219,7 @@ def test_a_state_resumed_in_new_processes_applies_its_approval_exactly_once(tmp_
         # The person changes their mind by hand; then the same paused run is resumed again (a retried
         # request, a second worker): its approval is spent, so tea is not written back over coffee.
         store.put(USER, "cli", "preference", "drink", "coffee", confirmation="cli#1")
-    assert resume_in_a_new_process(db, server, state_file) == "Saved, as before."
+    assert resume_in_a_new_process(db, server, state_file, not approved_before_saving) == "Saved, as before."
     with MemoryStore(db) as store:
         assert store.get(USER, "preference", "drink")["value"] == "coffee"
         assert [e["confirmation"] for e in store.history(USER, "preference", "drink")] == [
