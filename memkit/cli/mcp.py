@@ -94,7 +94,7 @@ def memkit_command() -> list[str]:
     if running.stem == "memkit" and running.is_file():
         return [os.path.abspath(running)]  # abspath, not resolve: a symlinked script stays the one run
     python = Path(os.path.abspath(sys.executable))  # a venv's python is a symlink: resolving leaves the venv
-    beside = python.with_name("memkit.exe" if os.name == "nt" else "memkit")
+    beside = python.with_name("memkit" + (".exe" if os.name == "nt" else ""))
     if beside.is_file():
         return [str(beside)]
     return [str(python), "-m", "memkit"]
