@@ -89,7 +89,7 @@ def test_a_chat_that_fails_midway_reports_the_turns_it_completed(tmp_path):
 
 def test_reading_a_missing_database_does_not_create_one(tmp_path):
     done = memkit("get", "--db", str(tmp_path / "none.sqlite3"), "--user", "alice", "--key", "drink")
-    assert done.returncode == 2 and "no database" in done.stderr
+    assert done.returncode == 2 and "no memkit database at" in done.stderr
     assert not (tmp_path / "none.sqlite3").exists()
 
 
