@@ -16,7 +16,7 @@ from pathlib import Path
 import memkit
 
 CORE: list[set[str]] = [
-    {"errors", "limits", "clock", "jsonutil", "validators", "visible"},  # leaves: import nothing else of memkit
+    {"errors", "limits", "limit_ranges", "clock", "jsonutil", "validators", "visible"},  # leaves: import nothing else
     {"servers"},                                 # processes, sockets, folders: no memory model
     {"codec", "transcript", "semantic"},
     {"store"},
