@@ -2,7 +2,9 @@
 one (needs --confirm: the person's approval), `reject` turns one down; and `memkit chat`'s question
 to a person at a terminal ("save preference city = 'Porto'? [y/N]").
 
-A person decides here, outside any model. Every refusal (an unknown or another user's id, a
+A person decides here, outside any model, on what they are shown: every hidden character of a value
+(a line separator, a right-to-left override, a zero-width space) as an escape (memkit.visible), in
+the list and in chat's question. Every refusal (an unknown or another user's id, a
 proposal already decided, expired, or made against a record that changed since) changes nothing
 and exits 2 with the reason on stderr.
 """
@@ -10,6 +12,7 @@ and exits 2 with the reason on stderr.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from typing import Any, TextIO
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from ..errors import MemkitError
 from ..store import Store
 from ..store.proposals import describe
+from ..visible import visible_json
 from .options import CliError, require_confirm, store_for
 from .output import emit
 
@@ -40,7 +44,12 @@ def proposal_id(text: str) -> int:
 
 def cmd_proposals(args: argparse.Namespace) -> None:
     with store_for(args) as store:
-        emit(store.proposals(args.user, pending_only=not args.all))
+        listed = store.proposals(args.user, pending_only=not args.all)
+    # A person reads this list to choose what to approve: the same JSON data, with every hidden
+    # character of a value a \u escape (json.dumps leaves U+2028, U+202E or U+200B as they are).
+    if sys.stdout is None:  # started with stdout closed (`>&-`): a list nobody can read is an error
+        raise OSError("standard output is closed")
+    print(visible_json(json.dumps(listed, ensure_ascii=False, indent=2)), flush=True)
 
 
 def cmd_approve(args: argparse.Namespace) -> None:

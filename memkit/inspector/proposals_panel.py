@@ -14,6 +14,7 @@ from collections.abc import Callable
 from ..errors import MemkitError, ProposalError, QuotaError, ValidationError
 from ..store import Store
 from ..store.proposals import Proposal, confirmation_of, describe
+from ..visible import quoted
 from ._support import View, status_html
 from ._support import widgets as _widgets
 from .tables import MAX_ROWS
@@ -80,7 +81,7 @@ def against(proposal: Proposal) -> str:
     """The record a proposal was made against: `rev 1: 'Lisbon'`, or `no record`."""
     if proposal["against_revision"] is None:
         return "no record"
-    return f"rev {proposal['against_revision']}: {proposal['against_value']!r}"
+    return f"rev {proposal['against_revision']}: {quoted(proposal['against_value'])}"
 
 
 def note(proposal: Proposal) -> str:

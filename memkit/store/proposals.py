@@ -13,6 +13,7 @@ from typing import Any, Literal
 from ..clock import iso
 from ..errors import ApprovalError, ProposalError, QuotaError, ValidationError
 from ..limits import Limits
+from ..visible import quoted
 
 from .backend import StorePart
 
@@ -73,9 +74,10 @@ def to_proposal(row: Any, now: _dt.datetime) -> Proposal:
 
 
 def describe(proposal: Proposal) -> str:
-    """A short human description, e.g. `save preference city = 'Porto'` or `delete episode 'trip'`."""
+    """A short human description, e.g. `save preference city = 'Porto'` or `delete episode 'trip'`;
+    a person decides on it, so the value's hidden characters are shown as escapes (`quoted`)."""
     if proposal["action"] == "put":
-        return f"save {proposal['kind']} {proposal['key']} = {proposal['value']!r}"
+        return f"save {proposal['kind']} {proposal['key']} = {quoted(proposal['value'])}"
     return f"delete {proposal['kind']} {proposal['key']!r}"
 
 
