@@ -122,6 +122,11 @@ def serve(notebook: Path, sock: socket.socket, token: str, on_ready: Callable[[]
     config.Voila.open_browser = False
     config.Voila.root_dir = str(notebook.parent)
     config.Voila.log_level = "ERROR"  # not its notices (an untrusted notebook): the page is ours
+    # The login page must not offer to save a password in the user's Jupyter config (a change
+    # outside memkit, and a login that would outlive this page's token).
+    config.PasswordIdentityProvider.allow_password_change = False
+    # jupyter_server's default ping timeout (90 s) is longer than tornado 6.5 accepts: equal, unwarned.
+    config.Voila.tornado_settings = {"ws_ping_interval": 30_000, "ws_ping_timeout": 30_000}
     config.KernelManager.transport = "ipc"  # the kernel's sockets in Voilà's private folder, not on TCP ports
     app = PageServer(config=config)
     app.initialize([str(notebook)])

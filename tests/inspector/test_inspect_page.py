@@ -212,6 +212,7 @@ def test_the_read_only_page_needs_the_token_shows_the_records_and_changes_nothin
         assert "/login" in page.url, page.url
         body = page.inner_text("body")
         assert "jasmine tea" not in body and "Stage edit" not in body
+        assert "New Password" not in body  # no offer to save a login in the user's Jupyter config
         page.close()
     for path in ("", "api/kernels", "voila/render/inspector.ipynb"):
         try:
@@ -239,6 +240,9 @@ def test_the_read_only_page_needs_the_token_shows_the_records_and_changes_nothin
     assert served.stop(signal.SIGTERM) == 0
     assert all(gone(k) for k in kernels)
     assert digest(store_file) == before
+    # The terminal shows the command's own lines: no traceback, no warning of the libraries under it.
+    said = served.log.read_text().splitlines()
+    assert said and all(line.startswith("memkit inspect: ") for line in said), said
     assert not store_file.with_name("memory.sqlite3-wal").exists()
     assert not store_file.with_name("memory.sqlite3-shm").exists()
 
@@ -284,3 +288,58 @@ def test_another_frameworks_file_opens_as_in_the_notebook_and_sigkill_leaves_no_
     # The kernel polls its parent (ipykernel's ParentPollerUnix) and ends once it is gone.
     assert wait_until(lambda: all(gone(k) for k in kernels), 30), [k.pid for k in kernels if not gone(k)]
     assert digest(peer) == before
+
+
+# -- a PostgreSQL URL ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_database(pg_url: str) -> Iterator[tuple[str, str]]:
+    """Two fresh databases on the session's PostgreSQL server: (one with a memkit store, one empty)."""
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg.conninfo import make_conninfo
+
+    names = [f"inspect_page_{os.getpid()}_{n}" for n in ("store", "empty")]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for name in names:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    urls = [make_conninfo(pg_url, dbname=name) for name in names]
+    from memkit.store import PostgresStore
+
+    with PostgresStore(urls[0]) as store:
+        store.put("alice", "s1", "preference", "drink", "jasmine tea")
+    yield urls[0], urls[1]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for name in names:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def html_of(widget) -> str:
+    """Every HTML text a widget and the widgets inside it show."""
+    own = widget.value if isinstance(getattr(widget, "value", None), str) else ""
+    return own + "".join(html_of(child) for child in getattr(widget, "children", ()))
+
+
+@pytest.mark.postgres
+def test_a_postgresql_url_is_checked_before_anything_starts_and_shown_by_the_page(pg_database, monkeypatch):
+    store_url, empty_url = pg_database
+    # The command accepts the store's URL (it then stops at the busy port, the next thing it checks) ...
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = memkit("inspect", store_url, "--port", str(port), "--no-browser", env=env_with(), timeout=60)
+    assert done.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in done.stderr, done.stderr
+    # ... refuses a database without memkit's tables in one line, creating none ...
+    done = memkit("inspect", empty_url, "--no-browser", env=env_with(), timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "holds no memkit store; nothing was created" in done.stderr
+    # ... and the page's kernel shows the store from the URL in its environment, read-only.
+    from memkit.cli.inspect_page import EDIT_VARIABLE, TARGET_VARIABLE, page_view
+
+    monkeypatch.setenv(TARGET_VARIABLE, store_url)
+    monkeypatch.setenv(EDIT_VARIABLE, "0")
+    shown = html_of(page_view())
+    assert "jasmine tea" in shown and "read-only: nothing on this page can change the database" in shown
+    assert "password" not in shown
