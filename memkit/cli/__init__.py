@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
 from typing import Any
 from collections.abc import Sequence
 
-from ..errors import CommittedThenFailedError, MemkitError
+from ..errors import DISTRIBUTION, CommittedThenFailedError, MemkitError
 from ..limits import KINDS
 from .chat import cmd_chat
 from .maintenance import cmd_limits, cmd_migrate
+from .inspect_command import add_command as add_inspect_command
 from .mcp import add_command as add_mcp_command
 from .options import check_args
 from .output import (EXIT_COMMITTED_THEN_FAILED, EXIT_COMMITTED_UNREPORTED, EXIT_REFUSED, ReportFailed, complain,
@@ -33,6 +35,7 @@ from ..semantic import DEFAULT_MIN_SIMILARITY, DEFAULT_MODEL
 from .semantic_commands import cmd_reindex
 from .store_commands import (cmd_delete, cmd_export, cmd_forget_user, cmd_get, cmd_health, cmd_history,
                              cmd_import, cmd_put, cmd_search, cmd_windows)
+from .usage import MemkitParser
 
 __all__ = ["build_parser", "main"]
 
@@ -46,9 +49,18 @@ def _demo(args: argparse.Namespace) -> None:
 # -- argument parsing ---------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the `memkit` command."""
-    parser = argparse.ArgumentParser(prog="memkit", description=__doc__.splitlines()[0])
+def version_text() -> str:
+    """`memkit --version`: the installed distribution's version and name."""
+    try:
+        return f"memkit {metadata.version(DISTRIBUTION)} ({DISTRIBUTION})"
+    except metadata.PackageNotFoundError:  # imported from a checkout that pip never installed
+        return f"memkit (the {DISTRIBUTION} distribution is not installed: pip install -e . in the checkout)"
+
+
+def build_parser() -> MemkitParser:
+    """The argument parser of the `memkit` command (its usage errors say what to do: cli/usage.py)."""
+    parser = MemkitParser(prog="memkit", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=version_text())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
@@ -64,13 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--session", default="cli", help="the session recorded with a write (default: cli)")
         if key:
             sub.add_argument("--kind", default="preference", choices=KINDS)
-            sub.add_argument("--key")
+            sub.add_argument("--key", required=True)
 
     commands.add_parser("demo", help="run the end-to-end demo in a temporary workspace").set_defaults(
         handler=_demo)
     sub = command("put", cmd_put, "save one memory (needs --confirm)")
     identity(sub)
-    sub.add_argument("--value")
+    sub.add_argument("--value", required=True)
     sub.add_argument("--confirm", action="store_true", help="I confirm this exact value")
     identity(command("get", cmd_get, "read one memory"))
     sub = command("search", cmd_search, "search a user's memories (literal, case-insensitive)")
@@ -93,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--out", metavar="PATH", help="write the bundle here instead of stdout (atomically)")
     sub.add_argument("--force", action="store_true", help="replace an existing --out file")
     sub = command("import", cmd_import, "load a bundle made by export (needs --confirm)")
-    sub.add_argument("--file", metavar="PATH")
+    sub.add_argument("--file", metavar="PATH", required=True)
     sub.add_argument("--as-user", help="import under this user id instead of the bundle's")
     sub.add_argument("--confirm", action="store_true")
     sub = command("forget-user", cmd_forget_user,
@@ -136,13 +148,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--redis-url", metavar="URL", help="keep the window in the Redis at URL (default: $REDIS_URL)")
     sub.add_argument("--dump-requests", metavar="PATH", help="write every request the fixture received (JSON)")
     add_mcp_command(command)
+    add_inspect_command(command)
+    parser.link_commands()
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `memkit` command; returns the exit code (the module docstring lists them)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # refused under the command's own usage, not the top-level one argparse would show
+        parser.command_parser(args.command).refuse_extra(extra)
     if args.command is None:
         args = parser.parse_args(["demo"])
     try:
