@@ -9,9 +9,34 @@ STUDENT_STAMP := $(VENV)/.student-installed
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: lab test demo bench reliability clean
+.PHONY: lab test demo bench reliability floors clean replace-venv
 
-$(STUDENT_STAMP): pyproject.toml
+# The Python that builds .venv must be 3.11 or newer, and it is checked before .venv is made: a
+# first `make lab` with 3.9 used to leave a .venv that every later run reused and failed in. A .venv
+# built by another Python (that one, or a version since replaced) is removed and built again, saying
+# so. Versions are major.minor: PYTHON's own, and the one .venv/pyvenv.cfg records.
+PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+VENV_VERSION := $(shell sed -n 's/^version[_a-z]* *= *\([0-9]*\.[0-9]*\).*/\1/p' $(VENV)/pyvenv.cfg 2>/dev/null)
+at_least_3_11 = $(shell echo '$(1)' | awk -F. '$$1 > 3 || ($$1 == 3 && $$2 >= 11) {print "yes"}')
+PYTHON_OK := $(call at_least_3_11,$(PYTHON_VERSION))
+# A .venv too old to use, or a usable PYTHON of another version than the .venv's (a PYTHON too old
+# to build a new one keeps a good .venv: it is refused only if .venv must be built again).
+REPLACE_VENV := $(if $(VENV_VERSION),$(if $(call at_least_3_11,$(VENV_VERSION)),$(and $(PYTHON_OK),$(filter-out \
+    $(PYTHON_VERSION),$(VENV_VERSION))),yes))
+GOAL := $(or $(firstword $(MAKECMDGOALS)),lab)
+define check_python
+	@test -n "$(PYTHON_OK)" || { echo "make: $(PYTHON) is $(if $(PYTHON_VERSION),Python $(PYTHON_VERSION),\
+	not a Python that runs here); memkit needs Python 3.11 or newer: choose one, as in \
+	make $(GOAL) PYTHON=python3.12"; exit 1; }
+endef
+
+replace-venv:
+	$(check_python)
+	@echo "make: $(VENV) was made by Python $(VENV_VERSION) and $(PYTHON) is Python $(PYTHON_VERSION): replacing $(VENV)"
+	rm -rf $(VENV)
+
+$(STUDENT_STAMP): pyproject.toml $(if $(REPLACE_VENV),replace-venv)
+	$(check_python)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[student]'
@@ -19,7 +44,8 @@ $(STUDENT_STAMP): pyproject.toml
 
 # One resolver pass for everything `make test` needs (`all` holds `student`, so the student stamp is
 # true too); a second pass after the student set would resolve and build memkit twice.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(if $(REPLACE_VENV),replace-venv)
+	$(check_python)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all]'
@@ -79,5 +105,20 @@ bench: $(BENCH_STAMP)
 reliability: $(STAMP)
 	MEMKIT_FULL=1 $(BIN)/python -m pytest tests/reliability/test_reliability_*.py -s
 
+# The dependency floors pyproject.toml states, tested: a venv of its own holding the oldest versions it
+# allows, the kit without dependencies, and the tests of what those packages serve (the agent's tool
+# schemas; the classroom's tables, charts, views and inspector). Not part of `make test`: it downloads.
+FLOORS_VENV := .venv-floors
+FLOORS := jsonschema==4.20.0 pandas==2.2.2 matplotlib==3.8.0 ipywidgets==8.1.0
+floors:
+	$(check_python)
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_VENV)/bin/python -m pip install --quiet $(FLOORS) pytest pyyaml hypothesis
+	$(FLOORS_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(FLOORS_VENV)/bin/python -m pytest -q -o addopts= tests/agent/test_agent.py tests/agent/test_tools.py \
+	    tests/agent/test_approvals.py tests/notebooks/test_notebook_tables.py tests/notebooks/test_notebook_charts.py \
+	    tests/notebooks/test_notebook_views.py tests/notebooks/test_notebook_inspector.py \
+	    -k "not postgresql"  # PostgreSQL, which the floors leave out
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(FLOORS_VENV) .pytest_cache

@@ -68,10 +68,19 @@ def test_environment_names_the_student_set_of_pyproject():
 def test_the_student_set_leaves_the_development_tools_out_and_all_keeps_them():
     student = student_requirements()
     dev = extra_requirements("dev")
-    assert dev and not set(dev) & set(student), sorted(set(dev) & set(student))
+    # pandas is both: a student needs 2.2 or newer, the tests need pandas 3 (the notebooks' stored outputs)
+    assert dev and set(dev) & set(student) == {"pandas"}, sorted(set(dev) & set(student))
     assert {"jupyterlab", "redis", "pgserver", "bpe-openai"} <= set(student)
     everything = extra_requirements("all")
     assert set(student) - {"jsonschema"} <= set(everything) and set(dev) <= set(everything)
+
+
+def test_pandas_floors_are_colabs_for_students_and_pandas_3_for_the_stored_outputs():
+    from packaging.specifiers import SpecifierSet
+
+    student, dev = SpecifierSet(student_requirements()["pandas"]), SpecifierSet(extra_requirements("dev")["pandas"])
+    assert "2.2.2" in student and "2.2.1" not in student and "3.1.1" in student  # 2.2.2: the first for numpy 2
+    assert "2.2.3" not in dev and "3.1.0" in dev
 
 
 def test_nested_extras_are_followed_and_a_cycle_ends(monkeypatch):
@@ -80,17 +89,21 @@ def test_nested_extras_are_followed_and_a_cycle_ends(monkeypatch):
     assert extra_requirements("student") == {"x": ">=1", "y": ">=2"}
 
 
-def test_environment_uses_conda_forge_and_installs_the_kit_with_pip():
+def test_environment_uses_conda_forge_and_leaves_the_kit_to_postbuild():
+    """Binder installs environment.yml before it copies the repository: the kit is installed by postBuild."""
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
-    assert environment["channels"] == ["conda-forge"]
+    assert environment["channels"] == ["conda-forge"] and "pip" in environment["dependencies"]
     pip_section = [item["pip"] for item in environment["dependencies"] if isinstance(item, dict)]
-    assert pip_section and "-e ." in pip_section[0]
+    assert pip_section and not any(entry.startswith("-") for entry in pip_section[0])
+    post_build = (ROOT / "postBuild").read_text()
+    assert "python -m pip install --no-deps --no-cache-dir -e ." in post_build
 
 
 def test_python_versions_agree():
+    """Binder's pinned Python is the oldest the kit supports, so Binder runs the kit at its floor."""
     _, python = environment_requirements()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert python == project["requires-python"] == ">=3.11"
+    assert project["requires-python"] == ">=3.11" and python == "=3.11"
 
 
 def test_console_script_points_at_the_cli():
