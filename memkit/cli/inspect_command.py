@@ -12,6 +12,7 @@ import argparse
 import errno
 import os
 import secrets
+import signal
 import socket
 import sys
 import tempfile
@@ -40,10 +41,10 @@ def add_command(command: Any) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
-    target = _target(args)
-    _check_target(target, args.edit)
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port is {args.port}; give a port from 1 to 65535, or 0 for any free one")
+    target = _target(args)
+    _check_target(target, args.edit)
     from .inspect_page import EDIT_VARIABLE, TARGET_VARIABLE, serve, write_page
 
     sock = _bind(args.port)
@@ -56,8 +57,17 @@ def cmd_inspect(args: argparse.Namespace) -> None:
         # The page's kernelspec (this Python) before any other of its name: Voilà looks there first.
         os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [folder, os.environ.get("JUPYTER_PATH")]))
 
+        unprinted: list[OSError] = []
+
         def ready() -> None:
-            print(url, flush=True)
+            try:
+                if sys.stdout is None:  # started with stdout closed (`>&-`)
+                    raise OSError("standard output is closed")
+                print(url, flush=True)
+            except OSError as exc:  # no one can open a page whose token was never shown: stop at once
+                unprinted.append(exc)
+                signal.raise_signal(signal.SIGTERM)
+                return
             how = "editing" if args.edit else "read-only"
             print(f"memkit inspect: serving the inspector ({how}) at the URL above; Ctrl-C stops it",
                   file=sys.stderr, flush=True)
@@ -70,6 +80,9 @@ def cmd_inspect(args: argparse.Namespace) -> None:
             raise CliError(str(exc)) from None
         finally:
             sock.close()
+    if unprinted:
+        raise CliError(f"the page's URL could not be printed ({unprinted[0]}); it was served to no one and is "
+                       "stopped. Run memkit inspect with its standard output open")
     print("memkit inspect: stopped", file=sys.stderr, flush=True)
 
 

@@ -91,15 +91,16 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: floa
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
-    """Start `memkit inspect ARGS --no-browser` (as many as a test asks); each is ended afterwards."""
+    """Start `memkit inspect ARGS` (as many as a test asks, `env` added to their environment); each is
+    ended afterwards."""
     started: list[Served] = []
 
-    def start(*args: str) -> Served:
+    def start(*args: str, **env: str) -> Served:
         log = tmp_path / f"inspect-{len(started)}.log"
         with log.open("w") as err:
-            process = subprocess.Popen([sys.executable, "-m", "memkit", "inspect", *args, "--no-browser"],
+            process = subprocess.Popen([sys.executable, "-m", "memkit", "inspect", *args],
                                        stdout=subprocess.PIPE, stderr=err, text=True, cwd=tmp_path,
-                                       env=env_with(), start_new_session=True)
+                                       env=env_with(**env), start_new_session=True)
         assert process.stdout is not None
         line = process.stdout.readline().strip()  # the URL, once the server answers (or "" at exit)
         served = Served(process, line, log)
@@ -153,6 +154,16 @@ def test_what_cannot_be_shown_is_refused_in_one_line_before_anything_starts(tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing made (no -wal, no folder)
 
 
+def test_a_url_that_cannot_be_printed_stops_the_page_and_says_so(tmp_path, store_file):
+    process = subprocess.Popen([sys.executable, "-m", "memkit", "inspect", str(store_file), "--no-browser"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_with())
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # no one will ever see the URL, and so the token
+    assert process.wait(timeout=60) == 2
+    said = process.stderr.read()
+    assert said.startswith("error: the page's URL could not be printed") and said.count("\n") == 1, said
+
+
 def test_a_busy_port_is_refused_in_one_line(tmp_path, store_file):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -204,7 +215,7 @@ def records_text(page) -> str:
 
 def test_the_read_only_page_needs_the_token_shows_the_records_and_changes_nothing(browser, serve, store_file):
     before = digest(store_file)
-    served = serve(str(store_file))
+    served = serve(str(store_file), "--no-browser")
     # Without the printed token: the login page, never the inspector (nor its kernels' API).
     for url in (served.base, served.base + "?token=wrong", served.base + "?token=" + "x" * 43):
         page = browser.new_page()
@@ -248,7 +259,7 @@ def test_the_read_only_page_needs_the_token_shows_the_records_and_changes_nothin
 
 
 def test_the_edit_page_changes_a_value_with_its_confirm_and_ctrl_c_ends_it(browser, serve, store_file):
-    served = serve(str(store_file), "--edit")
+    served = serve(str(store_file), "--edit", "--no-browser")
     page = open_page(browser, served.url)
     assert "editing" in page.inner_text("body")
     page.locator(".widget-inline-hbox:has(> label.widget-label:text-is('key')) select").select_option(
@@ -276,7 +287,19 @@ def test_the_edit_page_changes_a_value_with_its_confirm_and_ctrl_c_ends_it(brows
 def test_another_frameworks_file_opens_as_in_the_notebook_and_sigkill_leaves_no_kernel(browser, serve, tmp_path):
     peer = make_peer_file("openai-agents SQLiteSession", tmp_path / "agents.db")
     before = digest(peer)
-    served = serve(str(peer))
+    # Without --no-browser: $BROWSER (here a script that notes what it was given) opens the page
+    # through a private file, so the token is on no command line.
+    opened = tmp_path / "browser-was-given.txt"
+    script = tmp_path / "note-browser.sh"
+    script.write_text(f'#!/bin/sh\nprintf "%s" "$1" > "{opened}"\n')
+    script.chmod(0o700)
+    served = serve(str(peer), BROWSER=f"{script} %s")
+    assert wait_until(opened.exists, 30)
+    given = opened.read_text()
+    token = served.url.split("token=", 1)[1]
+    assert given.startswith("file://") and token not in given, given
+    redirect = Path(given.removeprefix("file://"))
+    assert served.url in redirect.read_text() and redirect.stat().st_mode & 0o077 == 0
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(served.url)
     page.wait_for_selector("text=alice-1", timeout=PAGE_TIMEOUT_S * 1000)
