@@ -242,6 +242,13 @@ def test_the_read_only_page_needs_the_token_shows_the_records_and_changes_nothin
     assert page.locator("button.widget-toggle-button:text-is('Edit')").is_disabled()
     assert page.locator("button:text-is('Stage edit')").is_disabled()
     assert page.locator("button:text-is('Stage delete')").is_disabled()
+    # Even a switch forced on in the page (its `disabled` removed) is refused by the kernel.
+    edit = page.locator("button.widget-toggle-button:text-is('Edit')")
+    edit.evaluate("button => { button.disabled = false; }")
+    edit.click()
+    status = page.locator(".memkit-inspector-status")
+    assert wait_until(lambda: "cannot reopen it" in status.inner_text(), 15), status.inner_text()
+    assert page.locator("button:text-is('Stage edit')").is_disabled()
     # Looking around (another user) only reads.
     page.locator(".widget-inline-hbox:has(> label.widget-label:text-is('user')) input").fill("bob")
     assert wait_until(lambda: "espresso" in records_text(page), 15), records_text(page)
