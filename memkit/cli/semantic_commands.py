@@ -18,13 +18,15 @@ def cmd_search_by_meaning(args: argparse.Namespace) -> None:
     """`memkit search --by-meaning`: the user's records closest in meaning to --query, with their similarity."""
     embedder = load_embedder(args.model or DEFAULT_MODEL)
     with store_for(args, embedder=embedder) as store:
+        # Every record is compared, whichever way it was written: one without a stored vector (written
+        # before the store kept vectors, or by a program without the model) gets one for this search.
         hits = store.search_by_meaning(args.user, args.query, limit=args.limit, kind=args.kind_filter,
-                                       min_similarity=args.min_similarity)
+                                       min_similarity=args.min_similarity, embed_missing=True)
         status = store.embedding_status(args.user)
         if status["stale"] or status["missing"]:
             print(f"note: {status['stale'] + status['missing']} of {status['records']} records of {args.user} "
-                  f"have no vector of {status['model']} and were not compared; `memkit reindex --confirm` "
-                  "makes them", file=sys.stderr)
+                  f"have no stored vector of {status['model']}: compared with vectors made for this search; "
+                  "`memkit reindex --confirm` keeps them", file=sys.stderr)
         emit(hits)
 
 

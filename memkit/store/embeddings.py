@@ -36,6 +36,14 @@ USER_VECTORS_SQL = (
 """(user, model, dim, user, kind, kind): one user's records that have a current vector, with it.
 `{vector}` is how the backend reads a vector out (`e.vector` on SQLite)."""
 
+UNINDEXED_SQL = (
+    f"SELECT {', '.join('m.' + c.strip() for c in RECORD_SQL.split(','))} FROM memories m"
+    " LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = ? AND e.dim = ?"
+    " WHERE m.user_id = ? AND e.memory_id IS NULL AND (? IS NULL OR m.kind = ?)"
+)
+"""(model, dim, user, kind, kind): one user's records without a vector of that model (written
+without one, or holding another model's)."""
+
 def user_vectors(conn: Any, user: str, model: str, dim: int, kind: str | None,
                  decode: Callable[[Any, int], numpy.ndarray],
                  vector_sql: str = "e.vector") -> tuple[list[Record], numpy.ndarray]:
@@ -106,11 +114,14 @@ class StoreEmbeddings(StorePart):
                                             user, kind, key, value)).rowcount)
 
     def search_by_meaning(self, user: str, query: str, limit: int = 5, kind: str | None = None,
-                          min_similarity: float = DEFAULT_MIN_SIMILARITY) -> list[Record]:
+                          min_similarity: float = DEFAULT_MIN_SIMILARITY, *,
+                          embed_missing: bool = False) -> list[Record]:
         """Memories of `user` whose meaning is close to `query`, most similar first.
 
         Only `user`'s vectors of this store's embedder are read and ranked. Arguments as `search`
-        (`query` not blank); `min_similarity`: the least cosine similarity a hit needs, -1 to 1.
+        (`query` not blank); `min_similarity`: the least cosine similarity a hit needs, -1 to 1;
+        `embed_missing`: also compare `user`'s records that have no vector of this model, with
+        vectors made for this search and not kept (a read-only store can search them too).
 
         Returns:
             Records as `search` returns them, each with its `similarity` (rounded to 4 places).
@@ -130,7 +141,19 @@ class StoreEmbeddings(StorePart):
             raise ValidationError(f"min_similarity is {min_similarity!r}; use a number from -1 to 1")
         embedder = self._need_embedder("search by meaning")
         vector = self._embed([query])[0]
-        return self._db.search_by_meaning(user, vector, embedder.name, embedder.dim, limit, kind, float(min_similarity))
+        hits = self._db.search_by_meaning(user, vector, embedder.name, embedder.dim, limit, kind, float(min_similarity))
+        if not embed_missing:
+            return hits
+        # Bounded by the user's quota, as every read here; ranked with the stored hits.
+        unindexed = [to_record(row) for row in self._db.fetch(UNINDEXED_SQL, (embedder.name, embedder.dim, user,
+                                                                              kind, kind))]
+        if not unindexed:
+            return hits
+        vectors = self._embed([embedding_text(r["key"], r["value"]) for r in unindexed])
+        merged = hits + rank(unindexed, similarities(vector, vectors), float(min_similarity), limit)
+        merged.sort(key=lambda r: r["updated_at"], reverse=True)  # as `rank` orders: newest first among equals
+        merged.sort(key=lambda r: r["similarity"], reverse=True)
+        return merged[:limit]
 
     def embedding_status(self, user: str) -> dict[str, Any]:
         """How many of `user`'s records have a vector of this store's embedder: model, dim, records,

@@ -28,11 +28,19 @@ def db(tmp_path):
     return path
 
 
+def test_a_record_put_before_the_store_kept_vectors_is_found_by_meaning(db):
+    """Issue 33, failure 6: `put espresso`, then `search --query coffee --by-meaning` returned []."""
+    before = digest(db)
+    assert json.loads(memkit("search", "--db", str(db), "--user", "alice", "--query", "coffee").stdout) == []
+    found = memkit("search", "--db", str(db), "--user", "alice", "--query", "coffee", "--by-meaning")
+    assert found.returncode == 0 and [h["value"] for h in json.loads(found.stdout)] == ["espresso"]  # never bob's
+    assert found.stderr == ("note: 2 of 2 records of alice have no stored vector of wordllama/l2_supercat-256: "
+                            "compared with vectors made for this search; `memkit reindex --confirm` keeps them\n")
+    assert digest(db) == before  # a search writes nothing: the vectors it made are not kept
+
+
 def test_reindex_then_search_by_meaning_finds_what_literal_search_misses(db):
     assert json.loads(memkit("search", "--db", str(db), "--user", "alice", "--query", "coffee").stdout) == []
-    before = memkit("search", "--db", str(db), "--user", "alice", "--query", "coffee", "--by-meaning")
-    assert before.returncode == 0 and json.loads(before.stdout) == []
-    assert "2 of 2 records of alice have no vector" in before.stderr and "memkit reindex --confirm" in before.stderr
     done = memkit("reindex", "--db", str(db), "--confirm")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"model": "wordllama/l2_supercat-256", "dim": 256, "embedded": 3, "skipped": 0}
@@ -47,6 +55,38 @@ def test_reindex_then_search_by_meaning_finds_what_literal_search_misses(db):
     assert [h["key"] for h in json.loads(city.stdout)] == ["city"] and city.stderr == ""
 
 
+def status(db: Path, user: str) -> dict:
+    from memkit.semantic import load_embedder
+    from memkit.store import MemoryStore
+
+    with MemoryStore(db, read_only=True, embedder=load_embedder()) as store:
+        return store.embedding_status(user)
+
+
+def test_an_import_into_a_store_that_keeps_vectors_keeps_the_imported_records_vectors(db, tmp_path):
+    assert memkit("reindex", "--db", str(db), "--confirm").returncode == 0
+    bundle = tmp_path / "alice.jsonl"
+    assert memkit("export", "--db", str(db), "--user", "alice", "--out", str(bundle)).returncode == 0
+    done = memkit("import", "--db", str(db), "--file", str(bundle), "--as-user", "carol", "--confirm")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"records": 2, "events": 2, "proposals_imported": 0, "vectors": 2}
+    assert status(db, "carol")["current"] == 2 and status(db, "carol")["missing"] == 0
+    found = memkit("search", "--db", str(db), "--user", "carol", "--query", "coffee", "--by-meaning")
+    assert [h["value"] for h in json.loads(found.stdout)] == ["espresso"] and found.stderr == ""
+
+
+def test_an_approved_proposal_on_a_store_that_keeps_vectors_keeps_its_vector(db):
+    from memkit.store import MemoryStore
+
+    assert memkit("reindex", "--db", str(db), "--confirm").returncode == 0
+    with MemoryStore(db) as store:
+        proposal = store.propose_put("alice", "s1", "preference", "snack", "croissant")
+    done = memkit("approve", str(proposal["id"]), "--db", str(db), "--user", "alice", "--confirm")
+    assert done.returncode == 0, done.stderr
+    assert status(db, "alice") == {"model": "wordllama/l2_supercat-256", "dim": 256, "records": 3, "current": 3,
+                                   "stale": 0, "missing": 0}
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["search", "--user", "alice", "--query", "", "--by-meaning"], "needs --query with some text"),
     (["search", "--user", "alice", "--query", "tea", "--by-meaning", "--min-similarity", "2"],
@@ -55,7 +95,7 @@ def test_reindex_then_search_by_meaning_finds_what_literal_search_misses(db):
     (["search", "--user", "alice", "--query", "tea", "--by-meaning", "--model", "bert"],
      "embedding model 'bert' is unknown"),
     (["reindex"], "reindex needs --confirm"),
-    (["reindex", "--confirm", "--user", "no body"], "user 'no body' is not allowed"),
+    (["reindex", "--confirm", "--user", " nobody"], "user ' nobody' is not allowed"),
 ])
 def test_bad_input_is_refused_and_changes_nothing(db, argv, message):
     before = digest(db)
