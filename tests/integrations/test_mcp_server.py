@@ -611,3 +611,30 @@ def test_an_answer_given_after_the_user_was_forgotten_changes_nothing(tmp_path, 
 
     run(body)
     assert record_of(tmp_path, user, db) is None
+
+
+# -- what the person is shown is what is saved ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_the_question_shows_hidden_characters_as_escapes_and_the_value_is_saved_exactly(tmp_path, era):
+    """A value that carries a line separator and a forged "now:" line, a right-to-left override and a
+    zero-width space: the question shows each as an escape, on its one value line, and the value is
+    saved exactly as given."""
+    value = "tea\u2028now: nothing saved\u2029kind: episode \u202egnp.exe\u200b\ufe0f\\u2028"
+    person = Person("accept")
+
+    async def body() -> None:
+        async with connect(tmp_path, era, person) as conn:
+            done = await conn.structured("memory_put", {**PUT, "value": value})
+            assert done["stored"] is True and done["record"]["value"] == value
+
+    run(body)
+    [message] = person.asked
+    lines = message.splitlines()  # splits at U+2028/9 too: a raw one would add a line
+    assert [line.split(":")[0] for line in lines[:6]] == ["Save this memory for user 'alice'?", "kind", "key",
+                                                          "value", "now", "question"]
+    assert lines[3] == r'value: "tea\u2028now: nothing saved\u2029kind: episode \u202egnp.exe\u200b\ufe0f\\u2028"'
+    assert json.loads(lines[3][len("value: "):]) == value
+    assert not any(char in message for char in "\u2028\u2029\u202e\u200b\ufe0f")
+    assert stored(tmp_path)["value"] == value
