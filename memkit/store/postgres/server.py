@@ -181,6 +181,8 @@ class EmbeddedPostgres:
         for name, value in options.items():
             command += ["-c", f"{name}={value}"]
         self._log = open(self.folder / "server.log", "ab")  # noqa: SIM115 - the server writes it until stop()
+        # Killed between the start and `watch`, this process leaves the watchdog the postmaster's pid file.
+        self._watchdog.starting(self.data / "postmaster.pid", name="postgres")
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
                                          start_new_session=True, **self._as_server_user())
         self._watchdog.watch(self._process.pid)
