@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import tempfile
+import weakref
 from typing import Any
 
 from ..errors import ValidationError, install_hint
@@ -23,7 +26,12 @@ except ImportError:  # pragma: no cover - depends on the installation
 from ..limits import Limits
 from ..store import Store, open_store
 
-__all__ = ["MAX_ITEM_CHARS", "ItemNotJSON", "MemkitSession"]
+__all__ = ["IN_MEMORY", "MAX_ITEM_CHARS", "ItemNotJSON", "MemkitSession"]
+
+IN_MEMORY = ":memory:"
+"""The `db_path` of a session kept only while it is open, as openai-agents' `SQLiteSession` takes it:
+a store in a private temporary folder, removed when the session closes (never a file named
+`:memory:` in the working directory)."""
 
 MAX_ITEM_CHARS = 1_000_000
 """The largest item a `MemkitSession` keeps, in characters of its JSON text: far above what agent runs
@@ -40,13 +48,17 @@ class MemkitSession:
     `session_id`: every read and write names the user.
 
     Items are not memkit's turns (a removed item's number can come back; docs/design/integrations.md),
-    but they are the user's data all the same: `forget_user` removes them.
+    but they are the user's data all the same: `forget_user` removes them, an export carries them, and
+    `health` and the inspector show them.
 
     Args:
-        session_id: the conversation's id (1-64 of `[A-Za-z0-9_.-]`, starting with a letter or digit).
+        session_id: the conversation's id: any visible text of up to `Limits.max_id_chars` (256)
+            characters (`thread/42`), stored as given and never used as a path (`Limits.check_id`).
         db_path: a memkit store file (created if missing; its folder must exist), a
-            `postgresql://` URL, or an open `Store` (then the caller closes it).
-        user: whose conversation this is; chosen by the application, never by the model.
+            `postgresql://` URL, an open `Store` (then the caller closes it), or `":memory:"`
+            (`IN_MEMORY`: a temporary store, gone when the session closes).
+        user: whose conversation this is (`alice@example.com`, `auth0|123`: an id as above);
+            chosen by the application, never by the model.
         session_settings: openai-agents' `SessionSettings` (or a dict); `limit` is the default
             number of latest items `get_items` returns.
         limits: the store's limits, when this session opens it (its size cap bounds all items).
@@ -67,9 +79,15 @@ class MemkitSession:
         self.session_settings = (coerce_session_settings(session_settings) if session_settings is not None
                                  else SessionSettings())
         self._owns_store = not isinstance(db_path, Store)
+        self._scratch: str | None = None
         if isinstance(db_path, Store):
             self.store = db_path
         else:
+            if db_path == IN_MEMORY:
+                self._scratch = tempfile.mkdtemp(prefix="memkit-session-")  # private: 0700
+                # Removed at close, or when the session is collected or the interpreter exits.
+                weakref.finalize(self, shutil.rmtree, self._scratch, True)
+                db_path = os.path.join(self._scratch, "memory.sqlite3")
             self.store = open_store(db_path, **({"limits": limits} if limits is not None else {}))
         try:
             self.session_id = self.store.limits.check_id("session", session_id)
@@ -118,10 +136,12 @@ class MemkitSession:
     # -- life ------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the store if this session opened it. Safe to call twice."""
+        """Close the store if this session opened it (a `":memory:"` one is removed). Safe to call twice."""
         self._closed = True
         if self._owns_store:
             self.store.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> MemkitSession:
         return self

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 _SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
+USER_TABLES = ("memories", "memory_events", "transcript", "agent_items", "proposals")
+"""The tables of users' data `health` counts: records, their history, archived turns, openai-agents
+session items, proposals (each row is one user's; `Store.forget_user` removes them)."""
+
 
 class SqliteHealth(SqlitePart):
     """`SqliteDatabase`'s answers to `health` (the `Backend` methods `settings`, `db_bytes`,
@@ -56,12 +60,16 @@ def health(db: Backend) -> dict[str, Any]:
     The first keys are the backend's (`Backend.settings`): SQLite's `path` and `sqlite_version`,
     PostgreSQL's `url` (masked), `schema`, `server_version`, `synchronous_commit`, `search_index` and
     `pool_size`; then on both `schema_version`, `journal_mode`, `synchronous`, `busy_timeout_ms`, and
-    the size, records per user (the 50 largest) and in all against their limits, `counters_consistent`.
+    the size, records per user (the 50 largest) and in all against their limits, `counters_consistent`;
+    then `rows` (each table of users' data: what `forget_user` removes) and `session_items_per_user`
+    (openai-agents session items of the 50 users with most).
     """
     limits = db.limits
     with db.reading() as conn:
         per_user = {row[0]: row[1] for row in conn.execute(
             "SELECT user_id, records FROM user_counts ORDER BY records DESC, user_id LIMIT 50")}
+        items_per_user = {row[0]: int(row[1]) for row in conn.execute(
+            "SELECT user_id, count(*) FROM agent_items GROUP BY user_id ORDER BY count(*) DESC, user_id LIMIT 50")}
         return {
             **db.settings(conn),
             "db_bytes": db.db_bytes(conn),
@@ -72,6 +80,8 @@ def health(db: Backend) -> dict[str, Any]:
             "records_per_user": per_user,
             "max_records_per_user": limits.max_records_per_user,
             "counters_consistent": counters_consistent(conn) and db.size_consistent(conn),
+            "rows": {table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) for table in USER_TABLES},
+            "session_items_per_user": items_per_user,
         }
 
 
