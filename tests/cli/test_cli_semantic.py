@@ -149,3 +149,22 @@ def test_by_meaning_and_reindex_on_postgresql(pg_url):
     memkit("put", "--db", url, "--user", "alice", "--key", "drink", "--value", "green tea", "--confirm", env=env)
     again = memkit("search", "--db", url, "--user", "alice", "--query", "tea", "--by-meaning", env=env)
     assert [h["value"] for h in json.loads(again.stdout)] == ["green tea"] and again.stderr == ""
+
+
+def test_a_write_without_the_extra_says_why_it_keeps_no_vector_and_the_record_is_still_found(db, tmp_path):
+    """On a store that keeps vectors, a put from an install without the extra says so at the write;
+    a search by meaning from one with it still finds the record."""
+    assert memkit("reindex", "--db", str(db), "--confirm").returncode == 0
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "wordllama.py").write_text("raise ImportError('No module named wordllama')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), *sys.path])}
+    done = memkit("put", "--db", str(db), "--user", "alice", "--key", "snack", "--value", "croissant",
+                  "--confirm", env=env)
+    assert done.returncode == 0 and json.loads(done.stdout)["value"] == "croissant"
+    assert done.stderr.startswith("note: this write keeps no vector for retrieval by meaning (")
+    assert "memkit reindex --confirm" in done.stderr and done.stderr.count("\n") == 1
+    found = memkit("search", "--db", str(db), "--user", "alice", "--query", "pastry", "--by-meaning",
+                   "--min-similarity", "0.1", "--limit", "1")
+    assert [h["value"] for h in json.loads(found.stdout)] == ["croissant"]
+    assert "1 of 3 records of alice have no stored vector" in found.stderr
