@@ -173,3 +173,6 @@ def _encode(item: Any, number: int) -> str:
         raise ValidationError(f"item {number} is {len(text):,} characters of JSON; a MemkitSession keeps items of "
                               f"up to {MAX_ITEM_CHARS:,}; nothing of this call was stored")
     return text
+
+
+from .agents_tools import memory_tools as memory_tools  # noqa: E402 - the approval-gated tools (agents_tools.py)

@@ -67,6 +67,9 @@ def store(tmp_path):
 
 
 def test_the_tools_are_function_tools_and_only_the_changes_need_approval(store):
+    from memkit.integrations import openai_agents
+
+    assert openai_agents.memory_tools is memory_tools  # where MemkitSession users look for it
     tools = memory_tools(store, USER)
     assert all(isinstance(t, FunctionTool) for t in tools)
     assert {t.name: t.needs_approval for t in tools} == {
