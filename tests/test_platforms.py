@@ -199,3 +199,18 @@ def test_binder_replay_installs_the_kit_in_postbuild(tmp_path):
     assert (image / "bin" / "memkit").exists()  # the command, as `memkit` in a Binder terminal
     settings = image / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     assert settings.read_text() == (ROOT / ".jupyter" / "lab" / "settings" / "overrides.json").read_text()
+
+
+# -- the floors `make floors` tests are the floors pyproject.toml states -----------------------------------
+
+def test_make_floors_installs_exactly_the_stated_floors():
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    floors = re.search(r"^FLOORS := (.+)$", (ROOT / "Makefile").read_text(), re.M).group(1).split()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    stated = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["notebooks"]]
+    lowest = {r.name: min(Version(s.version) for s in r.specifier if s.operator == ">=") for r in stated}
+    pinned = {name: Version(version) for name, version in (floor.split("==") for floor in floors)}
+    assert pinned and all(pinned[name] == lowest[name] for name in pinned), (pinned, lowest)
+    assert {"pandas", "jsonschema"} <= set(pinned)
