@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from .errors import ValidationError
+from .limit_ranges import check_range
 
 KINDS = ("preference", "episode")
 """The two kinds of long-term memory: stable facts about the user, and things that happened."""
@@ -19,7 +20,7 @@ KEY_PATTERN = _KEY_RE.pattern
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """The bounds memkit enforces. The defaults are the teaching values; raise any of them per store.
+    """The bounds memkit enforces: teaching defaults, each raised per store within its range (limit_ranges.py).
 
     Example:
         >>> Limits().max_records_per_user
@@ -35,10 +36,10 @@ class Limits:
     max_records_per_user: int = 64
     max_records_total: int = 1024
     max_db_bytes: int = 16 * 1024 * 1024
+    # Per user, so one user cannot fill the size cap and starve the others: a write past either removes
+    # that user's oldest history events (never a held key's newest) or archived turns, in its transaction.
     max_events_per_user: int = 256
-    """How many history events (creates, updates, deletes) a user keeps. A write past it removes the
-    user's oldest events in its own transaction, never the newest event of a key the user holds, so
-    one user updating a key forever cannot fill the store's size cap and starve the others."""
+    max_archived_turns_per_user: int = 64
     max_query_chars: int = 256
     max_search_limit: int = 50
     busy_timeout_ms: int = 5000
@@ -59,7 +60,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            check_positive(f"Limits.{field.name}", getattr(self, field.name))
+            check_range(f"Limits.{field.name}", getattr(self, field.name))
 
     def replace(self, **changes: Any) -> Limits:
         """A copy with some limits changed."""
@@ -102,10 +103,8 @@ class Limits:
             raise ValidationError(f"key {key[:20]!r}... is {len(key)} characters; "
                                   f"keys are at most {self.max_key_chars}")
         if not _KEY_RE.fullmatch(key):
-            raise ValidationError(
-                f"key {key!r} is not allowed; use lower-case letters, digits, '_', '.', ':', '-' "
-                "and start with a letter"
-            )
+            raise ValidationError(f"key {key!r} is not allowed; use lower-case letters, digits, '_', '.', ':', '-' "
+                                  "and start with a letter")
         return key
 
     def check_value(self, value: object) -> str:

@@ -8,6 +8,7 @@ window archives into it through `Store.archive_turns` (sessions.py), which check
 
 Each user keeps at most `Limits.max_archived_turns_per_user` turns, over all their sessions: a
 write past it removes the user's oldest (`trim_oldest`), so one conversation cannot fill the store.
+The store's own window holds as many of a user's recent turns at most (`stale_windows`).
 """
 
 from __future__ import annotations
@@ -59,22 +60,31 @@ class ArchiveConflictError(StoreError):
         )
 
 
-def absent_turns(conn: Any, rows: list[tuple[Any, ...]]) -> set[tuple[str, int]]:
-    """The (session, turn) of `rows` (one session's, from `turn_rows`) the archive does not hold yet:
-    read inside the write's transaction, before they are inserted."""
+def rows_to_insert(conn: Any, rows: list[tuple[Any, ...]], bound: int) -> tuple[list[tuple[Any, ...]],
+                                                                                 set[tuple[str, int]]]:
+    """Read inside the write's transaction, before the insert: the `rows` (one session's, from
+    `turn_rows`) worth inserting, and the (session, turn) of those the archive does not hold yet.
+
+    A user at `bound` keeps only turns newer than every turn removed (`trim_oldest`): a row older
+    than the oldest kept was removed before (a retry) or would be at once, so it is left out.
+    """
     if not rows:
-        return set()
+        return rows, set()
     user, session = rows[0][0], rows[0][1]
-    numbers = [row[2] for row in rows]
+    count, *oldest = conn.execute("SELECT count(*) OVER (), at, session_id, turn FROM transcript WHERE user_id = ?"
+                                  " ORDER BY at, session_id, turn LIMIT 1", (user,)).fetchone() or (0,)
+    if count >= bound:
+        rows = [row for row in rows if (row[5], row[1], row[2]) >= (oldest[0], oldest[1], oldest[2])]
+    numbers = [row[2] for row in rows] or [0]
     held = {int(row[0]) for row in conn.execute(
         "SELECT turn FROM transcript WHERE user_id = ? AND session_id = ? AND turn >= ? AND turn <= ?",
         (user, session, min(numbers), max(numbers))).fetchall()}
-    return {(session, number) for number in numbers if number not in held}
+    return rows, {(session, row[2]) for row in rows if row[2] not in held}
 
 
 def trim_oldest(conn: Any, user: str, bound: int, inserted: set[tuple[str, int]]) -> int:
     """Inside the write's transaction: remove `user`'s oldest archived turns past `bound`; return how
-    many of `inserted` (this write's new turns, `absent_turns`) went again at once.
+    many of `inserted` (this write's new turns, `rows_to_insert`) went again at once.
 
     Oldest by (time, session, turn), a total order that never changes: while a user is at the bound
     every turn removed is older than every turn kept, so a turn archived again (a window's retry after
@@ -89,3 +99,19 @@ def trim_oldest(conn: Any, user: str, bound: int, inserted: set[tuple[str, int]]
     conn.executemany("DELETE FROM transcript WHERE user_id = ? AND session_id = ? AND turn = ?",
                      [(user, session, turn) for session, turn in doomed])
     return len(inserted.intersection(doomed))
+
+
+def stale_windows(conn: Any, user: str, session: str, bound: int) -> list[str]:
+    """The sessions of `user` (never `session`, being written) whose store windows (`window_turns`)
+    retire into the archive now, least recently written first, so the user's windows hold at most
+    `bound` turns again: one user opening session after session cannot fill the store either."""
+    held = int(conn.execute("SELECT count(*) FROM window_turns WHERE user_id = ?", (user,)).fetchone()[0])
+    stale: list[str] = []
+    for other, turns in conn.execute(
+            "SELECT session_id, count(*) FROM window_turns WHERE user_id = ? AND session_id <> ? GROUP BY session_id"
+            " ORDER BY max(at), session_id", (user, session)).fetchall() if held > bound else []:
+        if held <= bound:
+            break
+        stale.append(str(other))
+        held -= int(turns)
+    return stale

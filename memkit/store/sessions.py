@@ -17,7 +17,7 @@ from ..errors import ValidationError
 from ..limits import check_text
 from ..transcript import Turn
 from . import bundle as bundle_format
-from .archive import ArchiveConflictError, turn_rows
+from .archive import ArchiveConflictError, rows_to_insert, trim_oldest, turn_rows
 from .backend import StorePart
 
 
@@ -123,6 +123,8 @@ class StoreSessions(StorePart):
         """Keep turns of a session that left its short-term window, each once (archive.py); return how
         many were new. `turns`: dicts with `turn` (int >= 1), `role`, `content`, `at`.
 
+        Past `Limits.max_archived_turns_per_user` the user's oldest archived turns go (`trim_oldest`).
+
         Raises:
             ValidationError: a turn is malformed. QuotaError: the size cap. ArchiveConflictError: a
                 turn number is already archived with other content. In every case nothing was archived.
@@ -130,6 +132,7 @@ class StoreSessions(StorePart):
         self._check_session(user, session)
         rows = turn_rows(user, session, turns)
         with self.transaction() as conn:
+            rows, fresh = rows_to_insert(conn, rows, self.limits.max_archived_turns_per_user)
             added = self._db.changed(conn, "INSERT INTO transcript (user_id, session_id, turn, role, content, at)"
                                            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
             if added != len(rows):  # a turn was skipped: it was kept before, perhaps with other content
@@ -138,6 +141,7 @@ class StoreSessions(StorePart):
                     row[:3]).fetchone()) != tuple(row[3:])})
                 if conflicts:
                     raise ArchiveConflictError(user, session, conflicts)
+            added -= trim_oldest(conn, user, self.limits.max_archived_turns_per_user, fresh)
             self._db.check_size(conn)
         return added
 

@@ -17,7 +17,7 @@ from ..store import Store
 from ..transcript import Turn, merge_turns
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .expiry import DEFAULT_TTL_SECONDS, check_ttl
-
+from ..store.archive import stale_windows
 
 EVERY_TURN = 2**62
 """Larger than any turn number: `up_to` for the whole session."""
@@ -69,6 +69,8 @@ class StoreWindow(ShortTermWindow):
             conn.execute("INSERT INTO window_turns (user_id, session_id, turn, role, content, at, expires_at)"
                          " VALUES (?, ?, ?, ?, ?, ?, '')", (user, session, number, role, text, turn["at"]))
             self._restart_expiry(conn, user, session, now)
+            for stale in stale_windows(conn, user, session, self.limits.max_archived_turns_per_user):
+                self._archive(conn, user, stale)  # past the user's bound: their least recent windows retire
             self._archive(conn, user, session, up_to=number - self.size)  # what fell out of the window
         return turn
 
@@ -146,10 +148,8 @@ class StoreWindow(ShortTermWindow):
     def _archive(self, conn: Any, user: str, session: str, up_to: int = EVERY_TURN) -> None:
         """Move the session's window turns numbered `up_to` or less (default: all) into the archive.
         Copy and delete share the caller's transaction: a turn is archived exactly once."""
-        if up_to < 1:
-            return  # the window is not full yet: nothing fell out
-        turns = self._window_turns(conn, user, session, up_to)
+        turns = self._window_turns(conn, user, session, up_to)  # none while the window fills
+        self.store.archive_turns(user, session, turns)  # even none: the write checks the size cap
         if turns:
-            self.store.archive_turns(user, session, turns)
             conn.execute("DELETE FROM window_turns WHERE user_id = ? AND session_id = ? AND turn <= ?",
                          (user, session, turns[-1]["turn"]))

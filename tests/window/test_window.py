@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _window_helpers import wait_for
-from memkit import codec
+from memkit import Limits, MemoryStore, codec
 from memkit.clock import FakeClock
 from memkit.errors import ValidationError, WindowError
 from classroom.lab import spawn_instance
@@ -42,6 +42,14 @@ KILLS = 200 if os.environ.get("MEMKIT_FULL") else 20
 
 
 # -- fixtures -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store(tmp_path):
+    """The teaching limits, but an archive past these tests' hundreds of turns of one user (the bound
+    on archived turns has its own tests: tests/window/test_store_window_bound.py)."""
+    with MemoryStore(tmp_path / "memory.sqlite3", limits=Limits(max_archived_turns_per_user=10_000)) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,8 @@ WORKER_TIMEOUT_S = 120.0
 """How long a parent waits for a worker that should finish by itself."""
 
 ROOMY_LIMITS: dict[str, int] = {"max_records_per_user": 1_000_000, "max_records_total": 1_000_000,
-                                "max_db_bytes": 1 << 30, "max_events_per_user": 1_000_000}
+                                "max_db_bytes": 1 << 30, "max_events_per_user": 1_000_000,
+                                "max_archived_turns_per_user": 1_000_000}
 """Limits out of an experiment's way (a crash or lock experiment is not about quotas)."""
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
