@@ -14,7 +14,7 @@ import dataclasses
 import json
 from typing import Literal
 
-from ..errors import ApprovalError, ProposalError
+from ..errors import ApprovalError, ProposalError, ValidationError
 from ..store import Record, Store
 from ..store.proposals import confirmation_of
 from ..visible import quoted, visible_json
@@ -78,6 +78,11 @@ class Question:
                 f"kind: {self.kind}\nkey: {self.key}\nvalue: {self.state.describe()}\n{ticket}"
                 "Accept deletes it, once (its history keeps the old value). Decline and nothing is deleted.")
 
+    @property
+    def needed(self) -> bool:
+        """Whether there is a change to ask about (not a save of the value stored, a delete of nothing)."""
+        return self.state.value != self.value if self.action == "put" else self.state.value is not None
+
     def describe(self) -> str:
         if self.action == "put":
             return f"save {self.kind} {self.key!r} = {_quote(self.value or '')}"
@@ -115,15 +120,26 @@ def ask(memory: Memory, question: Question) -> Question:
 
     A proposal id is never used again in a store (AUTOINCREMENT, an identity column), and forgetting
     the user removes it: a question asked after a forget has another number, so an answer to the old
-    one cannot pass for an answer to it. Earlier questions of this server about the same change that
-    the record has overtaken are rejected, so they do not wait for nothing.
+    one cannot pass for an answer to it. If another writer made the change meanwhile, the question
+    comes back with the record as it is now, and nothing to ask. Earlier questions of this server
+    about the same change that the record has overtaken are rejected, so they do not wait for nothing.
     """
     store, q = memory.store, question
-    if q.action == "put":
-        assert q.value is not None
-        made = store.propose_put(memory.user, memory.session, q.kind, q.key, q.value)
+    for _ in range(3):
+        if not q.needed:
+            return q
+        try:
+            if q.action == "put":
+                assert q.value is not None
+                made = store.propose_put(memory.user, memory.session, q.kind, q.key, q.value)
+            else:
+                made = store.propose_delete(memory.user, memory.session, q.kind, q.key)
+            break
+        except ValidationError:  # another writer made the change meanwhile: look again
+            q = dataclasses.replace(q, state=read_state(memory, q.kind, q.key))
     else:
-        made = store.propose_delete(memory.user, memory.session, q.kind, q.key)
+        raise ApprovalError(f"{q.kind} {q.key!r} kept changing while the question was being made; "
+                            "nothing was asked or changed. Call the tool again")
     for old in store.proposals(memory.user):
         if (old["stale"] and old["id"] != made["id"] and old["session"] == memory.session
                 and (old["action"], old["kind"], old["key"], old["value"]) == (q.action, q.kind, q.key, q.value)):

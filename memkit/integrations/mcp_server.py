@@ -114,20 +114,16 @@ async def _plan_delete(kind: str, key: str, ctx: Context) -> Question:
 
 def _nothing_to_ask(question: Question) -> Outcome | None:
     """`unchanged` (a save of the value stored) or `absent` (a delete of nothing): no question, no ticket."""
-    if question.action == "put" and question.state.value == question.value:
-        return Outcome("unchanged")
-    if question.action == "delete" and question.state.value is None:
-        return Outcome("absent")
-    return None
+    if question.needed:
+        return None
+    return Outcome("unchanged" if question.action == "put" else "absent")
 
 
 async def _ticket(question: Question, ctx: Context) -> Question:
     """The question with its ticket, the pending proposal that records it (`mcp_changes.ask`). Run
     again on a client's retry, it finds the same proposal, so the question renders the same; after
     the answer was used or the user forgotten, it makes a new one, and the old answer fits nothing."""
-    if _nothing_to_ask(question) is not None:
-        return question
-    return await _in_thread(ask, _memory(ctx), question)
+    return await _in_thread(ask, _memory(ctx), question) if question.needed else question
 
 
 async def _ticket_put(question: Annotated[Question, Resolve(_plan_put)], ctx: Context) -> Question:
