@@ -14,6 +14,7 @@ from ..approvals import Approvals
 from ..errors import ApprovalError, MemkitError, ValidationError
 from ..store import SCHEMA_VERSION, Record, Store
 from ..tools import MemoryTools
+from ..visible import quoted
 from . import edits, reading
 from ._support import View
 from .proposals_panel import decide, refusal
@@ -307,14 +308,14 @@ class InspectorCore(View):
         if value == record["value"]:
             raise ValidationError(f"the new value is the value {record['key']!r} already holds; nothing to change")
         return self._stage("edit", record, value,
-                           f"edit {record['kind']} {record['key']!r}: {record['value']!r} -> {value!r}")
+                           f"edit {record['kind']} {record['key']!r}: {quoted(record['value'])} -> {quoted(value)}")
 
     @_shows_refusals
     def stage_delete(self) -> dict[str, Any]:
         """Describe deleting the selected key; nothing is deleted until `confirm`."""
         record = self._current()
         return self._stage("delete", record, None,
-                           f"delete {record['kind']} {record['key']!r} (now {record['value']!r})")
+                           f"delete {record['kind']} {record['key']!r} (now {quoted(record['value'])})")
 
     def _stage(self, action: str, record: Record, new_value: str | None, describe: str) -> dict[str, Any]:
         assert self.user is not None
