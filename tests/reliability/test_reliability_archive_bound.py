@@ -47,7 +47,7 @@ def _others_first_memories(store, start: int, count: int) -> int:
 def test_a_hogs_conversation_in_the_store_window_never_refuses_another_users_first_memory(tmp_path, figures):
     # The default cap and the window's largest turns at full size; a 1 MiB cap, as the attack had it, every day.
     limits = Limits() if FULL else Limits(max_db_bytes=1 << 20)
-    messages, chars = scale(600, 2_000), scale(2_000, 19_990)
+    messages, chars = scale(400, 2_000), scale(2_000, 19_990)
     path = tmp_path / "memory.sqlite3"
     refused_hog = refused_others = largest = 0
     sent: dict[str, list[dict]] = {}
