@@ -101,6 +101,9 @@ def cmd_limits(args: argparse.Namespace) -> None:
         recorded = recorded_limits(conn.execute("SELECT name, value FROM store_limits").fetchall()) \
             if has_table(conn) else {}
         held = floors(conn, size)
-    report = {"limits": {name: recorded.get(name) for name in LIMIT_NAMES},
-              "recorded": bool(recorded), "holds": held, "changed": changes}
+    # A limit newer than the store (no row of its own) applies its default: shown, and named as such.
+    defaults = [name for name in LIMIT_NAMES if name not in recorded] if recorded else []
+    report = {"limits": {name: recorded.get(name, getattr(store.limits, name) if recorded else None)
+                         for name in LIMIT_NAMES},
+              "recorded": bool(recorded), "not_recorded": defaults, "holds": held, "changed": changes}
     emit(report, committed=f"limits changed: {changes}" if changes else None)

@@ -4,6 +4,7 @@ range, exit 2, the store unchanged (the issue: an OverflowError traceback for ma
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 
@@ -49,3 +50,16 @@ def test_the_upper_bound_itself_is_set_and_shown(made):
     assert done.returncode == 0, done.stderr
     shown = json.loads(memkit("limits", "--db", str(made), env=env_with()).stdout)["limits"]
     assert shown["max_db_bytes"] == UPPER["max_db_bytes"] and shown["max_archived_turns_per_user"] == 500
+
+
+def test_a_store_made_before_a_limit_existed_shows_its_default_in_force_and_records_it_when_set(made):
+    with sqlite3.connect(made) as conn:  # as a store made before max_archived_turns_per_user was recorded
+        conn.execute("DELETE FROM store_limits WHERE name = 'max_archived_turns_per_user'")
+    conn.close()
+    shown = json.loads(memkit("limits", "--db", str(made), env=env_with()).stdout)
+    assert shown["limits"]["max_archived_turns_per_user"] == 64
+    assert shown["not_recorded"] == ["max_archived_turns_per_user"]
+    done = memkit("limits", "--db", str(made), "--set", "max_archived_turns_per_user=80", "--confirm", env=env_with())
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["not_recorded"] == [] and report["limits"]["max_archived_turns_per_user"] == 80
