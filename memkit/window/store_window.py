@@ -14,10 +14,10 @@ from typing import Any
 from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError
 from ..store import Store
+from ..store.archive import stale_windows
 from ..transcript import Turn, merge_turns
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
 from .expiry import DEFAULT_TTL_SECONDS, check_ttl
-from ..store.archive import stale_windows
 
 EVERY_TURN = 2**62
 """Larger than any turn number: `up_to` for the whole session."""
