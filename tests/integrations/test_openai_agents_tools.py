@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ pytest.importorskip("agents", reason="the `agents` extra is not installed: pip i
 from agents import Agent, FunctionTool, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
 from openai import AsyncOpenAI
 
-from memkit import MemoryStore
+from memkit import MemoryStore, Store, open_store
 from memkit.integrations.agents_tools import memory_tools
 
 from _model_server import ChatServer
@@ -45,9 +46,9 @@ def said(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
-def agent_for(store: MemoryStore, server: ChatServer) -> Agent[Any]:
+def agent_for(store: Store, server: ChatServer, user: str = USER) -> Agent[Any]:
     model = OpenAIChatCompletionsModel("scripted", AsyncOpenAI(base_url=server.url, api_key="test"))
-    return Agent(name="helper", model=model, tools=memory_tools(store, USER))
+    return Agent(name="helper", model=model, tools=memory_tools(store, user))
 
 
 def tool_outputs(server: ChatServer) -> list[dict[str, Any]]:
@@ -175,14 +176,14 @@ CHILD = textwrap.dedent("""
     import asyncio, json, sys
     from agents import Agent, OpenAIChatCompletionsModel, Runner, RunState, set_tracing_disabled
     from openai import AsyncOpenAI
-    from memkit import MemoryStore
+    from memkit import open_store
     from memkit.integrations.agents_tools import memory_tools
 
     db, url, state_file, user, approve_here = sys.argv[1:6]
     set_tracing_disabled(True)
 
     async def resume():
-        with MemoryStore(db) as store:
+        with open_store(db) as store:
             model = OpenAIChatCompletionsModel("scripted", AsyncOpenAI(base_url=url, api_key="test"))
             agent = Agent(name="helper", model=model, tools=memory_tools(store, user))
             state = await RunState.from_string(agent, open(state_file).read())
@@ -195,37 +196,42 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def resume_in_a_new_process(db: Path, server: ChatServer, state_file: Path, approve_here: bool) -> str:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(db), server.url, str(state_file), USER,
+def resume_in_a_new_process(db: str, user: str, server: ChatServer, state_file: Path, approve_here: bool) -> str:
+    done = subprocess.run([sys.executable, "-c", CHILD, db, server.url, str(state_file), user,
                            "yes" if approve_here else "no"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["answer"]
 
 
-@pytest.mark.parametrize("approved_before_saving", [False, True])
-def test_a_state_resumed_in_new_processes_applies_its_approval_exactly_once(tmp_path, approved_before_saving):
-    db, state_file = tmp_path / "memory.sqlite3", tmp_path / "paused-run.json"
+@pytest.mark.parametrize(("kind_of_store", "approved_before_saving"), [
+    ("sqlite", False), ("sqlite", True), pytest.param("postgresql", False, marks=pytest.mark.postgres)])
+def test_a_state_resumed_in_new_processes_applies_its_approval_exactly_once(tmp_path, request, kind_of_store,
+                                                                           approved_before_saving):
+    state_file, user = tmp_path / "paused-run.json", USER
+    db = str(tmp_path / "memory.sqlite3")
+    if kind_of_store == "postgresql":  # a server at MEMKIT_PG_URL keeps earlier runs' users
+        db, user = request.getfixturevalue("pg_url"), f"{uuid.uuid4().hex[:8]}@example.com"
     server = ChatServer([tool_call("memory_put", TEA, "call_tea1"), said("Saved."), said("Saved, as before.")])
-    with MemoryStore(db) as store:
-        first = asyncio.run(Runner.run(agent_for(store, server), "I drink tea; remember it"))
+    with open_store(db) as store:
+        first = asyncio.run(Runner.run(agent_for(store, server, user), "I drink tea; remember it"))
         assert [i.tool_name for i in first.interruptions] == ["memory_put"]
         state = first.to_state()
         if approved_before_saving:  # the person answered at once; a worker resumes the run later
             state.approve(first.interruptions[0])
         state_file.write_text(state.to_string())  # the application keeps the paused run
-    assert resume_in_a_new_process(db, server, state_file, not approved_before_saving) == "Saved."
-    with MemoryStore(db) as store:
-        assert store.get(USER, "preference", "drink")["value"] == "tea"
-        [event] = store.history(USER, "preference", "drink")
+    assert resume_in_a_new_process(db, user, server, state_file, not approved_before_saving) == "Saved."
+    with open_store(db) as store:
+        assert store.get(user, "preference", "drink")["value"] == "tea"
+        [event] = store.history(user, "preference", "drink")
         assert event["confirmation"] == "openai-agents-approval@call_tea1#1"
         # The person changes their mind by hand; then the same paused run is resumed again (a retried
         # request, a second worker): its approval is spent, so tea is not written back over coffee.
-        store.put(USER, "cli", "preference", "drink", "coffee", confirmation="cli#1")
-    assert resume_in_a_new_process(db, server, state_file, not approved_before_saving) == "Saved, as before."
-    with MemoryStore(db) as store:
-        assert store.get(USER, "preference", "drink")["value"] == "coffee"
-        assert [e["confirmation"] for e in store.history(USER, "preference", "drink")] == [
+        store.put(user, "cli", "preference", "drink", "coffee", confirmation="cli#1")
+    assert resume_in_a_new_process(db, user, server, state_file, not approved_before_saving) == "Saved, as before."
+    with open_store(db) as store:
+        assert store.get(user, "preference", "drink")["value"] == "coffee"
+        assert [e["confirmation"] for e in store.history(user, "preference", "drink")] == [
             "openai-agents-approval@call_tea1#1", "cli#1"]
     again = tool_outputs(server)[-1]
     assert again["ok"] is True and "already carried out" in again["note"]
