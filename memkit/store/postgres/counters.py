@@ -26,6 +26,10 @@ SHARD_LOCK_CLASS = 0x6D6D73
 """The first key of the advisory lock a rebalance of the shards takes ("mms"; the second: a hash of
 the store's schema): one rebalance at a time, and none beside a writer that bypasses memkit."""
 
+USER_LOCK_CLASS = 0x6D6D75
+"""The first key of the advisory lock a writer of a user without a counter row takes ("mmu"; the
+second: a hash of the schema and the user), after the proposal lock and before any counter row."""
+
 PAGE_BYTES = 8192
 """The size cap counts whole PostgreSQL pages: the stored rows' bytes (see `store_size` in
 steps.py), rounded up to 8 KiB."""
@@ -82,16 +86,25 @@ def lock_user(conn: PgConnection, user: str, creating: bool, where: str) -> int:
     """Lock `user`'s counter row until the transaction ends; return their record count.
 
     Every write of a user takes this lock before it reads that user's rows, so the rows it reads
-    stay as read until it commits. A user without records has no row: `creating` makes one (at 0;
-    the insert trigger counts the record), otherwise there is nothing of theirs to lock.
+    stay as read until it commits. A user without records has no row: such writers (a session's
+    items, the first put, which makes the row at 0 when `creating`) take the user's advisory lock
+    instead, and read again holding it, so they exclude each other and whoever made the row meanwhile.
 
     Raises:
         LockedError: the row kept vanishing and coming back (`where` names the store).
     """
-    for _ in range(3):  # the row may vanish under us once: its last record deleted by the holder
+    advised = False
+    for _ in range(4):  # the row may vanish under us once: its last record deleted by the holder
         row = conn.execute("SELECT records FROM user_counts WHERE user_id = ? FOR UPDATE", (user,)).fetchone()
-        if row is not None or not creating:
-            return int(row[0]) if row is not None else 0
+        if row is not None:
+            return int(row[0])
+        if not advised:  # then read again: a writer holding it may have made the row
+            conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(current_schema() || '/' || ?))",
+                         (USER_LOCK_CLASS, user))
+            advised = True
+            continue
+        if not creating:
+            return 0
         conn.execute("INSERT INTO user_counts VALUES (?, 0) ON CONFLICT (user_id) DO NOTHING", (user,))
     raise LockedError(f"the counter row of user {user!r} in {where} kept changing; try again")
 
