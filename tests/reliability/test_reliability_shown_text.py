@@ -111,13 +111,13 @@ def mcp_questions(workspace: Path, era: str, values: list[str]) -> list[str]:
     return asked
 
 
-def chat_question(db: Path, value: str) -> str:
+def chat_question(db: Path, value: str, user: str) -> str:
     """What `memkit chat` asks a person at a terminal (a pseudo-terminal) about saving `value`; the
     person presses Enter, so the proposal waits."""
     leader, follower = pty.openpty()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "memkit", "chat", "--db", str(db), "--window", "process", "--user", "alice",
+            [sys.executable, "-m", "memkit", "chat", "--db", str(db), "--window", "process", "--user", user,
              "--message", f"Remember my city is {value}"], stdin=follower, stderr=follower, stdout=subprocess.PIPE)
         os.close(follower)
         shown = b""
@@ -157,7 +157,7 @@ def test_every_question_to_a_person_shows_hidden_characters_as_escapes(tmp_path,
             # Made against a record holding the value, proposing the value with "!" after it.
             store.put(f"lister{n // chunk}", "s1", "preference", f"k{n % chunk}", value)
             store.propose_put(f"lister{n // chunk}", "s1", "preference", f"k{n % chunk}", value + "!")
-            store.put("editor", "s1", "preference", f"k{n}", value)
+            store.put(f"editor{n // chunk}", "s1", "preference", f"k{n}", value)  # quotas bound a user
         for user in sorted({f"lister{n // chunk}" for n in range(len(values))}):
             listed = subprocess.run([sys.executable, "-m", "memkit", "proposals", "--db", str(db), "--user", user],
                                     capture_output=True, text=True, timeout=120)
@@ -170,16 +170,15 @@ def test_every_question_to_a_person_shows_hidden_characters_as_escapes(tmp_path,
                 if (proposal["value"], proposal["against_value"]) != (values[n] + "!", values[n]):
                     tally.misread.append(("memkit proposals", ascii(proposal["value"])))
             panel = ProposalsPanel(store, user)
-            for row in panel.rows.children:
-                label = row.children[0].value
-                tally.shown("proposals panel", label)
+            for row in panel.rows.children:  # a row: the label, Approve, Reject ("and N more" past MAX_ROWS)
+                tally.shown("proposals panel", row.children[0].value if hasattr(row, "children") else row.value)
             for proposal in store.proposals(user):
                 text = against(proposal)
                 tally.shown("proposals panel (against)", text, ast.literal_eval(text.split(": ", 1)[1]),
                             proposal["against_value"])
         inspector = InspectorCore(store, edit=True)
-        inspector.select_user("editor")
         for n, value in enumerate(values):
+            inspector.select_user(f"editor{n // chunk}")
             inspector.select_key("preference", f"k{n}")
             staged = inspector.stage_edit(value + " (edited)")["staged"]
             tally.shown("inspector (staged edit)", staged)
@@ -192,12 +191,13 @@ def test_every_question_to_a_person_shows_hidden_characters_as_escapes(tmp_path,
     # chat's question to a person at a terminal, from a real `memkit chat` process.
     chat_db = tmp_path / "chat.sqlite3"
     questions = []
-    for value in values[: scale(2, 20)]:
-        shown = chat_question(chat_db, value)
+    chatted = values[: scale(2, 20)]
+    for n, value in enumerate(chatted):  # a user each: a user's waiting proposals are bounded
+        shown = chat_question(chat_db, value, f"chat{n}")
         questions.append(shown[shown.index("save preference city = "):shown.index("? [y/N]")])
     with MemoryStore(chat_db) as store:
         # What the model proposed (the fixture folds runs of whitespace into one space), kept exactly.
-        kept = [p["value"] for p in store.proposals("alice")]
+        kept = [p["value"] for n in range(len(chatted)) for p in store.proposals(f"chat{n}")]
     assert len(kept) == len(questions) and sum(raw_hidden(value) for value in kept) > 0
     for question, value in zip(questions, kept, strict=True):
         tally.shown("chat at a terminal", question, ast.literal_eval(question.split(" = ", 1)[1]), value)
