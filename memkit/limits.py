@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from typing import Any
 
 from .errors import ValidationError
@@ -12,7 +13,7 @@ from .limit_ranges import check_range
 KINDS = ("preference", "episode")
 """The two kinds of long-term memory: stable facts about the user, and things that happened."""
 
-_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_ID_REFUSED = {"Cc": "control", "Cf": "invisible", "Cs": "surrogate", "Zl": "line-break", "Zp": "line-break"}
 _KEY_RE = re.compile(r"[a-z][a-z0-9_.:-]*")
 KEY_PATTERN = _KEY_RE.pattern
 """What a memory key looks like (the tool schemas use it too, so the two cannot drift apart)."""
@@ -32,7 +33,7 @@ class Limits:
     # Long-term store.
     max_value_chars: int = 512
     max_key_chars: int = 64
-    max_id_chars: int = 64
+    max_id_chars: int = 256
     max_records_per_user: int = 64
     max_records_total: int = 1024
     max_db_bytes: int = 16 * 1024 * 1024
@@ -74,17 +75,16 @@ class Limits:
     # -- validation of the values that name and carry memories ---------------------------------
 
     def check_id(self, what: str, value: object) -> str:
-        """Check a user or session id: 1 to `max_id_chars` of `[A-Za-z0-9][A-Za-z0-9_.-]`."""
+        """Check a user or session id: 1 to `max_id_chars` characters of visible text; data, never a path."""
         if not isinstance(value, str):
             raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
-        if not value:
-            raise ValidationError(f"{what} is empty; ids are 1-{self.max_id_chars} characters")
-        if len(value) > self.max_id_chars:
-            raise ValidationError(f"{what} is {len(value)} characters; ids are at most {self.max_id_chars}")
-        if not _ID_RE.fullmatch(value):
-            raise ValidationError(
-                f"{what} {value!r} is not allowed; use letters, digits, '_', '.', '-' and start with a letter or digit"
-            )
+        if not value.strip() or len(value) > self.max_id_chars:
+            size = f"{len(value)} characters" if value.strip() else "blank" if value else "empty"
+            raise ValidationError(f"{what} is {size}; ids are 1 to {self.max_id_chars} characters of visible text")
+        bad = next((char for char in value if unicodedata.category(char) in _ID_REFUSED), None)
+        if bad or value != value.strip():
+            why = f"{_ID_REFUSED[unicodedata.category(bad)]} character U+{ord(bad):04X}" if bad else "spaces around it"
+            raise ValidationError(f"{what} {value!r} is not allowed ({why}); give visible text, e.g. 'auth0|123'")
         return value
 
     def check_kind(self, kind: object) -> str:

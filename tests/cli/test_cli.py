@@ -36,7 +36,7 @@ def test_put_get_search_history_round_trip(db):
         (["delete", "--user", "alice", "--key", "drink"], "needs --confirm"),
         (["forget-user", "--user", "alice"], "needs --confirm"),
         (["put", "--user", "alice", "--key", "Drink", "--value", "milk", "--confirm"], "key 'Drink' is not allowed"),
-        (["put", "--user", "al ice", "--key", "drink", "--value", "milk", "--confirm"], "user 'al ice'"),
+        (["put", "--user", "al\tice", "--key", "drink", "--value", "milk", "--confirm"], "user 'al\\tice'"),
         (["put", "--user", "alice", "--key", "drink", "--value", "x" * 600, "--confirm"], "at most 512"),
         (["put", "--user", "alice", "--key", "drink", "--value", "   ", "--confirm"], "blank"),
         (["search", "--user", "alice", "--limit", "0"], "limit is 0"),
@@ -54,7 +54,7 @@ def test_bad_input_exits_2_with_an_error_and_changes_nothing(db, argv, message):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["put", "--user", "bad user", "--key", "k", "--value", "v", "--confirm"],
+        ["put", "--user", " bad user", "--key", "k", "--value", "v", "--confirm"],
         ["put", "--user", "alice", "--value", "v", "--confirm"],
         ["put", "--user", "alice", "--key", "k", "--value", "", "--confirm"],
         ["chat", "--user", "alice", "--confirm-preference", "BadKey", "v", "--message", "hi"],

@@ -133,8 +133,10 @@ def test_users_never_see_each_others_items_under_one_session_id(tmp_path):
 
 
 @pytest.mark.parametrize(("kwargs", "says"), [
-    ({"session_id": "my trip", "user": "alice"}, "session 'my trip' is not allowed"),
+    ({"session_id": "my\ttrip", "user": "alice"}, "session 'my\\\\ttrip' is not allowed"),
     ({"session_id": "trip", "user": ""}, "user is empty"),
+    ({"session_id": "trip", "user": "alice "}, "spaces around it"),
+    ({"session_id": "t" * 257, "user": "alice"}, "session is 257 characters"),
 ])
 def test_bad_ids_are_refused_before_anything_is_stored(tmp_path, kwargs, says):
     with pytest.raises(ValidationError, match=says):

@@ -32,7 +32,10 @@ PROBE_PAIRS = [
     ("a_c", "abc"),                 # '_' is LIKE's any-character
     ("a.b", "a"),                   # ':'/'.'-joined Redis keys: a.b:s vs a:b.s must not meet
     ("user1", "user10"),
-    ("bob", "bob.")
+    ("bob", "bob."),
+    ("a:b", "a"),                   # ids any text (Limits.check_id): encoded in keys, a:b:s1 vs a:b%3As1
+    ("alice/s1", "alice"),          # '/' joins index members
+    ("acme:*", "acme"),             # a SCAN glob in an id matches nothing but itself
 ]
 id_pairs = st.one_of(
     st.sampled_from(PROBE_PAIRS),
@@ -132,9 +135,10 @@ def test_isolation_probes_hold_after_a_restart_and_after_forget_user(tmp_path, f
             window.append(user, "s1", "user", f"first turn of {user}: {token[user]}")
             window.append(user, "s1", "user", f"second turn of {user}: {token[user]}")
         window.flush()
-        # Ids that would name other keys (a separator, glob or LIKE characters) are refused, and make no keys.
+        # Ids that are not visible text (controls, invisible characters, spaces around) are refused, and
+        # make no keys; separators, globs and LIKE characters are text, encoded in keys (PROBE_PAIRS).
         refused = 0
-        for bad in ["a:b", "acme:*", "*", "a%", "a b", "_x", "alice/s1", "ali[c]e", "a\x00"]:
+        for bad in ["", " ", "a\n", "a\x00", "ali\u200bce", " a", "a\u2028b", "x" * 257]:
             with pytest.raises(ValidationError):
                 window.append(bad, "s1", "user", "x")
             with pytest.raises(ValidationError):

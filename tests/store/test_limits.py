@@ -36,22 +36,24 @@ BAD_PUTS = [
     ("key", "drink%", "not allowed"),
     ("key", ["drink"], "must be a string, not list"),
     ("key", None, "must be a string, not NoneType"),
-    # user and session: 1-64 of [A-Za-z0-9][A-Za-z0-9_.-].
+    # user and session: 1-256 characters of visible text (no control, invisible or line-break
+    # character, no surrounding spaces); data, never a path or a key part as given.
     ("user", "", "user is empty"),
-    ("user", "a" * 65, "65 characters"),
-    ("user", "alice\n", "not allowed"),
-    ("user", "-alice", "not allowed"),
-    ("user", ".alice", "not allowed"),
-    ("user", "al ice", "not allowed"),
-    ("user", "al/ice", "not allowed"),
-    ("user", "ålice", "not allowed"),
-    ("user", "alice*", "not allowed"),
+    ("user", "   ", "user is blank"),
+    ("user", "a" * 257, "257 characters"),
+    ("user", "alice\n", "not allowed (control character U+000A)"),
+    ("user", "al\x00ice", "not allowed (control character U+0000)"),
+    ("user", "ali\u200bce", "not allowed (invisible character U+200B)"),
+    ("user", "al\u2028ice", "not allowed (line-break character U+2028)"),
+    ("user", "alice\ud800", "not allowed (surrogate character U+D800)"),
+    ("user", " alice", "not allowed (spaces around it)"),
+    ("user", "alice ", "not allowed (spaces around it)"),
     ("user", 7, "must be a string, not int"),
     ("user", None, "must be a string, not NoneType"),
     ("session", "", "session is empty"),
-    ("session", "s" * 65, "65 characters"),
+    ("session", "s" * 257, "257 characters"),
     ("session", "s1\n", "not allowed"),
-    ("session", "s:1", "not allowed"),
+    ("session", "s\t1", "not allowed"),
     ("session", b"s1", "must be a string, not bytes"),
     # kind: preference or episode.
     ("kind", "fact", "unknown"),
@@ -102,9 +104,16 @@ def test_delete_refuses_bad_input_and_deletes_nothing(store, field, bad, words):
         ("value", "  tea  \n"),
         ("key", "k" * 64),
         ("key", "a0_.:-z"),
-        ("user", "A" * 64),
+        ("user", "A" * 256),
         ("user", "0a_.-Z"),
-        ("session", "s" * 64),
+        ("user", "alice@example.com"),
+        ("user", "auth0|123"),
+        ("user", "ålice smith"),
+        ("user", "../alice"),
+        ("user", "alice' OR '1'='1"),
+        ("session", "s" * 256),
+        ("session", "thread/42"),
+        ("session", "s:1*{x}"),
         ("confirmation", "c" * 512),
     ],
     ids=lambda v: repr(v)[:24],
@@ -154,7 +163,7 @@ def test_search_accepts_the_bounds_exactly(store):
 
 
 def test_default_limits_are_the_teaching_values():
-    assert (DEFAULT_LIMITS.max_value_chars, DEFAULT_LIMITS.max_key_chars, DEFAULT_LIMITS.max_id_chars) == (512, 64, 64)
+    assert (DEFAULT_LIMITS.max_value_chars, DEFAULT_LIMITS.max_key_chars, DEFAULT_LIMITS.max_id_chars) == (512, 64, 256)
     assert (DEFAULT_LIMITS.max_records_per_user, DEFAULT_LIMITS.max_records_total) == (64, 1024)
     assert DEFAULT_LIMITS.max_db_bytes == 16 * 1024 * 1024
     assert KINDS == ("preference", "episode")

@@ -130,7 +130,7 @@ def test_delete_and_forget_user_take_the_vectors_with_them(store):
     ({"query": "tea", "min_similarity": 1.5}, "min_similarity is 1.5"),
     ({"query": "tea", "min_similarity": "high"}, "min_similarity is 'high'"),
     ({"query": "tea", "kind": "fact"}, "kind 'fact' is unknown"),
-    ({"query": "tea", "user": "bad user"}, "user 'bad user' is not allowed"),
+    ({"query": "tea", "user": "bad\nuser"}, "user 'bad\\\\nuser' is not allowed"),
 ])
 def test_bad_input_is_refused_with_a_clear_message(store, args, message):
     store.put("alice", "s1", "preference", "drink", "espresso")

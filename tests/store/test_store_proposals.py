@@ -169,7 +169,7 @@ def test_unknown_and_foreign_ids_get_the_same_refusal(store):
             with pytest.raises(ValidationError, match="not a proposal id"):
                 decide("alice", bad, origin="cli")  # type: ignore[arg-type]
         with pytest.raises(ValidationError, match="origin"):
-            decide("alice", mine["id"], origin="the cli; DROP TABLE")
+            decide("alice", mine["id"], origin="the cli;\nDROP TABLE")
     assert everything(store) == before
     assert store.proposals("alice")[0]["status"] == "pending"
 
