@@ -81,9 +81,9 @@ def _nothing_stored(store: Store, user: str, what: str) -> CliError:
 
 def cmd_export(args: argparse.Namespace) -> None:
     with store_for(args) as store:
-        traces = store.traces(args.user)
-        if not traces["records"] and not traces["events"]:  # what a bundle carries
-            raise _nothing_stored(store, args.user, "no record and no history to export; nothing was written")
+        if not any(store.exportable(args.user).values()):  # what a bundle carries
+            raise _nothing_stored(store, args.user, "no record, history or session item to export; nothing was "
+                                  "written")
         if args.out is not None:
             out = Path(args.out)
             _check_export_target(out, store, args.force)
@@ -93,7 +93,7 @@ def cmd_export(args: argparse.Namespace) -> None:
             # Bundles carry no proposals (they are questions about this store's records): say how
             # many of the user's stay behind, waiting here.
             emit({"user": args.user, "written": args.out, "records": header["records"],
-                  "proposals_left_out": len(store.proposals(args.user))})
+                  "items": header.get("items", 0), "proposals_left_out": len(store.proposals(args.user))})
         else:
             sys.stdout.write(store.export_user(args.user))
 

@@ -72,6 +72,7 @@ class InspectorCore(View):
         self.page_size = page_size
         self.show_deleted = False
         self.session_shown: str | None = None
+        self.agent_session_shown: str | None = None
         self.selected: tuple[str, str] | None = None
         self.staged: dict[str, Any] | None = None
         self.notice: tuple[str, bool] | None = None  # the status line's last change done or refused (text, ok)
@@ -82,6 +83,7 @@ class InspectorCore(View):
         self.controls: dict[str, Any] = {}  # the widget's controls by name, once it is built
         self._tools: dict[str, MemoryTools] = {}
         self.shown_turns: pandas.DataFrame | None = None  # what `turns` returned last
+        self.shown_items: pandas.DataFrame | None = None  # what `items` returned last
         self.warming: threading.Thread | None = warm_up() if self.editing else None  # see `reading.warm_up`
 
     @property
@@ -142,8 +144,8 @@ class InspectorCore(View):
     # -- reading ------------------------------------------------------------------------------------
 
     def users(self) -> list[str]:
-        """Every user with records, by user id."""
-        return list(self.store.users())
+        """Every user with records or openai-agents session items, by user id."""
+        return sorted({*self.store.users(), *self.store.agent_item_users()})
 
     def find_users(self, text: str, limit: int = 50) -> list[str]:
         """Users whose id contains `text` (case-insensitive), by id, at most `limit`: what typing in
@@ -184,6 +186,17 @@ class InspectorCore(View):
         """The current user's sessions: archived turns (and live ones, when a window was given)."""
         return reading.sessions(self.store, self.user, self.window)
 
+    def agent_sessions(self) -> pandas.DataFrame:
+        """The current user's openai-agents sessions (`MemkitSession`): items, first and last; latest first."""
+        return reading.agent_sessions(self.store, self.user)
+
+    @_shows_refusals
+    def items(self, session: str) -> pandas.DataFrame:
+        """The items of one openai-agents session of the current user, in order (`reading.items`)."""
+        self.agent_session_shown = self.store.limits.check_id("session", session)
+        self.shown_items = reading.items(self.store, self.user, session)
+        return self._changed(self.shown_items)
+
     @_shows_refusals
     def turns(self, session: str) -> pandas.DataFrame:
         """What was said in one session of the current user: archived turns, then the live window's
@@ -205,6 +218,7 @@ class InspectorCore(View):
         """Show `user`'s records; clears the selected key, the page and any staged change."""
         self.user = self.store.limits.check_id("user", user)
         self.selected, self.staged, self.notice, self.page, self.session_shown = None, None, None, 0, None
+        self.agent_session_shown = None
         return self._changed(self.table())
 
     def pending_proposals(self) -> list[dict[str, Any]]:

@@ -114,6 +114,9 @@ class InspectorLayout:
         c["session"] = w.Dropdown(description="session", options=[])
         c["sessions"] = w.HTML()
         c["turns"] = w.HTML()
+        c["agent_session"] = w.Dropdown(description="session", options=[])
+        c["agent_sessions"] = w.HTML()
+        c["items"] = w.HTML()
         c["edit"].observe(lambda ch: self._slow(f"reopening {i.where}", i.set_edit, ch["new"]), names="value")
         c["user"].observe(self._on_user, names="value")
         c["kind"].observe(lambda ch: self._handle(i.set_kind, ch["new"]), names="value")
@@ -128,6 +131,7 @@ class InspectorLayout:
         c["cancel"].on_click(lambda _b: self._handle(i.cancel))
         c["show_deleted"].observe(lambda ch: self._handle(i.set_show_deleted, ch["new"]), names="value")
         c["session"].observe(lambda ch: ch["new"] and self._handle(i.turns, ch["new"]), names="value")
+        c["agent_session"].observe(lambda ch: ch["new"] and self._handle(i.items, ch["new"]), names="value")
         records = w.VBox([c["records"], w.HBox([c["previous"], c["page"], c["next"]])],
                          layout=w.Layout(min_width="420px", flex="1 1 55%"))
         detail = w.VBox([
@@ -138,10 +142,12 @@ class InspectorLayout:
         c["proposals"] = w.VBox([w.HTML("<i>pick a user to see what a model proposed for them</i>")])
         more = w.Accordion(children=[w.VBox([c["show_deleted"], c["deleted"]]),
                                      w.VBox([c["session"], c["sessions"], c["turns"]]),
-                                     c["proposals"]])
+                                     c["proposals"],
+                                     w.VBox([c["agent_session"], c["agent_sessions"], c["items"]])])
         more.set_title(0, "deleted keys")
         more.set_title(1, "sessions and what was said")
         more.set_title(2, "proposals waiting for a person")
+        more.set_title(3, "openai-agents sessions (MemkitSession items)")
         return w.VBox([
             w.HBox([c["edit"], c["note"]]),
             w.HBox([c["user"], c["kind"], c["sort"]], layout=w.Layout(flex_flow="row wrap")), c["query"],
@@ -240,6 +246,13 @@ class InspectorLayout:
             c["session"].value = i.session_shown if i.session_shown in c["session"].options else None
             shown = i.shown_turns if i.session_shown is not None else None
             c["turns"].value = "" if shown is None else html_table(shown, "no turns in this session")
+            agent_sessions = i.agent_sessions()
+            c["agent_sessions"].value = html_table(agent_sessions, "no openai-agents session items")
+            c["agent_session"].options = list(agent_sessions["session"])
+            shown_session = i.agent_session_shown if i.agent_session_shown in c["agent_session"].options else None
+            c["agent_session"].value = shown_session
+            items = i.shown_items if shown_session is not None else None
+            c["items"].value = "" if items is None else html_table(items, "no items in this session")
             if i.busy is not None:
                 c["status"].value = status_html(i.busy)
             elif i.staged is not None:

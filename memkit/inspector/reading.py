@@ -6,12 +6,14 @@ and never created (`open_store(..., read_only=True)`; see `memkit.store`).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
+from ..limits import shorten
 from ..store import Record, Store, open_store
 from ..store.targets import postgres_conninfo
 from ..validators import import_jsonschema
@@ -84,6 +86,32 @@ def sessions(store: Store, user: str | None, window: ShortTermWindow | None) -> 
             row["live turns"] = len(window.recent(user, row["session"]))
     columns = ["session", "turns", "first", "last"] + (["live turns"] if window is not None else [])
     return _pandas().DataFrame(rows, columns=columns)
+
+
+ITEM_SHOWN_CHARS = 2000
+"""How much of an openai-agents session item's JSON text a table cell shows (an item may be a whole
+web page a tool read); the rest is named by the shortening marker, and an export carries it whole."""
+
+
+def agent_sessions(store: Store, user: str | None) -> pandas.DataFrame:
+    """`user`'s openai-agents sessions (`MemkitSession`): items, first and last item time; latest first."""
+    rows = store.agent_sessions(user) if user is not None else []
+    return _pandas().DataFrame(rows, columns=["session", "items", "first", "last"])
+
+
+def items(store: Store, user: str | None, session: str) -> pandas.DataFrame:
+    """The items of one openai-agents session of `user`, in order: number, type (a message's role, or
+    the item's `type`), the item's JSON text (long ones shortened, saying so) and when it was added."""
+    rows = []
+    for row in store.agent_item_rows(user, session) if user is not None else []:
+        try:
+            item = json.loads(row["item"])
+        except ValueError:  # stored by hand, not by MemkitSession: shown as it is
+            item = None
+        kind = (item.get("role") or item.get("type")) if isinstance(item, dict) else None
+        rows.append({"item": row["position"], "type": str(kind or type(item).__name__),
+                     "json": shorten(row["item"], ITEM_SHOWN_CHARS), "at": row["at"]})
+    return _pandas().DataFrame(rows, columns=["item", "type", "json", "at"])
 
 
 def turns(store: Store, user: str | None, session: str, window: ShortTermWindow | None) -> pandas.DataFrame:

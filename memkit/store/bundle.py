@@ -1,8 +1,11 @@
-"""The export bundle: one user's records and event history as JSON Lines, sealed with a SHA-256.
+"""The export bundle: one user's records, event history and session items as JSON Lines, sealed
+with a SHA-256.
 
-A header line, one line per record and per event, and a checksum line. Each kind of line has a JSON
-Schema (`LINE_SCHEMAS`); the importing store's limits are checked after it, so an imported entry
-meets the same rules as a live write. Every refusal names the line, the field and what was wrong.
+A header line, one line per record, per event and per openai-agents session item, and a checksum
+line. Each kind of line has a JSON Schema (`LINE_SCHEMAS`); the importing store's limits are checked
+after it, so an imported entry meets the same rules as a live write. Every refusal names the line,
+the field and what was wrong. A bundle without session items is format version 1, as before them
+(an older memkit imports it); one with items is version 2, which an older memkit refuses by name.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ if TYPE_CHECKING:
     from .backend import Backend
 
 EXPORT_FORMAT = "memkit-export"
-EXPORT_FORMAT_VERSION = 1
+EXPORT_FORMAT_VERSION = 2
+"""The newest format: version 2 adds session items (`item` lines, the header's `items`)."""
 
 _TEXT = {"type": "string", "x-message": "bundle field {name!r} is a {type}, not text"}
 _TEXT_OR_NULL = {"type": ["string", "null"], "x-message": "bundle field {name!r} is a {type}, not text"}
@@ -35,6 +39,8 @@ _TIME = {"type": "string", "minLength": 1, "maxLength": 64,
 # At most 2**63 - 1: SQLite's INTEGER; a larger one would fail half-way through the import.
 _REVISION = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1,
              "x-message": "bundle entry revision {value!r} is not a positive 64-bit integer"}
+_POSITION = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1,
+             "x-message": "bundle item position {value!r} is not a positive 64-bit integer"}
 _ENTRY_MESSAGE = "bundle entry has fields {fields}; expected {expected}"
 
 
@@ -50,8 +56,8 @@ LINE_SCHEMAS: dict[str, dict[str, Any]] = {
         "x-message": "bundle does not start with a memkit export header", "x-missing": "field",
         "properties": {
             "format": {"const": EXPORT_FORMAT, "x-message": "bundle does not start with a memkit export header"},
-            "format_version": {"const": EXPORT_FORMAT_VERSION, "x-message":
-                               "bundle format version {value!r} is not " + str(EXPORT_FORMAT_VERSION)
+            "format_version": {"enum": [1, EXPORT_FORMAT_VERSION], "x-message":
+                               "bundle format version {value!r} is not 1 or " + str(EXPORT_FORMAT_VERSION)
                                + "; use the memkit that made it"},
             # Record and event lines have had the same fields since version 1: any older bundle imports.
             "schema_version": {"type": "integer", "minimum": 1, "maximum": SCHEMA_VERSION, "x-message":
@@ -60,6 +66,7 @@ LINE_SCHEMAS: dict[str, dict[str, Any]] = {
             "user": _TEXT,
             "records": {"type": "integer", "minimum": 0, "x-message": "bundle line counts do not match its header"},
             "events": {"type": "integer", "minimum": 0, "x-message": "bundle line counts do not match its header"},
+            "items": {"type": "integer", "minimum": 0, "x-message": "bundle line counts do not match its header"},
         },
     },
     "record": _entry({
@@ -71,6 +78,10 @@ LINE_SCHEMAS: dict[str, dict[str, Any]] = {
         "action": {"enum": ["create", "update", "delete"], "x-message": "bundle event action {value!r} is unknown"},
         "revision": _REVISION, "session": _TEXT_OR_NULL, "old_value": _TEXT_OR_NULL, "new_value": _TEXT_OR_NULL,
         "confirmation": _TEXT_OR_NULL, "at": _TIME,
+    }),
+    "item": _entry({
+        "type": {"const": "item", "x-message": _ENTRY_MESSAGE}, "session": _TEXT, "position": _POSITION,
+        "item": _TEXT, "at": _TIME,
     }),
     "checksum": {
         "type": "object", "required": ["type", "sha256"],
@@ -141,8 +152,9 @@ def _check_line(kind: str, item: Any) -> None:
     ))
 
 
-def parse_bundle(text: str, limits: Limits) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Check a whole bundle before anything is written; return its header, records and events.
+def parse_bundle(text: str, limits: Limits) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]],
+                                                     list[dict[str, Any]]]:
+    """Check a whole bundle before anything is written; return its header, records, events and items.
 
     Raises:
         ValidationError: it is truncated, not JSON, its checksum or a version is wrong, a line breaks
@@ -173,8 +185,11 @@ def parse_bundle(text: str, limits: Limits) -> tuple[dict[str, Any], list[dict[s
     entries = parsed[1:-1]
     records = [item for item in entries if isinstance(item, dict) and item.get("type") == "record"]
     events = [item for item in entries if isinstance(item, dict) and item.get("type") == "event"]
-    counted = (len(records), len(events))
-    if sum(counted) != len(entries) or (header["records"], header["events"]) != counted:
+    # Version 1 had no items: its header has no count of them, and an item line there is a stray line.
+    items = [item for item in entries if isinstance(item, dict) and item.get("type") == "item"
+             and header["format_version"] > 1]
+    counted = (len(records), len(events), len(items))
+    if sum(counted) != len(entries) or (header["records"], header["events"], header.get("items", 0)) != counted:
         raise ValidationError("bundle line counts do not match its header")
     seen: set[tuple[str, str]] = set()
     for item in records:
@@ -201,11 +216,31 @@ def parse_bundle(text: str, limits: Limits) -> tuple[dict[str, Any], list[dict[s
         if item["confirmation"] is not None:
             limits.check_confirmation(item["confirmation"])
         check_text("at", item["at"])
-    return header, records, events
+    _check_items(items, limits)
+    return header, records, events, items
+
+
+def _check_items(items: list[dict[str, Any]], limits: Limits) -> None:
+    """Session item lines: each a session's item as its JSON text, numbered once per session."""
+    seen: set[tuple[str, int]] = set()
+    for item in items:
+        _check_line("item", item)
+        limits.check_id("item session", item["session"])
+        check_text(f"item {item['position']} of session {item['session']!r}", item["item"])
+        try:  # an openai-agents session reads every item back as JSON (MemkitSession.get_items)
+            json.loads(item["item"])
+        except (ValueError, RecursionError):
+            raise ValidationError(f"bundle item {item['position']} of session {item['session']!r} is not JSON "
+                                  "text") from None
+        check_text("at", item["at"])
+        if (item["session"], item["position"]) in seen:
+            raise ValidationError(f"bundle holds item {item['position']} of session {item['session']!r} twice")
+        seen.add((item["session"], item["position"]))
 
 
 def export_user(db: Backend, user: str, path: str | os.PathLike[str] | None) -> str:
-    """The bundle of `user` (already checked), read in one snapshot; also written to `path` when given."""
+    """The bundle of `user` (already checked), read in one snapshot; also written to `path` when given.
+    Version 1 when the user has no session items (the bundle an older memkit made and reads), else 2."""
     with db.reading() as conn:
         records = conn.execute(
             f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? ORDER BY kind, memory_key", (user,)
@@ -215,14 +250,19 @@ def export_user(db: Backend, user: str, path: str | os.PathLike[str] | None) -> 
             " FROM memory_events WHERE user_id = ? ORDER BY id",
             (user,),
         ).fetchall()
-    lines = [{"format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION,
-              "schema_version": SCHEMA_VERSION, "user": user,
-              "records": len(records), "events": len(events)}]
+        items = conn.execute("SELECT session_id, position, item, at FROM agent_items WHERE user_id = ?"
+                             " ORDER BY session_id, position", (user,)).fetchall()
+    header = {"format": EXPORT_FORMAT, "format_version": 1, "schema_version": SCHEMA_VERSION, "user": user,
+              "records": len(records), "events": len(events)}
+    if items:
+        header.update(format_version=EXPORT_FORMAT_VERSION, items=len(items))
+    lines = [header]
     lines += [{"type": "record", **to_record(row)} for row in records]
     lines += [{"type": "event", "kind": e["kind"], "key": e["memory_key"], "action": e["action"],
                "revision": e["revision"], "session": e["session_id"], "old_value": e["old_value"],
                "new_value": e["new_value"], "confirmation": e["confirmation"], "at": e["at"]}
               for e in events]
+    lines += [{"type": "item", "session": i[0], "position": i[1], "item": i[2], "at": i[3]} for i in items]
     text = seal_bundle(lines)
     if path is not None:
         # Bytes, not text mode: the checksum covers "\n" line ends, which text mode may translate.
@@ -244,13 +284,15 @@ def read_bundle(bundle: str | os.PathLike[str]) -> str:
     return text
 
 
-def import_bundle(db: Backend, target: str, records: list[dict[str, Any]],
-                  events: list[dict[str, Any]]) -> dict[str, int]:
-    """Insert a parsed bundle's records and events under `target`, all or nothing, in one transaction."""
+def import_bundle(db: Backend, target: str, records: list[dict[str, Any]], events: list[dict[str, Any]],
+                  items: list[dict[str, Any]]) -> dict[str, int]:
+    """Insert a parsed bundle's records, events and session items under `target`, all or nothing, in
+    one transaction. Returns the counts (`items` only when the bundle carries session items)."""
     with db.transaction() as conn:
-        if _holds_data(conn, target):
+        if _holds_data(conn, target, items=bool(items)):
+            held = "memory or session items" if items else "memory"
             raise StoreError(
-                f"user {target!r} already has memory in this store; forget_user first, or import with another user id"
+                f"user {target!r} already has {held} in this store; forget_user first, or import with another user id"
             )
         db.check_quotas(conn, target, adding=len(records))
         # Numbered from the sequence in the order they were last updated, so "newest first" holds
@@ -267,14 +309,19 @@ def import_bundle(db: Backend, target: str, records: list[dict[str, Any]],
             [(target, e["kind"], e["key"], e["action"], e["revision"], e["session"], e["old_value"],
               e["new_value"], e["confirmation"], e["at"]) for e in events],
         )
+        conn.executemany("INSERT INTO agent_items (user_id, session_id, position, item, at) VALUES (?, ?, ?, ?, ?)",
+                         [(target, i["session"], i["position"], i["item"], i["at"]) for i in items])
         # A bundle from a store with a larger limit arrives with its newest events.
         prune_history(conn, db.statements, target, db.limits.max_events_per_user)
         db.check_size(conn)
-    return {"records": len(records), "events": len(events)}
+    counts = {"records": len(records), "events": len(events)}
+    return {**counts, "items": len(items)} if items else counts
 
 
-def _holds_data(conn: Any, user: str) -> bool:
+def _holds_data(conn: Any, user: str, *, items: bool) -> bool:
+    """Whether `user` has records or history here (or session items, when the bundle brings some)."""
     return bool(conn.execute(
-        "SELECT (SELECT count(*) FROM memories WHERE user_id = ?) + "
-        "(SELECT count(*) FROM memory_events WHERE user_id = ?)", (user, user)
+        "SELECT (SELECT count(*) FROM memories WHERE user_id = ?) + (SELECT count(*) FROM memory_events"
+        " WHERE user_id = ?) + (CASE WHEN ? THEN (SELECT count(*) FROM agent_items WHERE user_id = ?) ELSE 0 END)",
+        (user, user, items, user)
     ).fetchone()[0])

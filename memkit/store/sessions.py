@@ -83,11 +83,13 @@ class StoreSessions(StorePart):
     # -- export and import ---------------------------------------------------------------------------
 
     def export_user(self, user: str, path: str | os.PathLike[str] | None = None) -> str:
-        """A portable bundle of `user`'s records and their history, as JSON Lines.
+        """A portable bundle of `user`'s records, their history and their openai-agents session items,
+        as JSON Lines (what `forget_user` removes, but for proposals and archived turns).
 
         The format is bundle.py's; the bundle has no timestamp of its own, so exporting the same data
         twice gives the same bytes. Proposals are not exported: a question to a person, not memory (an
-        approved one is there as the change it made, its event naming it).
+        approved one is there as the change it made, its event naming it). `exportable` counts what
+        a bundle would carry.
 
         Args:
             path: when given, the bundle is also written there, mode 0600 (`files.write_private`).
@@ -99,23 +101,34 @@ class StoreSessions(StorePart):
         self.limits.check_id("user", user)
         return bundle_format.export_user(self._db, user, path)
 
+    def exportable(self, user: str) -> dict[str, int]:
+        """How many records, events and session items of `user` an export would carry (all 0: nothing to
+        export), read in one snapshot."""
+        self.limits.check_id("user", user)
+        row = self._db.fetch("SELECT (SELECT count(*) FROM memories WHERE user_id = ?), (SELECT count(*) FROM"
+                             " memory_events WHERE user_id = ?), (SELECT count(*) FROM agent_items WHERE user_id = ?)",
+                             (user, user, user))[0]
+        return {"records": int(row[0]), "events": int(row[1]), "items": int(row[2])}
+
     def import_records(self, bundle: str | os.PathLike[str], *, user: str | None = None) -> dict[str, int]:
         """Load a bundle made by `export_user`, all or nothing.
 
-        The records and their history arrive exactly as exported; the import adds no event. A
-        proposal waiting here for the user is then stale for the keys it brings, and refused.
+        The records, their history and the session items arrive exactly as exported; the import adds
+        no event. A proposal waiting here for the user is then stale for the keys it brings, and refused.
 
         `bundle`: its text, or a `pathlib.Path` to it; `user`: import under this id instead of the
-        bundle's. Returns how many records and events were imported.
+        bundle's. Returns how many records and events were imported, and `items` when the bundle
+        carries session items.
 
         Raises:
             ValidationError: the bundle is malformed, truncated, its checksum or version is wrong, or
-                an entry breaks a limit. StoreError: the user already has data. QuotaError: it
-                would not fit. In every case nothing was imported.
+                an entry breaks a limit. StoreError: the user already has records or history (or session
+                items, when the bundle brings some). QuotaError: it would not fit. In every case
+                nothing was imported.
         """
-        header, records, events = bundle_format.parse_bundle(bundle_format.read_bundle(bundle), self.limits)
+        header, records, events, items = bundle_format.parse_bundle(bundle_format.read_bundle(bundle), self.limits)
         target = self.limits.check_id("user", user if user is not None else header["user"])
-        return bundle_format.import_bundle(self._db, target, records, events)
+        return bundle_format.import_bundle(self._db, target, records, events, items)
 
     # -- transcript archive (turns that left the short-term window) -----------------------------------
 
@@ -225,6 +238,24 @@ class StoreSessions(StorePart):
             self._db.lock_user(conn, user, creating=False)
             return int(conn.execute("DELETE FROM agent_items WHERE user_id = ? AND session_id = ?",
                                     (user, session)).rowcount)
+
+    def agent_sessions(self, user: str) -> list[dict[str, Any]]:
+        """`user`'s openai-agents sessions: items, first and last item time; latest first."""
+        self.limits.check_id("user", user)
+        rows = self._db.fetch("SELECT session_id, count(*), min(at), max(at) FROM agent_items WHERE user_id = ?"
+                              " GROUP BY session_id ORDER BY max(at) DESC, session_id", (user,))
+        return [{"session": r[0], "items": int(r[1]), "first": r[2], "last": r[3]} for r in rows]
+
+    def agent_item_rows(self, user: str, session: str) -> list[dict[str, Any]]:
+        """A session's items with their numbers and times (`position`, `item` as JSON text, `at`), in order."""
+        self._check_session(user, session)
+        rows = self._db.fetch("SELECT position, item, at FROM agent_items WHERE user_id = ? AND session_id = ?"
+                              " ORDER BY position", (user, session))
+        return [{"position": int(r[0]), "item": r[1], "at": r[2]} for r in rows]
+
+    def agent_item_users(self) -> list[str]:
+        """Every user with openai-agents session items, by id."""
+        return [str(row[0]) for row in self._db.fetch("SELECT DISTINCT user_id FROM agent_items ORDER BY user_id")]
 
     def _check_session(self, user: str, session: str) -> None:
         self.limits.check_id("user", user)

@@ -108,8 +108,11 @@ BAD_BUNDLES = {
                        ValidationError, "checksum does not match"),
     "wrong format": (lambda b: _resigned(b, lambda ls: ls[0].update(format="other-export")), ValidationError,
                      "memkit export header"),
-    "wrong format version": (lambda b: _resigned(b, lambda ls: ls[0].update(format_version=2)), ValidationError,
-                             "format version 2"),
+    "wrong format version": (lambda b: _resigned(b, lambda ls: ls[0].update(format_version=3)), ValidationError,
+                             "format version 3 is not 1 or 2"),
+    "an item line in a version 1 bundle": (lambda b: _resigned(b, lambda ls: ls.append(
+        {"type": "item", "session": "s1", "position": 1, "item": "{}", "at": "2026-01-01T00:00:00Z"})),
+        ValidationError, "line counts"),
     "wrong schema version": (lambda b: _resigned(b, lambda ls: ls[0].update(schema_version=SCHEMA_VERSION + 1)),
                              ValidationError, "schema version"),
     "count mismatch": (lambda b: _resigned(b, lambda ls: ls[0].update(records=9)), ValidationError, "line counts"),
