@@ -8,6 +8,7 @@ SQL and the rules, run inside the store's write transaction. The rules: docs/des
 from __future__ import annotations
 
 import datetime as _dt
+import shlex
 from typing import Any, Literal
 
 from ..clock import iso
@@ -159,7 +160,7 @@ def waiting(conn: Any, user: str, proposal_id: int, now: _dt.datetime, deciding:
         raise ProposalError(
             f"user {user!r} has no proposal {proposal_id} (unknown, another user's, or removed long "
             "after it was decided); nothing was changed. Their proposals are listed by proposals(user) "
-            f"(`memkit proposals --user {user}`)", "unknown"
+            f"(`memkit proposals --user {shlex.quote(user)}`)", "unknown"
         )
     if proposal["status"] != "pending":
         raise ProposalError(

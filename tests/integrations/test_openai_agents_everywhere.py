@@ -209,3 +209,16 @@ def test_memkit_export_and_import_carry_a_users_session_items(tmp_path):
         assert run(MemkitSession(THREAD, store, user="auth0|123").get_items()) == items
     nobody = memkit("export", "--db", str(path), "--user", "nobody@example.com", env=env_with())
     assert nobody.returncode == 2 and "nothing stored for user 'nobody@example.com'" in nobody.stderr
+
+
+@pytest.mark.sqlite_only
+def test_a_command_a_refusal_suggests_names_the_user_safely_for_a_shell(tmp_path):
+    import re
+    import shlex
+
+    from memkit.errors import ProposalError
+
+    with MemoryStore(tmp_path / "memory.sqlite3") as store, pytest.raises(ProposalError) as refused:
+        store.reject("auth0|123; rm -rf ~", 5, origin="cli")
+    command = re.search(r"`(memkit proposals [^`]*)`", str(refused.value)).group(1)
+    assert shlex.split(command) == ["memkit", "proposals", "--user", "auth0|123; rm -rf ~"]
