@@ -24,20 +24,13 @@ NEEDS_A_STORE = {
     "delete": ["delete", "--user", "alice", "--key", "drink", "--confirm"],
     "approve": ["approve", "1", "--user", "alice", "--confirm"],
     "reject": ["reject", "1", "--user", "alice"],
-    "windows": ["windows"],
     "windows --drop": ["windows", "--drop", "redis://localhost:1", "--confirm"],
-    "limits": ["limits"],
     "limits --set": ["limits", "--set", "max_records_per_user=10", "--confirm"],
     "migrate": ["migrate", "--confirm"],
-    "get": ["get", "--user", "alice", "--key", "drink"],
-    "search": ["search", "--user", "alice", "--query", "tea"],
-    "history": ["history", "--user", "alice", "--key", "drink"],
-    "export": ["export", "--user", "alice"],
-    "health": ["health"],
-    "proposals": ["proposals", "--user", "alice"],
-    "reindex": ["reindex", "--confirm"],
 }
-"""Every command that only makes sense on an existing store."""
+"""The commands that remove, maintain or decide, each in a real process; every command that needs a
+store, reading ones included, is run against these places in the reliability lab
+(tests/reliability/test_reliability_mistyped_paths.py)."""
 
 MISTYPED = {
     "a missing file": lambda base: ["--db", str(base / "typo.sqlite3")],
