@@ -145,6 +145,7 @@ class StoreSessions(StorePart):
         self._check_session(user, session)
         rows = turn_rows(user, session, turns)
         with self.transaction() as conn:
+            self._db.lock_user(conn, user, creating=False)  # PostgreSQL: racing trims see each other's turns
             rows, fresh = rows_to_insert(conn, rows, self.limits.max_archived_turns_per_user)
             added = self._db.changed(conn, "INSERT INTO transcript (user_id, session_id, turn, role, content, at)"
                                            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)

@@ -77,3 +77,31 @@ def test_a_batch_longer_than_the_bound_keeps_its_newest_turns(tmp_path):
     with open_store(tmp_path / "memory.sqlite3", limits=Limits(max_archived_turns_per_user=3)) as store:
         assert store.archive_turns("alice", "s1", [turn(n) for n in range(1, 9)]) == 3
         assert kept(store, "alice", "s1") == [6, 7, 8]
+
+
+def test_writers_racing_for_one_user_leave_exactly_the_bound(tmp_path):
+    # Four connections archive one user's sessions at once (on PostgreSQL each in its own transaction,
+    # read committed): the user's lock makes each trim see the others' turns, so none is left over.
+    import threading
+
+    path = tmp_path / "memory.sqlite3"
+    limits = Limits(max_archived_turns_per_user=8)
+    with open_store(path, limits=limits):
+        pass
+    stores = [open_store(path, limits=limits) for _ in range(4)]
+    start = threading.Barrier(len(stores))
+
+    def archive(store, name: str) -> None:
+        start.wait()
+        for n in range(1, 41):
+            store.archive_turns("alice", name, [turn(n, f"{name} {n}")])
+
+    threads = [threading.Thread(target=archive, args=(store, f"s{i}")) for i, store in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    held = stores[0].traces("alice")["transcript"]
+    for store in stores:
+        store.close()
+    assert held == limits.max_archived_turns_per_user
