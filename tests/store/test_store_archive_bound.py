@@ -7,6 +7,8 @@ time) inside its own transaction, and a retried batch never brings a removed tur
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from _store_helpers import open_store, snapshot
@@ -82,8 +84,6 @@ def test_a_batch_longer_than_the_bound_keeps_its_newest_turns(tmp_path):
 def test_writers_racing_for_one_user_leave_exactly_the_bound(tmp_path):
     # Four connections archive one user's sessions at once (on PostgreSQL each in its own transaction,
     # read committed): the user's lock makes each trim see the others' turns, so none is left over.
-    import threading
-
     path = tmp_path / "memory.sqlite3"
     limits = Limits(max_archived_turns_per_user=8)
     with open_store(path, limits=limits):
