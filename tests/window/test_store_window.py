@@ -126,7 +126,7 @@ def test_a_bad_setting_is_refused_by_name(db, make, message):
 
 
 @pytest.mark.parametrize("user, role, content, message", [
-    ("al ice", "user", "hi", "user"),
+    ("al\tice", "user", "hi", "user"),
     ("alice", "system", "hi", "turn role 'system' is unknown"),
     ("alice", "user", "a\x00b", "NUL"),
     ("alice", "user", "x" * 20_001, "a turn holds at most 20000"),
