@@ -8,7 +8,8 @@ place. At the end, per session: every acknowledged turn is there with the number
 acknowledged with (none lost), no turn is there twice, the numbers run 1..N without a gap, every
 turn is in exactly one of the window and the archive (the window holds the newest `SIZE`), and no
 exchange is split or interleaved. Unacknowledged turns that were stored (killed after the commit,
-before the print) are counted, never more than one per kill.
+before the print) are counted, never more than one per kill. An append starved of the write lock
+past the busy timeout is refused (LockedError, counted) and must have written nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ SIZE = 3
 
 APPENDER = textwrap.dedent("""
     import json, sys
+    from memkit.errors import LockedError
     from memkit.limits import Limits
     from memkit.store import MemoryStore
     from memkit.window import StoreWindow
@@ -44,10 +46,14 @@ APPENDER = textwrap.dedent("""
         while True:
             n += 1
             text = f"{name}-{n}"
-            if mode == "exchange":
-                turns = window.append_exchange(user, session, text, "re " + text)
-            else:
-                turns = [window.append(user, session, "user", text)]
+            try:
+                if mode == "exchange":
+                    turns = window.append_exchange(user, session, text, "re " + text)
+                else:
+                    turns = [window.append(user, session, "user", text)]
+            except LockedError:  # starved past the busy timeout: refused, nothing written
+                print(json.dumps([text, None]), flush=True)
+                continue
             print(json.dumps([text, turns[0]["turn"]]), flush=True)
 """)
 
@@ -66,8 +72,9 @@ class Appender:
         line = self.process.stdout.readline()
         assert line == "ready\n", self.process.communicate()[1][-2000:]
 
-    def kill(self) -> list[tuple[str, int]]:
-        """SIGKILL it (whatever it was doing) and return what it acknowledged: (text, turn number)."""
+    def kill(self) -> list[tuple[str, int | None]]:
+        """SIGKILL it (whatever it was doing) and return what it acknowledged: (text, turn number),
+        or (text, None) for an append refused as locked (it waited past the busy timeout)."""
         self.process.send_signal(signal.SIGKILL)
         out, err = self.process.communicate(timeout=60)
         assert self.process.returncode == -signal.SIGKILL, err[-2000:]  # killed, never failed
@@ -84,11 +91,15 @@ def test_racing_appenders_killed_mid_append_lose_and_duplicate_no_turn(tmp_path,
     generations = [0] * len(WRITERS)
     running = [Appender(db, slot, 0, limits) for slot in range(len(WRITERS))]
     acknowledged: dict[tuple[str, str], dict[str, int]] = {}
+    refused: dict[tuple[str, str], set[str]] = {}
 
     def record(appender: Appender) -> None:
         seen = acknowledged.setdefault((appender.user, appender.session), {})
         for text, number in appender.kill():
-            seen[text] = number
+            if number is None:
+                refused.setdefault((appender.user, appender.session), set()).add(text)
+            else:
+                seen[text] = number
 
     try:
         for _ in range(kills):
@@ -102,7 +113,7 @@ def test_racing_appenders_killed_mid_append_lose_and_duplicate_no_turn(tmp_path,
             if appender.process.poll() is None:
                 record(appender)
 
-    lost = duplicated = gaps = split = unacknowledged = 0
+    lost = duplicated = gaps = split = unacknowledged = stored_refused = 0
     turns_total = 0
     with MemoryStore(db, limits=Limits(**ROOMY)) as store:
         window = StoreWindow(store, size=SIZE)
@@ -116,6 +127,7 @@ def test_racing_appenders_killed_mid_append_lose_and_duplicate_no_turn(tmp_path,
             duplicated += sum(1 for turn in turns if turn["role"] == "user") - len(questions)
             lost += sum(1 for text, number in seen.items() if questions.get(text) != number)
             unacknowledged += len(set(questions) - set(seen))
+            stored_refused += len(set(questions) & refused.get((user, session), set()))
             for index, turn in enumerate(turns):  # an exchange is a question followed by its answer
                 if turn["role"] == "assistant":
                     split += index == 0 or turns[index - 1]["content"] != turn["content"][len("re "):]
@@ -133,7 +145,8 @@ def test_racing_appenders_killed_mid_append_lose_and_duplicate_no_turn(tmp_path,
             **{"processes at once": len(WRITERS), "kills": kills, "acknowledged appends": acknowledged_total,
                "turns stored": turns_total, "acknowledged lost": lost, "duplicated": duplicated,
                "sessions with a gap in the numbers": gaps, "exchanges split": split,
-               "stored, not acknowledged (killed between commit and print)": unacknowledged})
+               "stored, not acknowledged (killed between commit and print)": unacknowledged,
+               "refused as locked (busy timeout), none of them stored": sum(len(r) for r in refused.values())})
     assert acknowledged_total > kills  # the processes did append between the kills
-    assert (lost, duplicated, gaps, split) == (0, 0, 0, 0)
+    assert (lost, duplicated, gaps, split, stored_refused) == (0, 0, 0, 0, 0)
     assert unacknowledged <= kills + len(WRITERS)  # at most the one append each killed process was making
