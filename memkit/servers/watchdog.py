@@ -6,6 +6,7 @@ the folders it was given and exits. Why: docs/design/window.md.
 
 Example:
     >>> guard = Watchdog(stop_signal=signal.SIGTERM, grace=5.0)        # doctest: +SKIP
+    >>> guard.starting(folder / "server.pid", name="server")           # doctest: +SKIP
     >>> server = start_the_server()                                     # doctest: +SKIP
     >>> guard.watch(server.pid, remove=[server.folder])                 # doctest: +SKIP
     >>> # ... the starter may now die in any way: the server goes with it
@@ -54,8 +55,9 @@ def start_token(pid: int) -> str | None:
 class Watchdog:
     """The starter's end of a watchdog process that stops one server if the starter dies.
 
-    Start it before the server (a kill of the starter then leaves the server unguarded only until
-    `watch`), and `disarm()` it after stopping the server yourself. It signals a pid only while that
+    Start it before the server and say `starting` with the server's pid file (a kill of the starter
+    before `watch` then leaves the watchdog that file to find the server by), and `disarm()` it
+    after stopping the server yourself. It signals a pid only while that
     pid is still the process `watch` named (its start time), with `stop_signal`, then SIGKILL after
     `grace` seconds; then it removes the `remove` folders. A `fork()`ed child inherits the pipe (the
     server lives until the last of them dies) and never disarms it; programs run through

