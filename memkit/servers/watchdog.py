@@ -85,6 +85,10 @@ class Watchdog:
     def pid(self) -> int:
         return self._process.pid
 
+    def remove_later(self, *folders: str | os.PathLike[str]) -> None:
+        """Add `folders` to those removed once the server is gone (say so as soon as each is made)."""
+        self._send({"remove": [os.fspath(folder) for folder in folders]})
+
     def starting(self, pidfile: str | os.PathLike[str], *, name: str) -> None:
         """A server is about to start and will write its pid to `pidfile`: if the starter dies before
         `watch`, the watchdog stops the process named there (if it is a `name` started since)."""

@@ -76,12 +76,15 @@ class EmbeddedPostgres:
         self._user = _server_user()
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
-        self.folder = Path(tempfile.mkdtemp(prefix="memkit-pg-"))
-        try:  # stops the server and removes the folder if this process dies without close()
-            self._watchdog = Watchdog(stop_signal=_STOP_SIGNALS["fast"], grace=60.0, remove=[self.folder])
+        # The watchdog first: it stops the server and removes the folder if this process dies without
+        # close(), from the moment the folder exists.
+        self._watchdog = Watchdog(stop_signal=_STOP_SIGNALS["fast"], grace=60.0)
+        try:
+            self.folder = Path(tempfile.mkdtemp(prefix="memkit-pg-"))
         except BaseException:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            self._watchdog.disarm()
             raise
+        self._watchdog.remove_later(self.folder)
         atexit.register(self.close)
         try:
             if len(str(self.folder / _SOCKET_NAME)) > 100:
