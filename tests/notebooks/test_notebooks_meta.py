@@ -30,7 +30,8 @@ ARTICLES = {"the", "a", "an"}
 # nbval's own tag (out of the student's view, unlike a marker comment) and the exercise tags that
 # tests/notebooks/test_exercises.py looks for.
 KNOWN_TAGS = {"nbval-ignore-output", "exercise-answer", "exercise-experiment", "exercise-check",
-              "live-model"}  # live-model: the optional cell that talks to a real model (tests/notebooks/test_course.py)
+              "live-model",  # live-model: the optional cell that talks to a real model (tests/notebooks/test_course.py)
+              "solution"}  # solution: the worked solution, left out of the student handout (classroom/handout.py)
 # A path of this machine (or a typical laptop) at the start of a path, not inside a URL.
 MACHINE_PATH_RE = re.compile(
     r"(?<![\w.:/-])(?:/tmp/|/var/folders/|/private/var/|/root/|/work/|/home/|/Users/|[A-Za-z]:\\\\?Users\\)"
