@@ -226,6 +226,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--names", nargs="*", default=[], help="notebooks: notebook numbers, name prefixes or .ipynb files")
     add("--repeat", type=int, help="notebooks: runs per notebook (1); semantic: timed calls (50)")
     add("--tracks", action="store_true", help="print the teacher's guide's track tables (notebook_times.json)")
+    add("--guide", action="store_true", help="tracks: write them into docs/TEACHER_GUIDE.md too")
     add("--baseline", type=Path, help="chat: a folder with another memkit package to time alongside")
     add("--label", default="baseline", help="chat: the baseline's name in the table")
     add("--records", type=int, default=10_000, help="inspector: records")
@@ -288,7 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.list or args.tracks:
         times = json.loads((args.out / "notebook_times.json").read_text(encoding="utf-8")) if args.tracks else None
         print(report.tracks(times) if times else "\n".join(f"{s.name:15} {s.measures}" for s in SUITES))
-        return 0
+        if times and args.guide:
+            changed = report.write_guide_tracks(report.GUIDE, report.tracks(times))
+            print(f"{'wrote the track tables into' if changed else 'the track tables are already in'} {report.GUIDE}")
+        return 1 if times and report.tracks_that_do_not_fit(times) else 0
     given = " ".join(argv if argv is not None else sys.argv[1:])
     args.command = ("python -m bench " + given.replace(str(args.out), "OUT")).strip()
     suites = chosen(args)

@@ -8,6 +8,8 @@ count it as zero minutes silently.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,7 +42,7 @@ def test_tracks_add_stated_minutes_and_run_all_rounded_up(monkeypatch):
         "open": {"limit": None, "notebooks": ["00", "11"], "extra": {}},
     })
     text = report.tracks(_results(_row("00_start", 61.0, 15), _row("03_loop", 5.0, 10),
-                                          _row("03_loop (before)", 500.0, 10)))
+                                  _row("03_loop (before)", 500.0, 10)), {"00": 15, "03": 10, "11": 20})
     short, tight, open_ = text.split("\n\n**")
     assert "| `00_start` | 15 | 61 s (≤ 2 min) | 17 |" in short  # 61 s rounds up to 2 minutes
     assert "**33** of 40: fits" in short  # 17 + 11 + 5; the "(before)" row is not a notebook of the track
@@ -50,7 +52,84 @@ def test_tracks_add_stated_minutes_and_run_all_rounded_up(monkeypatch):
 
 def test_a_track_over_its_limit_says_so(monkeypatch):
     monkeypatch.setattr(report, "TRACKS", {"tiny": {"limit": 20, "notebooks": ["00"], "extra": {}}})
-    assert "does not fit" in report.tracks(_results(_row("00_start", 10.0, 25)))
+    results = _results(_row("00_start", 10.0, 25))
+    assert "does not fit" in report.tracks(results, {"00": 25})
+    assert report.tracks_that_do_not_fit(results, {"00": 25}) == ["tiny"]
+    assert report.tracks_that_do_not_fit(results, {"00": 15}) == []
+
+
+def test_a_limited_track_missing_a_notebook_does_not_fit(monkeypatch):
+    monkeypatch.setattr(report, "TRACKS", {"tiny": {"limit": 60, "notebooks": ["00", "03"], "extra": {}}})
+    results = _results(_row("00_start", 10.0, 25), _row("03_loop", 10.0, 25))
+    assert "| `03` | no time stated |" in report.tracks(results, {"00": 25, "03": None})
+    assert report.tracks_that_do_not_fit(results, {"00": 25, "03": None}) == ["tiny"]
+
+
+def _notebook(folder: Path, name: str, first_cell: str) -> Path:
+    path = folder / name
+    path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": ["# x\n", first_cell]}]}))
+    return path
+
+
+def test_the_tracks_take_the_minutes_the_notebooks_state_now(tmp_path: Path, monkeypatch):
+    """Not the minutes notebook_times.json recorded when the notebooks were timed (15 here)."""
+    monkeypatch.setattr(report, "TRACKS", {"short": {"limit": 40, "notebooks": ["00"], "extra": {}}})
+    monkeypatch.setattr(notebook_bench, "NOTEBOOKS", tmp_path)
+    results = _results(_row("00_start", 10.0, 15))
+    _notebook(tmp_path, "00_start.ipynb", "**Time needed:** about 20 minutes in class.")
+    assert report.stated() == {"00": 20}
+    assert "| `00_start` | 20 | 10 s (≤ 1 min) | 21 |" in report.tracks(results)
+    _notebook(tmp_path, "00_start.ipynb", "**Time needed:** about 45 minutes in class.")
+    assert "**46** of 40: **does not fit**" in report.tracks(results)
+
+
+def _times() -> dict:
+    return json.loads((Path(report.__file__).parent / "notebook_times.json").read_text(encoding="utf-8"))
+
+
+def test_the_guide_shows_the_tracks_the_notebooks_state():
+    """docs/TEACHER_GUIDE.md's track tables are the notebooks' stated minutes and the measured Run All."""
+    shown = report.guide_tracks(report.GUIDE.read_text(encoding="utf-8"))
+    assert shown == report.tracks(_times()), (
+        "the teacher's guide's track tables differ from the notebooks' first cells (or notebook_times.json): "
+        "run `python -m bench --tracks --guide` and read the new totals")
+
+
+def test_every_track_of_the_guide_fits():
+    assert report.tracks_that_do_not_fit(_times()) == [], (
+        "a track of the teacher's guide is over its minutes: change the track (bench/report.py TRACKS) "
+        "or the notebook's stated minutes")
+
+
+def test_writing_the_tracks_into_the_guide_keeps_the_rest(tmp_path: Path):
+    guide = tmp_path / "GUIDE.md"
+    guide.write_text(f"# Guide\n\nbefore\n\n{report.TRACKS_START}\nold table\n{report.TRACKS_END}\n\nafter\n")
+    assert report.write_guide_tracks(guide, "new table\n") is True
+    assert guide.read_text() == (f"# Guide\n\nbefore\n\n{report.TRACKS_START}\nnew table\n{report.TRACKS_END}"
+                                 "\n\nafter\n")
+    assert report.write_guide_tracks(guide, "new table\n") is False
+    assert report.guide_tracks(guide.read_text()) == "new table\n"
+
+
+def test_a_guide_without_the_markers_is_refused_and_left_alone(tmp_path: Path):
+    guide = tmp_path / "GUIDE.md"
+    guide.write_text("# Guide\n\nno tables\n")
+    with pytest.raises(ValueError, match="no <!-- tracks"):
+        report.write_guide_tracks(guide, "new table\n")
+    assert guide.read_text() == "# Guide\n\nno tables\n"
+
+
+def test_the_tracks_command_fails_when_a_track_does_not_fit(tmp_path: Path):
+    """`python -m bench --tracks` prints the tables and exits 1 when a track is over its minutes."""
+    slow = {**_times(), "notebooks": [{**row, "median_s": 3600.0} for row in _times()["notebooks"]]}
+    (tmp_path / "notebook_times.json").write_text(json.dumps(slow))
+    done = subprocess.run([sys.executable, "-m", "bench", "--tracks", "--out", str(tmp_path)],
+                          cwd=Path(report.__file__).parent.parent, capture_output=True, text=True)
+    assert done.returncode == 1 and "**does not fit**" in done.stdout and done.stderr == ""
+    (tmp_path / "notebook_times.json").write_text(json.dumps(_times()))
+    done = subprocess.run([sys.executable, "-m", "bench", "--tracks", "--out", str(tmp_path)],
+                          cwd=Path(report.__file__).parent.parent, capture_output=True, text=True)
+    assert done.returncode == 0 and "does not fit" not in done.stdout
 
 
 def test_writing_the_section_keeps_the_rest_and_replaces_an_older_one(tmp_path: Path):
@@ -76,6 +155,5 @@ def test_a_partial_run_keeps_the_earlier_figures_of_the_other_notebooks(tmp_path
     ("No time given.", None),
 ])
 def test_stated_minutes_are_read_from_the_first_cell(tmp_path: Path, first_cell: str, minutes: int | None):
-    path = tmp_path / "00_x.ipynb"
-    path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": ["# 00\n", first_cell]}]}))
+    path = _notebook(tmp_path, "00_x.ipynb", first_cell)
     assert notebook_bench.stated_minutes(path) == minutes
