@@ -12,7 +12,8 @@ DISTRIBUTION = "memkit-course"
 
 def install_hint(extra: str) -> str:
     """The command that installs an optional extra, for an error message to end with."""
-    return f"pip install '{DISTRIBUTION}[{extra}]' (in a checkout of the kit: pip install -e '.[{extra}]')"
+    # The checkout form first: the distribution is not on the package index, whose `memkit` is another project.
+    return f"pip install -e '.[{extra}]' in the kit's checkout (the distribution {DISTRIBUTION}[{extra}])"
 
 
 class MemkitError(Exception):

@@ -195,7 +195,7 @@ def test_the_distribution_is_named_memkit_course_and_every_hint_uses_it():
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == DISTRIBUTION == "memkit-course"
-    assert install_hint("mcp") == "pip install 'memkit-course[mcp]' (in a checkout of the kit: pip install -e '.[mcp]')"
+    assert install_hint("mcp") == "pip install -e '.[mcp]' in the kit's checkout (the distribution memkit-course[mcp])"
     named = {extra for path in (ROOT / "memkit").rglob("*.py")
              for extra in re.findall(r"install_hint\(['\"](\w+)['\"]\)", path.read_text())}
     assert len(named) >= 7 and named <= set(_extras()), named - set(_extras())  # every extra a hint names exists

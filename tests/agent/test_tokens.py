@@ -151,5 +151,5 @@ def test_bad_input_is_refused_with_the_value_and_the_remedy():
 
 def test_without_the_extra_the_error_names_the_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "bpe_openai", None)  # what an environment without it imports
-    with pytest.raises(ImportError, match=r"pip install 'memkit-course\[tokens\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[tokens\]'"):
         Tokenizer()

@@ -120,7 +120,7 @@ def test_without_the_extra_by_meaning_is_refused_with_the_hint_and_literal_searc
     before = digest(db)
     done = memkit("search", "--db", str(db), "--user", "alice", "--query", "coffee", "--by-meaning", env=env)
     assert done.returncode == 2 and done.stdout == ""
-    assert "pip install 'memkit-course[semantic]'" in done.stderr
+    assert "pip install -e '.[semantic]'" in done.stderr
     assert digest(db) == before
     literal = memkit("search", "--db", str(db), "--user", "alice", "--query", "espresso", env=env)
     assert literal.returncode == 0 and [r["key"] for r in json.loads(literal.stdout)] == ["drink"]

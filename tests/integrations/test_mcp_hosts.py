@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install 'memkit-course[mcp]'")
+pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install -e '.[mcp]'")
 
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client

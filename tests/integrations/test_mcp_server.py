@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import anyio
 import pytest
 
-pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install 'memkit-course[mcp]'")
+pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install -e '.[mcp]'")
 
 import mcp_types as types
 from mcp import ClientSession

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install 'memkit-course[agents]'")
+pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install -e '.[agents]'")
 
 from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message

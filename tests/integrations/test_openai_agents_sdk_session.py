@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import pytest
 
-pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install 'memkit-course[agents]'")
+pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install -e '.[agents]'")
 
 from agents import Agent, RunConfig, Runner, SessionSettings, TResponseInputItem
 from agents.testing import ScriptedModel

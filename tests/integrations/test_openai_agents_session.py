@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install 'memkit-course[agents]'")
+pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install -e '.[agents]'")
 
 from agents import Agent, Runner
 from agents.memory import Session

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install 'memkit-course[agents]'")
+pytest.importorskip("agents", reason="the `agents` extra is not installed: pip install -e '.[agents]'")
 
 from agents import Agent, FunctionTool, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
 from openai import AsyncOpenAI

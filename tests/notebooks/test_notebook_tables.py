@@ -67,7 +67,7 @@ def test_missing_extra_names_the_install_command():
               "try:\n    ConfirmForm(Approvals())\nexcept ImportError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          cwd=NOTEBOOKS).stdout
-    assert "pip install 'memkit-course[notebooks]'" in out
+    assert "pip install -e '.[notebooks]'" in out
 
 
 def test_importing_classroom_and_the_inspector_does_not_import_the_extras():

@@ -32,7 +32,7 @@ import pytest
 from _reliability import scale
 from memkit.store import MemoryStore, Store, open_store
 
-pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install 'memkit-course[mcp]'")
+pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install -e '.[mcp]'")
 
 import mcp_types as types
 from mcp import ClientSession

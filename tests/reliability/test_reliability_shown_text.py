@@ -30,7 +30,7 @@ from memkit.inspector.proposals_panel import ProposalsPanel, against
 from memkit.store import MemoryStore
 from memkit.visible import hidden
 
-pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install 'memkit-course[mcp]'")
+pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install -e '.[mcp]'")
 pytest.importorskip("ipywidgets", reason="the proposals panel needs the `notebook` extra")
 
 import mcp_types as types

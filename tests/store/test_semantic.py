@@ -87,7 +87,7 @@ def test_a_write_without_an_embedder_leaves_no_vector_and_reindex_makes_it(tmp_p
     with open_store(tmp_path / "m.sqlite3") as plain:  # no embedder: the literal kit as it was
         plain.put("alice", "s1", "preference", "drink", "green tea")
         plain.put("alice", "s1", "preference", "city", "Porto")
-        with pytest.raises(ValidationError, match=r"memkit-course\[semantic\]"):
+        with pytest.raises(ValidationError, match=r"pip install -e '\.\[semantic\]'"):
             plain.search_by_meaning("alice", "coffee")
     with open_store(tmp_path / "m.sqlite3", embedder=embedder) as store:
         # The old value's vector went with it; the new values have none: missing, never a wrong one.
@@ -214,7 +214,7 @@ def test_retrieval_by_meaning_on_a_store_without_embedder_is_refused(tmp_path):
     with open_store(tmp_path / "m.sqlite3") as plain:
         plain.put("alice", "s1", "preference", "drink", "espresso")
         assert not retrieve(plain, "alice", "coffee").by_meaning
-        with pytest.raises(ValidationError, match=r"memkit-course\[semantic\]"):
+        with pytest.raises(ValidationError, match=r"pip install -e '\.\[semantic\]'"):
             retrieve(plain, "alice", "coffee", by_meaning=True)
         with pytest.raises(ValidationError, match="by_meaning is 'yes'"):
             retrieve(plain, "alice", "coffee", by_meaning="yes")
@@ -243,7 +243,7 @@ print(json.dumps(out))
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert "pip install 'memkit-course[semantic]'" in out["error"] and "Literal search works" in out["error"]
+    assert "pip install -e '.[semantic]'" in out["error"] and "Literal search works" in out["error"]
     assert out["is_import_error"]
     assert out["memory"] == [{"kind": "preference", "key": "drink", "value": "espresso"}]
 
