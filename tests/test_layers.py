@@ -18,10 +18,10 @@ import memkit
 CORE: list[set[str]] = [
     {"errors", "limits", "limit_ranges", "clock", "jsonutil", "validators", "visible"},  # leaves: import nothing else
     {"servers"},                                 # processes, sockets, folders: no memory model
-    {"codec", "transcript", "semantic"},
+    {"codec", "transcript", "semantic", "remembering"},
     {"store"},
     {"window"},
-    {"retrieval", "request", "forgetting"},
+    {"retrieval", "request", "forgetting", "consolidation"},
     {"budget", "approvals", "tokens"},
     {"tools", "models"},
     {"agent"},

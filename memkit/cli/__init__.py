@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from ..errors import DISTRIBUTION, CommittedThenFailedError, MemkitError
 from ..limits import KINDS
 from .chat import cmd_chat
+from .consolidate_command import add_command as add_consolidate_command
 from .maintenance import cmd_limits, cmd_migrate
 from .inspect_command import add_command as add_inspect_command
 from .mcp import add_command as add_mcp_command
@@ -147,6 +148,7 @@ def build_parser() -> MemkitParser:
                           "in Redis with --redis-url or REDIS_URL; or this process only (the goldfish, for comparison)")
     sub.add_argument("--redis-url", metavar="URL", help="keep the window in the Redis at URL (default: $REDIS_URL)")
     sub.add_argument("--dump-requests", metavar="PATH", help="write every request the fixture received (JSON)")
+    add_consolidate_command(command)
     add_mcp_command(command)
     add_inspect_command(command)
     parser.link_commands()

@@ -6,7 +6,8 @@ request they receive, so a notebook or a test can look at exactly what a model w
 
 from __future__ import annotations
 
-from .fixture import ONE_OFF, PROFILE_KEYS, REMEMBER_RULE, STATEMENTS, FixtureModel, propose
+from ..remembering import ONE_OFF, PROFILE_KEYS, REMEMBER_RULE, STATEMENTS
+from .fixture import FixtureModel, propose
 from .live import DEFAULT_MODEL_TIMEOUT_S, OpenAIModel
 from .scripted import ModelReply, RecordingModel, ScriptedModel, ScriptStep, ToolCall, call, say, user_envelope
 

@@ -1,0 +1,87 @@
+"""Consolidation: a finished session's archived turns become proposals a person approves.
+
+Real SQLite store, turns archived by the store's own window; nothing is ever approved by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from memkit import FakeClock, FixtureModel, Limits, MemoryAgent, MemoryStore
+from memkit.consolidation import consolidate, episode_key
+from memkit.errors import CommittedThenFailedError, ValidationError
+from memkit.window import StoreWindow
+
+SAID = ["I live in Lisbon", "answer in French this time", "I'm vegetarian",
+        "My ticket number is T-4471", "I moved to Porto", "What was my ticket number?"]
+
+
+def finished_session(store: MemoryStore, user: str = "sam", session: str = "s1") -> None:
+    """A conversation whose model proposed nothing (the background path), then archived whole."""
+    window = StoreWindow(store, size=4)
+
+    async def talk() -> None:
+        agent = MemoryAgent(store, user, session, FixtureModel(policy=lambda said: None), window=window)
+        for text in SAID:
+            await agent.ask(text)
+
+    asyncio.run(talk())
+    window.retire_user(user)  # the session is over: every turn is in the archive
+
+
+@pytest.fixture
+def talked(tmp_path):
+    with MemoryStore(tmp_path / "m.sqlite3", clock=FakeClock(step_seconds=1)) as store:
+        finished_session(store)
+        assert store.proposals("sam") == []  # the hot path proposed nothing
+        yield store
+
+
+def test_it_proposes_the_last_word_on_each_fact_and_an_episode_and_approves_nothing(talked):
+    done = consolidate(talked, "sam", "s1")
+    assert (done.turns_read, done.policy_calls) == (12, 6)
+    proposed = [(p["kind"], p["key"], p["value"]) for p in done.proposed]
+    assert proposed[:2] == [("preference", "diet", "vegetarian"), ("preference", "city", "Porto")]
+    kind, key, summary = proposed[2]
+    assert (kind, key) == ("episode", "session.s1")
+    assert "city = Porto" in summary and "'My ticket number is T-4471'" in summary and "Lisbon" not in summary
+    assert all(p["status"] == "pending" for p in talked.proposals("sam"))
+    assert talked.records("sam") == []  # a person approves, never consolidation
+
+
+def test_run_again_it_proposes_nothing_new(talked):
+    first = consolidate(talked, "sam", "s1")
+    again = consolidate(talked, "sam", "s1")
+    assert again.proposed == [] and [p["id"] for p in again.already_waiting] == [p["id"] for p in first.proposed]
+    assert len(talked.proposals("sam")) == 3
+
+
+def test_what_memory_already_holds_is_not_proposed(talked):
+    talked.put("sam", "cli", "preference", "city", "Porto", confirmation="cli#1")
+    done = consolidate(talked, "sam", "s1", summary=False)
+    assert [p["key"] for p in done.proposed] == ["diet"]
+    assert len(done.unchanged) == 1 and done.unchanged[0].startswith("preference city")
+
+
+@pytest.mark.parametrize(("user", "session"), [("sam", "s9"), ("bob", "s1")])
+def test_a_session_with_no_turns_of_the_user_is_refused_and_nothing_is_proposed(talked, user, session):
+    with pytest.raises(ValidationError, match="Nothing was proposed"):
+        consolidate(talked, user, session)
+    assert talked.proposals("sam") == [] and talked.proposals("bob") == []
+
+
+def test_a_failure_after_some_proposals_says_they_were_kept(tmp_path):
+    with MemoryStore(tmp_path / "m.sqlite3", clock=FakeClock(step_seconds=1),
+                     limits=Limits(max_pending_proposals_per_user=1)) as store:
+        finished_session(store)
+        with pytest.raises(CommittedThenFailedError, match="proposal 1 kept") as caught:
+            consolidate(store, "sam", "s1")
+        assert "at most 1 may wait" in str(caught.value)
+        assert [p["key"] for p in store.proposals("sam")] == ["diet"]
+
+
+def test_the_episode_key_is_a_key_whatever_the_session_id():
+    assert episode_key("thread/42 Main") == "session.thread-42-main"
+    assert episode_key("///") == "session.unnamed"

@@ -1,0 +1,92 @@
+"""`memkit consolidate` through the real entry point: after `memkit chat`, it proposes what the session
+told, approves nothing, and refuses (exit 2, one line, nothing changed) what it cannot read."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _cli_helpers import env_with, memkit
+
+TABLES = ("memories", "memory_events", "proposals", "transcript", "window_turns")
+
+
+def rows(db: Path) -> dict[str, list[Any]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return {t: sorted(map(tuple, conn.execute(f"SELECT * FROM {t}")), key=repr) for t in TABLES}
+
+
+def chat(db: Path, *messages: str) -> None:
+    """A conversation in the store's own window; no terminal, so what the model proposes waits."""
+    argv = [arg for text in messages for arg in ("--message", text)]
+    done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", "sam",
+                           "--session", "s1", *argv], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, env=env_with(), timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def consolidate(db: Path, *argv: str) -> subprocess.CompletedProcess:
+    return memkit("consolidate", "--db", str(db), *argv, env=env_with())
+
+
+def refused(done: subprocess.CompletedProcess, message: str) -> None:
+    assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout)
+    assert done.stderr.startswith("error: ") and message in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_it_proposes_the_session_and_a_person_approves(tmp_path):
+    db = tmp_path / "memory.sqlite3"
+    chat(db, "answer in French this time", "My ticket number is T-4471")  # nothing the model proposes
+    done = consolidate(db, "--user", "sam", "--session", "s1")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["turns_read"], report["policy_calls"], report["approved"]) == (4, 2, 0)
+    [episode] = report["proposed"]
+    assert (episode["kind"], episode["key"], episode["status"]) == ("episode", "session.s1", "pending")
+    assert "'My ticket number is T-4471'" in episode["value"]
+    assert json.loads(memkit("get", "--db", str(db), "--user", "sam", "--kind", "episode", "--key",
+                             "session.s1", env=env_with()).stdout) is None  # proposed, not saved
+
+    approved = memkit("approve", str(episode["id"]), "--db", str(db), "--user", "sam", "--confirm", env=env_with())
+    assert approved.returncode == 0, approved.stderr
+    kept = json.loads(memkit("get", "--db", str(db), "--user", "sam", "--kind", "episode", "--key",
+                             "session.s1", env=env_with()).stdout)
+    assert kept["value"] == episode["value"]
+
+
+def test_a_changed_fact_is_proposed_once_and_a_second_run_proposes_nothing_new(tmp_path):
+    db = tmp_path / "memory.sqlite3"
+    chat(db, "I live in Lisbon", "I moved to Porto")  # the hot path proposed both, waiting
+    done = json.loads(consolidate(db, "--user", "sam", "--session", "s1", "--no-summary").stdout)
+    assert done["proposed"] == [] and len(done["already_waiting"]) == 1  # Porto, the last word, waited already
+    before = rows(db)
+    again = json.loads(consolidate(db, "--user", "sam", "--session", "s1", "--no-summary").stdout)
+    assert again["proposed"] == [] and again["already_waiting"] == done["already_waiting"]
+    assert rows(db) == before
+
+
+def test_a_missing_database_is_refused_and_not_created(tmp_path):
+    db = tmp_path / "none.sqlite3"
+    refused(consolidate(db, "--user", "sam", "--session", "s1"), "no memkit database at")
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(("user", "session"), [("sam", "s2"), ("bob", "s1")])
+def test_a_session_with_nothing_to_read_is_refused_and_changes_nothing(tmp_path, user, session):
+    db = tmp_path / "memory.sqlite3"
+    chat(db, "I live in Lisbon")
+    before = rows(db)
+    refused(consolidate(db, "--user", user, "--session", session), "Nothing was proposed")
+    assert rows(db) == before
+
+
+def test_user_and_session_are_required(tmp_path):
+    done = consolidate(tmp_path / "memory.sqlite3", "--user", "sam")
+    assert done.returncode == 2 and "--session" in done.stderr and "Traceback" not in done.stderr
