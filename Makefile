@@ -9,7 +9,7 @@ STUDENT_STAMP := $(VENV)/.student-installed
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: lab test demo bench reliability floors clean replace-venv
+.PHONY: lab test demo bench reliability floors handout clean replace-venv
 
 # The Python that builds .venv must be 3.11 or newer, and it is checked before .venv is made: a
 # first `make lab` with 3.9 used to leave a .venv that every later run reused and failed in. A .venv
@@ -93,6 +93,12 @@ test: $(STAMP)
 
 demo: $(STUDENT_STAMP)
 	$(BIN)/memkit demo
+
+# The teacher's handouts under handout/ (git-ignored): handout/student holds every notebook without
+# outputs and without the cells tagged `solution`, handout/teacher every notebook as it is; each
+# beside a copy of notebooks/classroom, which the notebooks import (notebooks/classroom/handout.py).
+handout: $(STUDENT_STAMP)
+	$(BIN)/python notebooks/classroom/handout.py --out handout
 
 # The benchmark also needs the peers it compares memkit with (the `bench` extra).
 $(BENCH_STAMP): $(STAMP)

@@ -541,7 +541,8 @@ def stated(notebooks: Path | None = None) -> dict[str, int | None]:
 
 def _track(title: str, track: dict[str, Any], rows: dict[str, dict[str, Any]],
            minutes: dict[str, int | None]) -> tuple[str, bool]:
-    lines, total, missing = [], 0, []
+    lines: list[list[Any]] = []
+    total, missing = 0, []
     for number in track["notebooks"]:
         row, class_minutes = rows.get(number), minutes.get(number)
         if row is None or class_minutes is None:
