@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -23,11 +24,11 @@ from typing import Any
 SOLUTION_TAG = "solution"
 """The tag of a cell the student copy leaves out (its cell metadata: `"tags": ["solution"]`)."""
 
-STUDENT_NOTE = "*The teacher's copy has the worked solution here.*"
 NOTEBOOKS = Path(__file__).resolve().parent.parent
 # A worked solution starts so (tests/notebooks/test_notebooks_meta.py folds it); one left untagged
 # would reach the students, so the handout refuses it rather than guess.
 SOLUTION_START = "**Solution.**"
+LABEL_RE = re.compile(r"\*\*([A-Z][A-Za-z ]{0,40})\.\*\*")  # "**Solution.**", "**Answers.**"
 
 
 class HandoutError(Exception):
@@ -53,6 +54,16 @@ def untagged_solutions(nb: dict[str, Any]) -> list[int]:
             if _text(cell.get("source", "")).lstrip().startswith(SOLUTION_START) and not is_solution(cell)]
 
 
+def student_note(cell: dict[str, Any]) -> str:
+    """The line that stands in the student copy for a solution cell, named by its bold label.
+
+    Example: a cell starting "**Solution.**" leaves "*Solution: in the teacher's copy.*"; one
+    starting "**Answers.**" (to the questions that check understanding) "*Answers: ...*".
+    """
+    label = LABEL_RE.match(_text(cell.get("source", "")).lstrip())
+    return f"*{label.group(1) if label else 'This cell'}: in the teacher's copy.*"
+
+
 def student_copy(nb: dict[str, Any]) -> dict[str, Any]:
     """The notebook without outputs, execution counts, saved widget state or solution cells.
 
@@ -64,7 +75,7 @@ def student_copy(nb: dict[str, Any]) -> dict[str, Any]:
     cells = []
     for cell in student.get("cells", []):
         if is_solution(cell):
-            note = {"cell_type": "markdown", "metadata": {}, "source": [STUDENT_NOTE]}
+            note = {"cell_type": "markdown", "metadata": {}, "source": [student_note(cell)]}
             cells.append({**({"id": cell["id"]} if "id" in cell else {}), **note})
             continue
         if cell.get("cell_type") == "code":

@@ -64,16 +64,16 @@ def test_the_student_copy_has_no_outputs_and_no_solution_and_every_other_cell(co
     assert not any(_solution_like(cell) for cell in student.cells)
     assert "widgets" not in student.metadata
     # Every other cell, the exercise's cells included, is there in its order with its source and tags.
+    notes = {i: handout.student_note(c) for i, c in enumerate(original.cells) if handout.is_solution(c)}
     kept = [(c.cell_type, c.source, _tags(c)) for c in original.cells if not handout.is_solution(c)]
-    assert [(c.cell_type, c.source, _tags(c)) for c in student.cells
-            if c.source != handout.STUDENT_NOTE] == kept
+    assert [(c.cell_type, c.source, _tags(c)) for i, c in enumerate(student.cells) if i not in notes] == kept
     for tag in EXERCISE_TAGS:
         assert [c.source for c in student.cells if tag in _tags(c)] == \
             [c.source for c in original.cells if tag in _tags(c)]
     assert any(tag in _tags(c) for c in student.cells for tag in EXERCISE_TAGS)
     # Each solution left a note in its place, so "the worked solution below" still points somewhere.
-    assert [i for i, c in enumerate(student.cells) if c.source == handout.STUDENT_NOTE] == \
-        [i for i, c in enumerate(original.cells) if handout.is_solution(c)]
+    assert {i: student.cells[i].source for i in notes} == notes
+    assert set(notes.values()) == {"*Solution: in the teacher's copy.*"}
 
 
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
@@ -127,9 +127,19 @@ def test_the_small_course_copies_as_the_rule_says(tmp_path: Path):
     done = _run("--notebooks", str(course), "--out", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     student = json.loads((tmp_path / "out" / "student" / "00_x.ipynb").read_text(encoding="utf-8"))
-    assert [c["source"] for c in student["cells"]] == [["# 00 · x"], ["x = None"], [handout.STUDENT_NOTE]]
+    assert [c["source"] for c in student["cells"]] == [["# 00 · x"], ["x = None"],
+                                                       ["*Solution: in the teacher's copy.*"]]
     assert student["cells"][1]["outputs"] == [] and student["cells"][1]["execution_count"] is None
     assert student["cells"][2]["id"] == "c"
+
+
+@pytest.mark.parametrize("source, note", [
+    ("**Solution.** Two.", "*Solution: in the teacher's copy.*"),
+    ("**Answers.**\n\n1. Because ...", "*Answers: in the teacher's copy.*"),
+    ("1. Because ...", "*This cell: in the teacher's copy.*"),
+])
+def test_the_note_names_what_the_teacher_copy_has(source: str, note: str):
+    assert handout.student_note({"cell_type": "markdown", "source": source, "metadata": {}}) == note
 
 
 @pytest.mark.parametrize("problem", ["not a notebook", "no notebooks", "out is a file"])
