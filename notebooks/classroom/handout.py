@@ -25,9 +25,10 @@ SOLUTION_TAG = "solution"
 """The tag of a cell the student copy leaves out (its cell metadata: `"tags": ["solution"]`)."""
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent
-# A worked solution starts so (tests/notebooks/test_notebooks_meta.py folds it); one left untagged
-# would reach the students, so the handout refuses it rather than guess.
-SOLUTION_START = "**Solution.**"
+# A worked solution starts so (tests/notebooks/test_notebooks_meta.py folds it), and so do the
+# answers to the questions at a notebook's end; one left untagged would reach the students, so the
+# handout refuses it rather than guess.
+SOLUTION_STARTS = ("**Solution.**", "**Answers.**")
 LABEL_RE = re.compile(r"\*\*([A-Z][A-Za-z ]{0,40})\.\*\*")  # "**Solution.**", "**Answers.**"
 
 
@@ -51,7 +52,7 @@ def is_solution(cell: dict[str, Any]) -> bool:
 def untagged_solutions(nb: dict[str, Any]) -> list[int]:
     """The indexes of cells that read as a worked solution but are not tagged `solution`."""
     return [index for index, cell in enumerate(nb.get("cells", []))
-            if _text(cell.get("source", "")).lstrip().startswith(SOLUTION_START) and not is_solution(cell)]
+            if _text(cell.get("source", "")).lstrip().startswith(SOLUTION_STARTS) and not is_solution(cell)]
 
 
 def student_note(cell: dict[str, Any]) -> str:
@@ -101,7 +102,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise HandoutError(f"{path.name} is not a notebook (no list of cells); restore it and run the handout again")
     untagged = untagged_solutions(nb)
     if untagged:
-        raise HandoutError(f"{path.name}: cell {untagged[0]} is a worked solution not tagged {SOLUTION_TAG!r}, "
+        raise HandoutError(f"{path.name}: cell {untagged[0]} is a solution or answers not tagged {SOLUTION_TAG!r}, "
                            f"so it would reach the students; add the tag to its cell metadata and run again")
     return nb
 

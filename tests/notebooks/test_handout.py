@@ -36,7 +36,7 @@ def _tags(cell: Any) -> list[str]:
 
 def _solution_like(cell: Any) -> bool:
     source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-    return "solution" in _tags(cell) or source.lstrip().startswith("**Solution.**")
+    return "solution" in _tags(cell) or source.lstrip().startswith(("**Solution.**", "**Answers.**"))
 
 
 @pytest.fixture(scope="module")
@@ -117,9 +117,19 @@ def test_an_untagged_solution_is_refused_and_nothing_is_written(tmp_path: Path):
     course = _course(tmp_path / "course", solution_tags=[])
     done = _run("--notebooks", str(course), "--out", str(tmp_path / "out"))
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == ("handout: 00_x.ipynb: cell 2 is a worked solution not tagged 'solution', so it would "
-                           "reach the students; add the tag to its cell metadata and run again\n")
+    assert done.stderr == ("handout: 00_x.ipynb: cell 2 is a solution or answers not tagged 'solution', so it "
+                           "would reach the students; add the tag to its cell metadata and run again\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_untagged_answers_to_the_questions_are_refused_too():
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "## Check your understanding\n\n1. Why?"},
+                    {"cell_type": "markdown", "metadata": {}, "source": "**Answers.**\n\n1. Because."}]}
+    assert handout.untagged_solutions(nb) == [1]
+    nb["cells"][1]["metadata"]["tags"] = ["solution"]
+    assert handout.untagged_solutions(nb) == []
+    assert [c["source"] for c in handout.student_copy(nb)["cells"]] == [
+        "## Check your understanding\n\n1. Why?", ["*Answers: in the teacher's copy.*"]]
 
 
 def test_the_small_course_copies_as_the_rule_says(tmp_path: Path):
