@@ -12,7 +12,6 @@ part never fails another part's check; every finding names what happened and why
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from memkit.request import History, Request
 
 from . import exercises
 from .capstone_reference import REFERENCE, Build
+from .sync import run_sync
 
 BUDGET = 4000
 """Characters per model request, from the desk's brief."""
@@ -226,17 +226,17 @@ def week(build: Build, folder: Path, *, live: bool = False) -> dict[str, Any]:
                 store.put(customer, "desk", "episode", key, value, confirmation="desk ticket system")
     try:
         for customer, messages in MONDAY.items():
-            days[customer, "monday"] = asyncio.run(_session(db, customer, "monday", messages, build, live))
+            days[customer, "monday"] = run_sync(_session(db, customer, "monday", messages, build, live))
             with MemoryStore(db) as store:
                 result["stale"][customer] = _review(store, customer, build)
         for customer in MONDAY:
-            days[customer, "tuesday"] = asyncio.run(_session(db, customer, "tuesday", [QUESTION], build, live))
+            days[customer, "tuesday"] = run_sync(_session(db, customer, "tuesday", [QUESTION], build, live))
         with MemoryStore(db) as store:
             result["saved"] = {c: _saved(store, c) for c in MONDAY}
             result["before"] = {c: _counts(store, c) for c in MONDAY}
             _call(build, "forget", store, "ben")  # ben asked to be forgotten
             result["after"] = {c: _counts(store, c) for c in MONDAY}
-        days["ben", "wednesday"] = asyncio.run(_session(db, "ben", "wednesday", [QUESTION], build, live))
+        days["ben", "wednesday"] = run_sync(_session(db, "ben", "wednesday", [QUESTION], build, live))
     except StudentCodeError as exc:
         result["failed"] = exc
     return result
@@ -324,14 +324,20 @@ JUDGES = {"remember": judge_remember, "confirm": judge_confirm, "retrieve": judg
 
 def check(build: Build, folder: Path, *, live: bool = False) -> list[dict[str, Any]]:
     """Judge each requirement on its own week: `build`'s function for that part, `REFERENCE` for
-    the others. One row per requirement: held or not, and what was seen (the cause, if not)."""
+    the others. One row per requirement: held or not, and what was seen (the cause, if not); a
+    model that fails (a live one: its endpoint, its key) is that row's finding, in one line."""
     rows = []
     for part in PARTS:
         if not callable(build.get(part)):
             rows.append({"requirement": REQUIREMENT[part], "held": False,
                          "what was seen": f"{part} is {build.get(part)!r}, not a function"})
             continue
-        run = week({**REFERENCE, part: build[part]}, folder, live=live)
+        try:
+            run = week({**REFERENCE, part: build[part]}, folder, live=live)
+        except (MemkitError, TimeoutError) as exc:  # a live model or its endpoint failed: one line
+            rows.append({"requirement": REQUIREMENT[part], "held": False,
+                         "what was seen": "the model could not finish: " + " ".join(str(exc).split())})
+            continue
         if run["failed"] is not None:
             held, seen = False, str(run["failed"])
         else:
