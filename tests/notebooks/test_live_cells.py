@@ -1,0 +1,120 @@
+"""The live-model cells of 00, 03 and 04 against a real model's habits, through a real HTTP endpoint.
+
+A real model picks its own words: asked to remember that alice is vegetarian it may save
+`dietary_preference` = "Vegetarian (no meat or fish)", or her city as `home_city` = "Lisbon,
+Portugal". 00's live cell confirms nothing in advance: the first session keeps what the model
+proposed, the cell shows it and approves exactly that, and the second session (a new process) is
+offered the approved record. The model is the kit's local chat-completions server
+(tests/_model_server.py) answering from a script, named by OPENAI_BASE_URL as Ollama would be.
+When the endpoint fails, each live cell prints one line (`classroom.live.FAILED`), no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from classroom.live import FAILED, HOW_TO
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+LIVE = {"00": "00_start_here", "03": "03_approvals_and_the_agent_loop", "04": "04_retrieval_and_budgets"}
+
+
+def _tool_call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def _text(cell: Any) -> str:
+    parts = []
+    for output in cell.outputs:
+        if output.output_type == "stream":
+            parts.append(output.text)
+        elif output.output_type in ("execute_result", "display_data"):
+            parts.append(output.get("data", {}).get("text/plain", ""))
+    return "".join(parts)
+
+
+def _run_to_live_cell(name: str, replies: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, *,
+                      status: int = 200, after: str | None = None) -> tuple[Any, list[dict[str, Any]], str]:
+    """Run `name` up to its live cell with the endpoint set, then `after` in the same kernel.
+
+    Returns the live cell, what the endpoint received, and what `after` printed.
+    """
+    from _model_server import ChatServer
+
+    server = ChatServer(replies, status=status)
+    # A local server checks no key: any text will do, as the cell's note says.
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    monkeypatch.setenv("OPENAI_MODEL", "local-model")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+    at = next(i for i, cell in enumerate(nb.cells) if "live-model" in cell.metadata.get("tags", []))
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
+                                     resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    extra = ""
+    try:
+        with client.setup_kernel():
+            for index, cell in enumerate(nb.cells[: at + 1]):
+                if cell.cell_type == "code":
+                    client.execute_cell(cell, index)
+            if after is not None:
+                probe = nbformat.v4.new_code_cell(after)
+                client.execute_cell(probe, at + 1)  # in place of the next cell, unused
+                extra = _text(probe)
+    finally:
+        server.close()
+    return nb.cells[at], server.received, extra
+
+
+def _envelope(request: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(next(m for m in request["body"]["messages"] if m["role"] == "user")["content"])
+
+
+@pytest.mark.parametrize(("key", "value"), [("dietary_preference", "Vegetarian (no meat or fish)"),
+                                            ("home_city", "Lisbon, Portugal")])
+def test_00_saves_what_the_model_proposed_once_the_person_approves_it(key, value, monkeypatch):
+    replies = [_tool_call("memory_put", kind="preference", key=key, value=value),
+               _say("I have proposed saving that; it waits for your approval."),
+               _say("Something that suits you, from what I remember.")]
+    probe = ("with MemoryStore(live_db) as s:\n"
+             f"    print(s.get('alice', 'preference', {key!r})['value'])\n"
+             "    print(s.history('alice', 'preference', " + repr(key) + ")[0]['confirmation'])")
+    cell, received, stored = _run_to_live_cell(LIVE["00"], replies, monkeypatch, after=probe)
+    shown = _text(cell)
+    assert not [o for o in cell.outputs if o.output_type == "error"], shown
+    assert len(received) == 3, shown
+    # The proposal is on screen, then its approval, exactly as the model wrote it.
+    assert f"save preference {key} = {value!r}" in shown, shown
+    assert f"approved: save preference {key} = {value!r} (revision 1)" in shown, shown
+    assert stored.splitlines()[0] == value and stored.splitlines()[1].startswith("proposal#"), stored
+    # The second session, another process, was offered the approved record from the file.
+    recalled = _envelope(received[2])["retrieved_memory"]
+    assert any(m["key"] == key and m["value"] == value for m in recalled), recalled
+    assert "Something that suits you" in shown
+
+
+@pytest.mark.parametrize("short", sorted(LIVE))
+def test_a_failing_endpoint_is_one_line_not_a_traceback(short, monkeypatch):
+    cell, received, _ = _run_to_live_cell(LIVE[short], [], monkeypatch, status=500)
+    shown = _text(cell)
+    assert received, "the cell never called the endpoint"
+    assert not [o for o in cell.outputs if o.output_type == "error"], shown
+    failed = [line for line in shown.splitlines() if line.startswith(FAILED)]
+    assert len(failed) == 1 and "HTTP 500" in failed[0] and "server exploded" in failed[0], shown
+
+
+def test_the_note_for_a_local_server_names_its_url_and_a_dummy_key():
+    assert "OPENAI_BASE_URL" in HOW_TO and "http://localhost:11434/v1" in HOW_TO
+    assert "any OPENAI_API_KEY" in HOW_TO and "\n" not in HOW_TO
