@@ -104,7 +104,8 @@ def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any] |
         explanation: why the measured figures are what they are (shown with a right answer).
 
     Returns:
-        Not answered while any placeholder is left; right when every figure matches; otherwise
+        Not answered while any placeholder is left; right when every figure matches (`same`: "3",
+        "three" and 3 are one figure, "Vegan" and "vegan" one word); otherwise
         wrong, naming each figure missed (predicted and measured) with its hint.
     """
     if measured is None:
@@ -120,10 +121,10 @@ def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any] |
         return _placeholders_left(predicted)
     misses = []
     for name, value in predicted.items():
-        if value == measured[name]:
+        if same(value, measured[name]):
             continue
         hint = hints.get(name, "run the experiment cell again and read its table")
-        if isinstance(measured[name], (int, float)) and not isinstance(value, (int, float)):
+        if _is_number(measured[name]) and not _is_number(_as_number(value)):
             text = f"write a number, not {value!r}"
         else:
             text = hint(value) if callable(hint) else hint
@@ -131,6 +132,67 @@ def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any] |
     if not misses:
         return right(explanation)
     return Verdict("wrong", "; ".join(misses))
+
+
+_NUMBER_WORDS = {word: number for number, word in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve"))} | {"none": 0}
+"""Counts a student may write out in words ("none" as well as "zero")."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _as_number(value: Any) -> Any:
+    """A number written as text ("3", " 3.0 ", "three") as that number; anything else unchanged."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().casefold()
+    if text in _NUMBER_WORDS:
+        return _NUMBER_WORDS[text]
+    try:
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        return value
+
+
+def whole_number(answer: Any) -> int | None:
+    """The whole number an answer means (2800, 2800.0, "2800", "2,800", "2800 characters"), or None.
+
+    Example:
+        >>> whole_number("2,800 characters"), whole_number(2800.5), whole_number(True)
+        (2800, None, None)
+    """
+    if isinstance(answer, str):
+        words = answer.replace(",", "").replace("_", "").split()
+        unit = len(words) == 2 and words[1].casefold() in ("characters", "chars", "chars.")
+        answer = _as_number(words[0]) if len(words) == 1 or unit else answer
+    if not _is_number(answer) or answer != int(answer):
+        return None
+    return int(answer)
+
+
+def same(predicted: Any, measured: Any) -> bool:
+    """Whether a prediction says what was measured, judged on the idea rather than the spelling.
+
+    A number may be written as text ("3", "three"); text matches whatever its capitals and spaces
+    ("Vegan" for "vegan"); a mapping matches name by name. A bool is never a number here: True is
+    not a prediction of 1.
+
+    Example:
+        >>> same({"value": " Vegan", "events": "one"}, {"value": "vegan", "events": 1})
+        True
+    """
+    if isinstance(measured, Mapping):
+        return (isinstance(predicted, Mapping) and set(predicted) == set(measured)
+                and all(same(predicted[name], measured[name]) for name in measured))
+    if _is_number(measured):
+        value = _as_number(predicted)
+        return _is_number(value) and value == measured
+    if isinstance(measured, str) and isinstance(predicted, str):
+        return " ".join(predicted.split()).casefold() == " ".join(measured.split()).casefold()
+    return bool(predicted == measured) and type(predicted) is type(measured)
 
 
 def _placeholders_left(predicted: Mapping[str, Any]) -> Verdict:
