@@ -1,0 +1,135 @@
+"""Notebook 10's remembering policy exercise: the labelled set, its score, and the check on a policy.
+
+Each policy below is one a student could write in the notebook's `better_policy` cell; the check is
+run on it as the notebook runs it, and must judge it as a teacher would.
+"""
+
+from __future__ import annotations
+
+import re
+
+import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
+import pytest
+
+from memkit.remembering import MemoryChange, plain, worth_remembering
+from classroom.remembering_score import DEFAULT, LABELLED, change_of, check_policy, practice_copy, score
+
+
+def based_in(said):
+    if match := re.match(r"i'?m based in (.+)", plain(said), re.I):
+        return MemoryChange("put", "preference", "city", match.group(1))
+    return worth_remembering(said)
+
+
+def no_meat(said):
+    if re.fullmatch(r"i (?:don't|do not) eat meat", plain(said), re.I):
+        return MemoryChange("put", "preference", "diet", "vegetarian")
+    return worth_remembering(said)
+
+
+def called(said):
+    if match := re.match(r"(?:everyone|people|friends) calls? me (.+)", plain(said), re.I):
+        return MemoryChange("put", "preference", "name", match.group(1))
+    return worth_remembering(said)
+
+
+def stop_remembering(said):
+    if match := re.match(r"(?:stop remembering|delete what you know about) my (\w+)", plain(said), re.I):
+        return MemoryChange("delete", "preference", match.group(1).lower())
+    return worth_remembering(said)
+
+
+def now_dropped(said):
+    return worth_remembering(re.sub(r"\s+now\.?$", "", said))
+
+
+def no_traps(said):
+    """Narrower than the default and one more paraphrase: precision rises too."""
+    if plain(said).lower() in ("i live in a small flat", "i drink too much coffee"):
+        return None
+    return based_in(said)
+
+
+RIGHT = [based_in, no_meat, called, stop_remembering, now_dropped, no_traps]
+
+
+def every_in_is_a_city(said):
+    """Too broad: any 'in X' becomes a city."""
+    if match := re.search(r"\bin (\w+)", said):
+        return MemoryChange("put", "preference", "city", match.group(1))
+    return worth_remembering(said)
+
+
+def wrong_key(said):
+    if match := re.match(r"i'?m based in (.+)", plain(said), re.I):
+        return MemoryChange("put", "preference", "home_city", match.group(1))
+    return worth_remembering(said)
+
+
+WRONG = [
+    (lambda said: None, "recall is 0.00"),
+    (every_in_is_a_city, "precision fell to"),
+    (wrong_key, "it proposes put home_city = 'Lisbon', where put city = 'Lisbon' was expected"),
+    (lambda said: 1 / 0, "the policy stopped: ZeroDivisionError"),
+    (lambda said: ("put", "city", "Lisbon"), "return a MemoryChange or None"),
+    ("based in", "not a function"),
+]
+
+
+def test_the_labelled_set_has_every_kind_and_at_least_forty_utterances():
+    kinds = {kind for _, kind, _ in LABELLED}
+    assert len(LABELLED) >= 40 and len({said for said, _, _ in LABELLED}) == len(LABELLED)
+    assert {"stable fact", "changed fact", "one-off", "forget", "small talk", "paraphrase",
+            "another person"} <= kinds
+
+
+def test_the_default_policy_scores_as_the_notebook_says():
+    assert (DEFAULT.right, DEFAULT.proposed, DEFAULT.expected, len(DEFAULT.mistakes)) == (19, 22, 26, 10)
+    kept_wrongly = {m["said"] for m in DEFAULT.mistakes if m["mistake"] == "kept what is not worth keeping"}
+    assert kept_wrongly == {"I live in a small flat", "I drink too much coffee", "I'm allergic to Mondays"}
+
+
+def test_a_value_is_compared_without_case():
+    lower = score(lambda said: (change._replace(value=change.value.lower())
+                                if (change := worth_remembering(said)) and change.value else change))
+    assert lower.right == DEFAULT.right
+
+
+@pytest.mark.parametrize("policy", RIGHT, ids=[p.__name__ for p in RIGHT])
+def test_a_policy_that_raises_recall_and_keeps_precision_is_right(policy):
+    verdict = check_policy(policy)
+    assert verdict.right, verdict
+
+
+@pytest.mark.parametrize(("policy", "said"), WRONG, ids=[w[1] for w in WRONG])
+def test_a_policy_that_does_not_is_judged_wrong_with_the_reason(policy, said):
+    verdict = check_policy(policy)
+    assert verdict.state == "wrong" and said in verdict.message, verdict
+
+
+def test_the_default_unchanged_and_a_placeholder_are_not_answered():
+    assert check_policy(worth_remembering).state == "unanswered"
+    assert check_policy(None).state == "unanswered"
+
+
+@pytest.mark.parametrize(("arguments", "change"), [
+    ('{"action": "put", "kind": "preference", "key": "City", "value": "Lisbon"}',
+     MemoryChange("put", "preference", "city", "Lisbon")),
+    ('{"action": "delete", "kind": "preference", "key": "diet", "value": ""}',
+     MemoryChange("delete", "preference", "diet")),
+    ('{"action": "keep"}', None), ("not json", None), ('{"kind": "preference"}', None),
+])
+def test_a_models_structured_proposal_is_read_or_refused(arguments, change):
+    assert change_of(arguments) == change
+
+
+def test_a_practice_copy_is_decided_apart_from_the_original(tmp_path):
+    from memkit import FakeClock, MemoryStore
+
+    with MemoryStore(tmp_path / "talk.sqlite3", clock=FakeClock(step_seconds=1)) as talk:
+        made = talk.propose_put("sam", "s1", "preference", "city", "Lisbon")
+        with practice_copy(talk, tmp_path / "practice.sqlite3", clock=FakeClock(step_seconds=1)) as copy:
+            copy.approve("sam", made["id"], origin="notebook")
+            assert copy.get("sam", "preference", "city")["value"] == "Lisbon"
+        assert talk.get("sam", "preference", "city") is None
+        assert [p["status"] for p in talk.proposals("sam")] == ["pending"]
