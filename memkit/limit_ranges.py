@@ -27,7 +27,8 @@ SECONDS = 100 * 366 * 24 * 3600
 UPPER: dict[str, int] = {
     "max_value_chars": TEXT, "max_key_chars": TEXT, "max_id_chars": TEXT, "max_query_chars": TEXT,
     "max_records_per_user": COUNT, "max_records_total": COUNT, "max_db_bytes": BYTES,
-    "max_events_per_user": COUNT, "max_archived_turns_per_user": COUNT, "max_search_limit": COUNT,
+    "max_events_per_user": COUNT, "max_archived_turns_per_user": COUNT, "max_agent_item_chars_per_user": TEXT,
+    "max_search_limit": COUNT,
     "busy_timeout_ms": MILLISECONDS,
     "max_pending_proposals_per_user": COUNT, "proposal_ttl_seconds": SECONDS,
     "retrieval_max_preferences": COUNT, "retrieval_max_terms": COUNT, "retrieval_max_episodes": COUNT,

@@ -37,10 +37,11 @@ class Limits:
     max_records_per_user: int = 64
     max_records_total: int = 1024
     max_db_bytes: int = 16 * 1024 * 1024
-    # Per user, so one user cannot fill the size cap and starve the others: a write past either removes
-    # that user's oldest history events (never a held key's newest) or archived turns, in its transaction.
+    # Per user, so one user cannot fill the size cap and starve the others: a write past one removes that user's
+    # oldest history events (never a held key's newest), archived turns or agent session items, in its transaction.
     max_events_per_user: int = 256
     max_archived_turns_per_user: int = 64
+    max_agent_item_chars_per_user: int = 1_000_000
     max_query_chars: int = 256
     max_search_limit: int = 50
     busy_timeout_ms: int = 5000
@@ -128,9 +129,8 @@ class Limits:
         if not confirmation.strip():
             raise ValidationError("confirmation is blank; pass None when nothing confirmed the change")
         if len(confirmation) > self.max_value_chars:
-            raise ValidationError(
-                f"confirmation is {len(confirmation)} characters; confirmations are at most {self.max_value_chars}"
-            )
+            raise ValidationError(f"confirmation is {len(confirmation)} characters; confirmations are at most "
+                                  f"{self.max_value_chars}")
         return confirmation
 
     def check_query(self, query: object) -> str:

@@ -35,8 +35,8 @@ a store in a private temporary folder, removed when the session closes (never a 
 
 MAX_ITEM_CHARS = 1_000_000
 """The largest item a `MemkitSession` keeps, in characters of its JSON text: far above what agent runs
-produce, as a refused item would stop the agent (docs/design/integrations.md). All items together
-are bounded by the store's size cap (`Limits.max_db_bytes`; pass `limits=` to raise it)."""
+produce, as a refused item would stop the agent (docs/design/integrations.md). A user's items together
+are bounded by `Limits.max_agent_item_chars_per_user` (the oldest go) and the store's size cap."""
 
 
 class MemkitSession:
@@ -50,6 +50,12 @@ class MemkitSession:
     Items are not memkit's turns (a removed item's number can come back; docs/design/integrations.md),
     but they are the user's data all the same: `forget_user` removes them, an export carries them, and
     `health` and the inspector show them.
+
+    A user's items are bounded, so one conversation cannot fill the store and refuse another user's
+    first memory: past `Limits.max_agent_item_chars_per_user` characters (over all their sessions),
+    `add_items` removes the user's oldest items, never its own, with any tool output whose call went.
+    Trimmed, not refused: a conversation log the framework reads back should keep going, as with
+    openai-agents' own `SessionSettings.limit`; only one call's items past the bound are refused.
 
     Args:
         session_id: the conversation's id: any visible text of up to `Limits.max_id_chars` (256)
@@ -115,7 +121,8 @@ class MemkitSession:
         Raises:
             ValidationError: an item cannot be written as JSON, or its JSON text is longer than
                 `MAX_ITEM_CHARS`; nothing of this call was stored.
-            QuotaError: the store's size cap; StoreError: the database failed. Nothing was stored.
+            QuotaError: the store's size cap, or this call's items alone are past
+                `Limits.max_agent_item_chars_per_user`; StoreError: the database failed. Nothing was stored.
         """
         self._check_open()
         texts = [_encode(item, number) for number, item in enumerate(items, 1)]

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from ..errors import StoreError, ValidationError
 from ..validators import import_jsonschema
 from ..limits import Limits, check_text
+from .agent_items import trim_agent_items
 from .files import write_private
 from .schema import SCHEMA_VERSION
 from .statements import RECORD_SQL, prune_history, to_record
@@ -313,6 +314,7 @@ def import_bundle(db: Backend, target: str, records: list[dict[str, Any]], event
                          [(target, i["session"], i["position"], i["item"], i["at"]) for i in items])
         # A bundle from a store with a larger limit arrives with its newest events.
         prune_history(conn, db.statements, target, db.limits.max_events_per_user)
+        trim_agent_items(conn, target, db.limits.max_agent_item_chars_per_user)  # and its newest items
         db.check_size(conn)
     counts = {"records": len(records), "events": len(events)}
     return {**counts, "items": len(items)} if items else counts

@@ -17,6 +17,7 @@ from ..errors import ValidationError
 from ..limits import check_text
 from ..transcript import Turn
 from . import bundle as bundle_format
+from .agent_items import trim_agent_items
 from .archive import ArchiveConflictError, rows_to_insert, trim_oldest, turn_rows
 from .backend import StorePart
 
@@ -183,9 +184,14 @@ class StoreSessions(StorePart):
         """Add items (each an item's JSON text) after the session's last one, all or none; return the
         number of the last (items are numbered 1, 2, ... per user and session).
 
+        Past `Limits.max_agent_item_chars_per_user` the user's oldest items go, over all their sessions
+        (`trim_agent_items`), never one of this call's: a conversation log keeps running, as
+        openai-agents' own `SessionSettings.limit` keeps only the latest items.
+
         Raises:
-            ValidationError: an item is not text memkit can keep. QuotaError: the size cap.
-            StoreError: the database is locked or failed. In every case nothing was added.
+            ValidationError: an item is not text memkit can keep. QuotaError: this call's items alone
+                are past the per-user bound, or the size cap. StoreError: the database is locked or
+                failed. In every case nothing was added.
         """
         self._check_session(user, session)
         checked = []
@@ -203,6 +209,7 @@ class StoreSessions(StorePart):
             at = iso(self._clock())
             conn.executemany("INSERT INTO agent_items (user_id, session_id, position, item, at) VALUES (?, ?, ?, ?, ?)",
                              [(user, session, last + n, item, at) for n, item in enumerate(checked, 1)])
+            trim_agent_items(conn, user, self.limits.max_agent_item_chars_per_user, keep=(session, int(last)))
             self._db.check_size(conn)
             return int(last) + len(checked)
 
@@ -261,3 +268,4 @@ class StoreSessions(StorePart):
     def _check_session(self, user: str, session: str) -> None:
         self.limits.check_id("user", user)
         self.limits.check_id("session", session)
+
