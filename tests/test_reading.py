@@ -18,7 +18,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 READING = ROOT / "docs" / "READING.md"
-CORE_NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("0[1-7]_*.ipynb"))
+COURSE_NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("[01][0-9]_*.ipynb") if "01" <= p.name[:2] <= "12")
+"""The notebooks with a "Read the code" cell: the core (01-07) and the wings' notebooks (08-12)."""
+AWAITED = {"10": "10's cell comes with its policy and consolidation (issue 35, N1)",
+           "12": "12's cell comes with the capstone build (issue 35, N2)"}
+"""Notebooks whose "Read the code" cell is being written: skipped, with the reason, until it exists,
+then checked like every other. Remove an entry once its notebook has its cell."""
 
 MIN_LINES, MAX_LINES = 800, 2500
 """The issue's done-criterion for the reading path."""
@@ -200,6 +205,10 @@ def test_a_file_named_outside_the_entries_is_reported():
     assert files_off_the_path(text) == ["memkit/window/protocol.py"]
 
 
+def test_the_course_has_its_notebooks_01_to_12():
+    assert [p.name[:2] for p in COURSE_NOTEBOOKS] == [f"{n:02d}" for n in range(1, 13)]
+
+
 def test_the_reading_path_covers_the_notebooks_01_to_07():
     entries, _ = parse_reading(READING.read_text(encoding="utf-8"))
     covered = {n for entry in entries for n in entry.notebooks}
@@ -208,14 +217,16 @@ def test_the_reading_path_covers_the_notebooks_01_to_07():
     assert covered <= numbers, f"READING.md names notebooks that do not exist: {sorted(covered - numbers)}"
 
 
-@pytest.mark.parametrize("path", CORE_NOTEBOOKS, ids=lambda p: p.name)
-def test_each_core_notebook_sends_the_student_to_real_code(path):
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=lambda p: p.name)
+def test_each_notebook_sends_the_student_to_real_code(path):
     cells = read_the_code_cells(json.loads(path.read_text(encoding="utf-8")))
+    if not cells and path.name[:2] in AWAITED:
+        pytest.skip(AWAITED[path.name[:2]])
     assert cells, f"{path.name} has no 'Read the code' markdown cell"
     assert [p for cell in cells for p in pointer_problems(cell)] == []
 
 
-@pytest.mark.parametrize("path", CORE_NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=lambda p: p.name)
 def test_no_notebook_names_a_module_that_went(path):
     gone = re.compile(r"store_core|store_records|store_proposals|\bfacade\b|memkit/store/memory\.py"
                       r"|\bpg_[a-z]+\.py|memkit\.notebook|memkit/notebook|memkit\.lab|memkit/lab"

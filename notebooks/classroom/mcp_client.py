@@ -17,6 +17,7 @@ import dataclasses
 import html
 import json
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any, Literal, cast
 
 from memkit.inspector._support import widgets as _widgets
 
-__all__ = ["McpClient", "Question", "QuestionView", "answer"]
+__all__ = ["McpClient", "Question", "QuestionView", "answer", "host_config"]
 
 TIMEOUT = 60.0
 """Seconds a call waits for the server (its start included) before giving up with an error."""
@@ -215,3 +216,19 @@ class QuestionView:
         from IPython.display import display
 
         display(self.widget)
+
+
+def host_config(db: str | Path, user: str, host: str = "vscode") -> str:
+    """What `memkit mcp --db DB --user USER --print-config HOST` prints, run for real.
+
+    The JSON holds this machine's absolute paths (a host needs them); in a notebook's output the
+    install's folder and the workspace are shortened to `<venv>` and `<workspace>`, which are the
+    only parts that differ from one machine to the next.
+    """
+    command = [sys.executable, "-m", "memkit", "mcp", "--db", str(db), "--user", user, "--print-config", host]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"memkit mcp --print-config failed: {done.stderr.strip()}")
+    shown = done.stdout.replace(str(Path(db).resolve().parent), "<workspace>")
+    shown = shown.replace(str(Path(sys.prefix)), "<venv>")
+    return shown + done.stderr.strip()

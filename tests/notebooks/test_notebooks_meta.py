@@ -305,6 +305,7 @@ INTRODUCED = {
     "memkit.semantic.load_embedder": "10",
     "classroom.mcp_client.McpClient": "11", "classroom.mcp_client.QuestionView": "11",
     "classroom.mcp_client.answer": "11", "memkit.integrations.openai_agents.MemkitSession": "11",
+    "memkit.integrations.mcp_server": "11", "memkit.integrations.mcp_changes": "11",
     "classroom.agent_turns.run_turn": "11", "classroom.agent_turns.run_turn_in_new_process": "11",
     "classroom.ProposalsPanel": "10", "classroom.decide": "10", "classroom.outcome_line": "10",
     "classroom.pending_table": "10",
