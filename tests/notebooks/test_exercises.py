@@ -50,6 +50,15 @@ def _build(budget: str = "3000", forget: str = "forget_user",
     return source.replace('"router drops every evening")]', '"router drops every evening")' + ana + "]")
 
 
+def _city(*says: str, confirms: str | None = None, key: str = "city", value: str = "Lisbon",
+          ask: str = "Which city do I live in?") -> str:
+    """00's answer cell: what alice says, the confirmation (by default of `key` = `value`), the question."""
+    if confirms is None:
+        confirms = f"[(\"preference\", {key!r}, {value!r})]".replace("'", '"')
+    return (f"first_session_says = {list(says)!r}\nfirst_session_confirms = {confirms}\n"
+            f"second_session_says = [{ask!r}]")
+
+
 DELETE_KEYS = ("lambda store, user: [store.delete(user, r['kind'], r['key']) "
                "for r in store.records(user)]")
 
@@ -89,64 +98,74 @@ _ASK = 'my_question = "Do I eat meat?"'
 # notebook -> [(answer cell source, verdict label, text the verdict must hold)]
 VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "00_start_here.ipynb": [
-        ('first_session_says = ["My city is Lisbon"]\n'
-         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
-         'second_session_says = ["Which city do I live in?"]', "right", "from the file"),
-        ('first_session_says = ["I live in Lisbon"]\n'
-         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
-         'second_session_says = ["Where do I live?"]', "right", "from the file"),
-        ('first_session_says = ["Remember my city is Lisbon"]\n'
-         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
-         'second_session_says = ["Which city do I live in?"]', "right", "from the file"),
-        ('first_session_says = ["My city is Lisbon"]\nfirst_session_confirms = []\n'
-         'second_session_says = ["Which city do I live in?"]', "not right yet",
-         "nobody confirmed what the model proposed"),
-        ('first_session_says = ["My city is Lisbon"]\n'
-         'first_session_confirms = [("preference", "city", "lisbon")]\n'
-         'second_session_says = ["Which city do I live in?"]', "not right yet",
-         "a confirmation covers one exact value"),
-        ('first_session_says = ["Lisbon is where I am"]\n'
-         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
-         'second_session_says = ["Which city do I live in?"]', "not right yet", "the model proposed no save"),
-        ('first_session_says = ["Remember my home is Lisbon"]\n'
-         'first_session_confirms = [("preference", "home", "Lisbon")]\n'
-         'second_session_says = ["Which city do I live in?"]', "not right yet", "not 'city'"),
-        ('first_session_says = ["My city is Lisbon"]\n'
-         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
-         'second_session_says = ["What do I like to drink?"]', "not right yet", "not about her city"),
-        ('first_session_says = ["My city is Lisbon"]\n'
-         'first_session_confirms = [("preference", "city", "Lisbon")]\n'
-         'second_session_says = ["Do I live in Lisbon?"]', "not right yet", "already says 'Lisbon'"),
+        (_city("My city is Lisbon"), "right", "from the file"),
+        # right: judged on the idea (a confirmed save, recalled by a new process), in other words
+        (_city("I live in Lisbon", ask="Where do I live?"), "right", "from the file"),
+        (_city("Remember my city is Lisbon"), "right", "from the file"),
+        (_city("I moved to Lisbon", ask="Where am I based?"), "right", "from the file"),
+        (_city("Hello!", "I live in Lisbon now", ask="What's my home town?"), "right", "from the file"),
+        (_city("I live in lisbon", value="lisbon", ask="Remind me where I live"), "right", "from the file"),
+        # not right: nothing confirmed, or another value, key, question
+        (_city("My city is Lisbon", confirms="[]"), "not right yet", "nobody confirmed what the model proposed"),
+        (_city("My city is Lisbon", value="lisbon"), "not right yet", "a confirmation covers one exact value"),
+        (_city("Lisbon is where I am"), "not right yet", "the stand-in model reads only the plain phrasings"),
+        # A teacher would accept these words; the stand-in model does not read them, and the hint says so.
+        (_city("I'm based in Lisbon now"), "not right yet", "a real model would read more"),
+        (_city("Remember my home is Lisbon", key="home"), "not right yet", "not 'city'"),
+        (_city("My city is Porto", value="Porto"), "not right yet", "alice lives in Lisbon"),
+        (_city("My city is Lisbon", ask="What do I like to drink?"), "not right yet", "not about her city"),
+        (_city("My city is Lisbon", ask="Do I live in Lisbon?"), "not right yet", "already says 'Lisbon'"),
         ('first_session_says = "My city is Lisbon"\n'
          'first_session_confirms = [("preference", "city", "Lisbon")]\n'
          'second_session_says = ["Which city do I live in?"]', "not right yet", "could not run"),
-        ('first_session_says = ["My city is Lisbon"]\n'
-         'first_session_confirms = [("preference", "city")]\n'
-         'second_session_says = ["Which city do I live in?"]', "not right yet", "could not run"),
-        ('first_session_says = ["My city is Lisbon"]\n'
-         'first_session_confirms = None\nsecond_session_says = ["Which city do I live in?"]',
-         "not answered yet", "replace"),
+        (_city("My city is Lisbon", confirms='[("preference", "city")]'), "not right yet", "could not run"),
+        (_city("My city is Lisbon", confirms="None"), "not answered yet", "replace"),
     ],
     "01_schema_and_store.ipynb": [
         ('predicted = {"revision": 3, "events": 3}', "right", "counts changes"),
+        # right: the same figures however they are written
+        ('predicted = {"events": 3, "revision": 3}', "right", "counts changes"),
+        ('predicted = {"revision": "3", "events": 3}', "right", "counts changes"),
+        ('predicted = {"revision": "three", "events": "Three"}', "right", "counts changes"),
+        ('predicted = {"revision": 3.0, "events": " 3 "}', "right", "counts changes"),
+        ('predicted = {"revision": 1 + 2, "events": 3}', "right", "counts changes"),
         ('predicted = {"revision": 1, "events": 3}', "not right yet", "never goes back"),
         ('predicted = {"revision": 3, "events": 2}', "not right yet", "the create is an event too"),
         ('predicted = {"revision": 2, "events": 1}', "not right yet", "every change appends one event"),
-        ('predicted = {"revision": "3", "events": 3}', "not right yet", "write a number"),
+        ('predicted = {"revision": "many", "events": 3}', "not right yet", "write a number"),
+        ('predicted = {"revision": True, "events": 3}', "not right yet", "write a number, not True"),
         ('predicted = {"revision": 3}', "not right yet", "keep the names"),
         ('predicted = {"revision": 3, "events": None}', "not answered yet", "'events'"),
     ],
     "02_quotas_and_transactions.ipynb": [
         ('predicted = {"stored": 5, "new keys saved": 1, "updates saved": 6}', "right", "all six updates"),
+        ('predicted = {"updates saved": 6, "stored": 5, "new keys saved": 1}', "right", "all six updates"),
+        ('predicted = {"stored": "5", "new keys saved": "1", "updates saved": "6"}', "right", "all six updates"),
+        ('predicted = {"stored": "five", "new keys saved": "one", "updates saved": "six"}', "right",
+         "all six updates"),
+        ('predicted = {"stored": 5.0, "new keys saved": 1, "updates saved": 6.0}', "right", "all six updates"),
         ('predicted = {"stored": 7, "new keys saved": 3, "updates saved": 6}', "not right yet", "no two writers"),
         ('predicted = {"stored": 4, "new keys saved": 0, "updates saved": 6}', "not right yet", "takes it"),
         ('predicted = {"stored": 5, "new keys saved": 1, "updates saved": 2}', "not right yet", "needs no slot"),
-        ('predicted = {"stored": "five", "new keys saved": 1, "updates saved": 6}', "not right yet", "write a number"),
+        ('predicted = {"stored": "lots", "new keys saved": 1, "updates saved": 6}', "not right yet",
+         "write a number"),
+        ('predicted = {"stored": 5, "new keys": 1, "updates saved": 6}', "not right yet", "keep the names"),
         ('predicted = {"stored": 5, "new keys saved": None, "updates saved": 6}', "not answered yet", "new keys"),
     ],
     "03_approvals_and_the_agent_loop.ipynb": [
         ('my_script = [call("memory_put", kind="preference", key="drink", value="green tea"), "Saved."]',
          "right", "saved on confirmation exercise#1"),
+        # right: the arguments in another order, another reply, a read before the write
+        ('my_script = [call("memory_put", value="green tea", key="drink", kind="preference"), "Done."]',
+         "right", "saved on confirmation exercise#"),
+        ('my_script = [call("memory_get", kind="preference", key="drink"),\n'
+         '             call("memory_put", kind="preference", key="drink", value="green tea"),\n'
+         '             "Your drink is now green tea."]', "right", "saved on confirmation exercise#"),
+        ('my_script = [call("memory_search", query="drink"),\n'
+         '             call("memory_put", kind="preference", key="drink", value="green tea"), "OK."]',
+         "right", "saved on confirmation exercise#"),
+        ('my_script = [call("memory_put", kind="preference", key="drink", value="green tea"),\n'
+         '             "I saved green tea as your drink, as you confirmed."]', "right", "saved on confirmation"),
         ('my_script = [call("memory_put", kind="preference", key="drink", value="Green tea"), "Saved."]',
          "not right yet", "a different one"),
         ('my_script = ["Saved green tea."]', "not right yet", "only answered in text"),
@@ -165,14 +184,30 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     ],
     "04_retrieval_and_budgets.ipynb": [
         ("answer = 2800", "right", "sends every request"),
+        # right: the same budget however it is written
+        ('answer = "2800"', "right", "sends every request"),
+        ("answer = 2800.0", "right", "sends every request"),
+        ('answer = "2,800 characters"', "right", "sends every request"),
+        ("answer = 2_800", "right", "sends every request"),
+        ('answer = " 2800 "', "right", "sends every request"),
         ("answer = 2700", "not right yet", "too small"),
         ("answer = 3500", "not right yet", "a smaller budget still works"),
         ("answer = 2850", "not right yet", "multiple of 100"),
-        ('answer = "2800"', "not right yet", "whole number"),
+        ('answer = "about 2800"', "not right yet", "whole number"),
+        ("answer = 2800.5", "not right yet", "whole number"),
+        ("answer = True", "not right yet", "whole number"),
         ("answer = None", "not answered yet", "write a budget"),
     ],
     "05_restart_simulation.ipynb": [
         ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": 4}', "right",
+         "cannot undo a commit"),
+        ('predicted = {"before commit, 2 acks a kill": 4, "after commit, NORMAL": 0}', "right",
+         "cannot undo a commit"),
+        ('predicted = {"after commit, NORMAL": "0", "before commit, 2 acks a kill": "4"}', "right",
+         "cannot undo a commit"),
+        ('predicted = {"after commit, NORMAL": "zero", "before commit, 2 acks a kill": "four"}', "right",
+         "cannot undo a commit"),
+        ('predicted = {"after commit, NORMAL": 0.0, "before commit, 2 acks a kill": 4.0}', "right",
          "cannot undo a commit"),
         ('predicted = {"after commit, NORMAL": 3, "before commit, 2 acks a kill": 4}', "not right yet",
          "outlive the killed process"),
@@ -180,13 +215,26 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "the one acknowledged before it had committed"),
         ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": 0}', "not right yet",
          "still inside its open"),
-        ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": "four"}', "not right yet",
+        ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": "some"}', "not right yet",
          "write a number"),
+        ('predicted = {"after commit": 0, "before commit, 2 acks a kill": 4}', "not right yet", "keep the names"),
         ('predicted = {"after commit, NORMAL": 0, "before commit, 2 acks a kill": None}', "not answered yet",
          "before commit"),
     ],
     "06_user_isolation.ipynb": [
         ('predicted = {"alice\'s requests holding \'tea\'": 1, "Carol\'s records alice received": 0}',
+         "right", "false alarm"),
+        ('predicted = {"Carol\'s records alice received": 0, "alice\'s requests holding \'tea\'": 1}',
+         "right", "false alarm"),
+        ('predicted = {"alice\'s requests holding \'tea\'": "1", "Carol\'s records alice received": "0"}',
+         "right", "false alarm"),
+        ('predicted = {"alice\'s requests holding \'tea\'": "one", "Carol\'s records alice received": "none"}',
+         "right", "false alarm"),
+        ('predicted = {"alice\'s requests holding \'tea\'": 2, "Carol\'s records alice received": 0}',
+         "not right yet", "you predicted 2"),
+        ('predicted = {"alice\'s requests holding \'tea\'": "One", "Carol\'s records alice received": "zero"}',
+         "right", "false alarm"),
+        ('predicted = {"alice\'s requests holding \'tea\'": 1.0, "Carol\'s records alice received": 0}',
          "right", "false alarm"),
         ('predicted = {"alice\'s requests holding \'tea\'": 0, "Carol\'s records alice received": 0}',
          "not right yet", "alice's own 'jasmine tea' holds 'tea'"),
@@ -194,7 +242,7 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "not right yet", "retrieval reads only alice's rows"),
         ('predicted = {"alice\'s requests holding \'tea\'": 4, "Carol\'s records alice received": 0}',
          "not right yet", "one request"),
-        ('predicted = {"alice\'s requests holding \'tea\'": "one", "Carol\'s records alice received": 0}',
+        ('predicted = {"alice\'s requests holding \'tea\'": "a few", "Carol\'s records alice received": 0}',
          "not right yet", "write a number"),
         ('predicted = {"alice\'s requests holding \'tea\'": 1, "Carol\'s records alice received": None}',
          "not answered yet", "Carol's records alice received"),
@@ -202,12 +250,30 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "07_short_term_redis.ipynb": [
         ('predicted = {"after two more": {"window": 3, "pending": 2, "archive": 2},\n'
          '             "after idle + flush": {"window": 0, "pending": 0, "archive": 7}}', "right", "archives all 7"),
+        ('predicted = {"after idle + flush": {"archive": 7, "window": 0, "pending": 0},\n'
+         '             "after two more": {"pending": 2, "window": 3, "archive": 2}}', "right", "archives all 7"),
+        ('predicted = {"after two more": {"window": "3", "pending": "2", "archive": "2"},\n'
+         '             "after idle + flush": {"window": "0", "pending": "0", "archive": "7"}}', "right",
+         "archives all 7"),
+        ('predicted = {"after two more": {"window": "three", "pending": "two", "archive": "two"},\n'
+         '             "after idle + flush": {"window": "zero", "pending": "zero", "archive": "seven"}}',
+         "right", "archives all 7"),
+        ('predicted = {"after two more": {"window": 3.0, "pending": 2, "archive": 2},\n'
+         '             "after idle + flush": {"window": 0, "pending": 0, "archive": 7.0}}', "right", "archives all 7"),
         ('predicted = {"after two more": {"window": 3, "pending": 0, "archive": 4},\n'
          '             "after idle + flush": {"window": 0, "pending": 0, "archive": 7}}', "not right yet",
          "no flush ran after turns 6 and 7"),
         ('predicted = {"after two more": {"window": 3, "pending": 2, "archive": 2},\n'
          '             "after idle + flush": {"window": 3, "pending": 0, "archive": 4}}', "not right yet",
          "sweep margin"),
+        ('predicted = {"after two more": {"window": 5, "pending": 2, "archive": 0},\n'
+         '             "after idle + flush": {"window": 0, "pending": 0, "archive": 7}}', "not right yet",
+         "after two more"),
+        ('predicted = {"after two more": {"window": 3, "pending": 2, "archive": 2},\n'
+         '             "after idle + flush": {"window": 0, "pending": 0, "archive": 5}}', "not right yet",
+         "after idle + flush"),
+        ('predicted = {"after two more": {"window": 3, "pending": 2, "archive": 2}}', "not right yet",
+         "keep the names"),
         ('predicted = {"after two more": {"window": 3, "pending": 2, "archive": 2},\n'
          '             "after idle + flush": {"window": 0, "pending": None, "archive": 7}}', "not answered yet",
          "after idle + flush"),
@@ -288,7 +354,7 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('predicted = {"value": "vegetarian", "events": 2}', "not right yet", "Is that what they approved?"),
         ('predicted = {"value": "vegetarian", "events": 1}', "not right yet", "the key held 'vegan'"),
         ('predicted = {"value": "vegan", "events": 2}', "not right yet", "did the late answer make another?"),
-        ('predicted = {"value": "vegan", "events": "one"}', "not right yet", "write a number"),
+        ('predicted = {"value": "vegan", "events": "a few"}', "not right yet", "write a number"),
         ('predicted = {"value": "vegan"}', "not right yet", "keep the names"),
         ('predicted = {"value": "vegan", "events": None}', "not answered yet", "'events'"),
     ],
@@ -423,3 +489,48 @@ def test_a_verdict_line_is_found_and_a_second_one_is_refused():
     with pytest.raises(AssertionError, match="not one verdict"):
         _verdict(cell)
     assert re.match("|".join(LABELS), "not answered yet: replace")
+
+
+# The graders' own rules, without a kernel: a figure is judged on what it says, not how it is written.
+MEASURED = {"value": "vegan", "events": 1, "window": {"pending": 2, "archive": 0}}
+SAID_RIGHT = [
+    {"value": "vegan", "events": 1, "window": {"pending": 2, "archive": 0}},
+    {"value": "Vegan", "events": "1", "window": {"archive": 0, "pending": 2}},
+    {"value": " VEGAN ", "events": "one", "window": {"pending": "two", "archive": "zero"}},
+    {"events": 1.0, "value": "vegan", "window": {"pending": 2.0, "archive": "none"}},
+    {"value": "vegan", "events": " 1 ", "window": {"pending": " 2", "archive": 0}},
+]
+SAID_WRONG = [
+    ({"value": "vegan", "events": True, "window": {"pending": 2, "archive": 0}}, "write a number, not True"),
+    ({"value": "vegan", "events": "a few", "window": {"pending": 2, "archive": 0}}, "write a number, not 'a few'"),
+    ({"value": "vegetarian", "events": 1, "window": {"pending": 2, "archive": 0}}, "you predicted 'vegetarian'"),
+    ({"value": "vegan", "events": 2, "window": {"pending": 2, "archive": 0}}, "events: you predicted 2, it is 1"),
+    ({"value": "vegan", "events": 1, "window": {"pending": 2}}, "window: you predicted"),
+    ({"value": "vegan", "events": 1}, "keep the names"),
+]
+
+
+@pytest.mark.parametrize("said", SAID_RIGHT)
+def test_a_prediction_is_right_however_its_figures_are_written(said):
+    from classroom.exercises import check_prediction
+
+    verdict = check_prediction(said, MEASURED, hints={}, explanation="the store says so")
+    assert verdict.right, verdict
+
+
+@pytest.mark.parametrize(("said", "because"), SAID_WRONG)
+def test_a_wrong_prediction_is_wrong_with_the_figure_named(said, because):
+    from classroom.exercises import check_prediction
+
+    verdict = check_prediction(said, MEASURED, hints={}, explanation="the store says so")
+    assert verdict.state == "wrong" and because in verdict.message, verdict
+
+
+@pytest.mark.parametrize(("answer", "number"), [
+    (2800, 2800), ("2800", 2800), (2800.0, 2800), ("2,800 characters", 2800), (" 2800 ", 2800), ("2_800", 2800),
+    ("about 2800", None), (2800.5, None), (True, None), ("", None), ([2800], None), ("2800 euros", None),
+])
+def test_whole_number_reads_a_budget_however_it_is_written(answer, number):
+    from classroom.exercises import whole_number
+
+    assert whole_number(answer) == number
