@@ -318,6 +318,10 @@ def judge_forget(run: dict[str, Any]) -> tuple[bool, str]:
     return not problems, "; ".join(problems) or "ben has no row left; ana keeps all of hers"
 
 
+MODEL_FAILED = "the model could not finish: "
+"""The start of a row's finding when the model (a live one, its endpoint) failed: nothing judged."""
+NOT_JUDGED = "not judged: the model failed in an earlier week"
+
 JUDGES = {"remember": judge_remember, "confirm": judge_confirm, "retrieve": judge_retrieve,
           "forget": judge_forget}
 
@@ -336,8 +340,10 @@ def check(build: Build, folder: Path, *, live: bool = False) -> list[dict[str, A
             run = week({**REFERENCE, part: build[part]}, folder, live=live)
         except (MemkitError, TimeoutError) as exc:  # a live model or its endpoint failed: one line
             rows.append({"requirement": REQUIREMENT[part], "held": False,
-                         "what was seen": "the model could not finish: " + " ".join(str(exc).split())})
-            continue
+                         "what was seen": MODEL_FAILED + " ".join(str(exc).split())})
+            rows += [{"requirement": REQUIREMENT[rest], "held": False, "what was seen": NOT_JUDGED}
+                     for rest in PARTS[PARTS.index(part) + 1:]]
+            break
         if run["failed"] is not None:
             held, seen = False, str(run["failed"])
         else:
@@ -353,6 +359,11 @@ def verdict(rows: list[dict[str, Any]] | None) -> exercises.Verdict:
         return exercises.not_answered("write your four functions, name them in my_build, then run "
                                       "the week")
     failed = [row for row in rows if not row["held"]]
+    broken = [row["what was seen"] for row in failed if row["what was seen"].startswith(MODEL_FAILED)]
+    if broken:
+        return exercises.wrong("the week could not run, so nothing was judged",
+                               f"{broken[0]}; check OPENAI_BASE_URL and the server, or unset "
+                               "OPENAI_MODEL to run with the fixture")
     if not failed:
         return exercises.right("all four requirements hold: only lasting facts kept, only what each "
                                "customer said yes to, the ticket recalled within the budget, ben "

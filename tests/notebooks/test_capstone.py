@@ -163,3 +163,96 @@ def test_retrieve_returning_no_list_is_its_own_finding(tmp_path):
 
 def test_an_unanswered_build_is_not_answered_yet():
     assert str(capstone.verdict(None)).startswith("not answered yet")
+
+
+# -- a live model: the week over a real HTTP endpoint ---------------------------------------------
+
+class FixtureOverHttp:
+    """A real chat-completions endpoint on 127.0.0.1 whose answers follow the fixture model's rules,
+    so a week with `live=True` goes through `OpenAIModel` and the network, as with OpenAI or Ollama."""
+
+    def __init__(self) -> None:
+        import asyncio
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from memkit import FixtureModel
+
+        self.received = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.received += 1
+                reply = asyncio.run(FixtureModel().complete(body["messages"], body.get("tools", [])))
+                message = reply.as_message()
+                data = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": 0,
+                                   "model": body["model"],
+                                   "choices": [{"index": 0, "message": message, "finish_reason":
+                                                "tool_calls" if message.get("tool_calls") else "stop"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def live_env(monkeypatch):
+    pytest.importorskip("openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    monkeypatch.setenv("OPENAI_MODEL", "local-test-model")
+    return monkeypatch
+
+
+def test_with_a_live_model_set_the_week_runs_over_http_and_says_so(live_env, tmp_path):
+    server = FixtureOverHttp()
+    live_env.setenv("OPENAI_BASE_URL", server.url)
+    try:
+        assert capstone.live_model_set()
+        assert capstone.model_line() == "The week runs with the live model local-test-model (OPENAI_MODEL)."
+        rows = capstone.check({**REFERENCE, "forget": delete_keys}, tmp_path, live=True)
+    finally:
+        server.close()
+    assert [row["held"] for row in rows] == [True, True, True, False], rows
+    assert "forget left ben's events" in rows[3]["what was seen"]
+    assert server.received >= 4 * 17  # every request of four weeks went over the network
+
+
+def test_a_live_model_that_cannot_be_reached_is_a_one_line_finding(live_env, tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on once this closes
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    live_env.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    rows = capstone.check(REFERENCE, tmp_path, live=True)
+    assert all(not row["held"] for row in rows)
+    seen = rows[0]["what was seen"]
+    assert seen.startswith("the model could not finish: ") and "\n" not in seen, seen
+    assert "Traceback" not in seen and f"127.0.0.1:{port}" in seen, seen
+    assert [row["what was seen"] for row in rows[1:]] == [capstone.NOT_JUDGED] * 3  # stopped at once
+    verdict = str(capstone.verdict(rows))
+    assert verdict.startswith("not right yet: the week could not run, so nothing was judged")
+    assert "\n" not in verdict and "unset OPENAI_MODEL" in verdict
+
+
+def test_without_a_live_model_the_week_says_it_runs_with_the_fixture(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert not capstone.live_model_set()
+    assert capstone.model_line().startswith("The week runs with the fixture model")
