@@ -59,6 +59,16 @@ def _city(*says: str, confirms: str | None = None, key: str = "city", value: str
             f"second_session_says = [{ask!r}]")
 
 
+def _wiring(remember: str = 'return proposal["key"] != "mood"',
+            confirm: str = 'return (proposal["kind"], proposal["key"], proposal["value"]) in said_yes',
+            retrieve: str = 'return [r for r in records if not r["value"].startswith("closed")]',
+            forget: str = "store.forget_user(user)") -> str:
+    """12's answer cell: the four functions of the support agent's memory wiring, and my_build."""
+    return (f"def keep(proposal):\n    {remember}\n\n\ndef yes(proposal, said_yes):\n    {confirm}\n\n\n"
+            f"def send(question, records):\n    {retrieve}\n\n\ndef gone(store, user):\n    {forget}\n\n\n"
+            'my_build = {"remember": keep, "confirm": yes, "retrieve": send, "forget": gone}')
+
+
 DELETE_KEYS = ("lambda store, user: [store.delete(user, r['kind'], r['key']) "
                "for r in store.records(user)]")
 
@@ -359,14 +369,19 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         ('predicted = {"value": "vegan", "events": None}', "not answered yet", "'events'"),
     ],
     "12_capstone.ipynb": [
-        (_build(), "right", "all five requirements hold"),
-        (_build(budget="2000"), "not right yet", "above the largest request the week needs"),
-        (_build(budget="16000"), "not right yet", "keep the budget at most 3000"),
-        (_build(forget=DELETE_KEYS), "not right yet", "a delete keeps the history"),
-        (_build(user='lambda customer: "support"'), "not right yet", "a user id of their own"),
-        (_build(language="portuguese"), "not right yet", "confirm exactly the values"),
-        (_build(ana=', ("preference", "mood", "grumpy")'), "not right yet", "ana never confirmed her mood"),
-        (_build().replace('"budget": 3000', '"budget": None'), "not answered yet", "replace every None"),
+        # the four functions written in the answer cell: a right build, then one wrong part each
+        (_wiring(), "right", "all four requirements hold"),
+        (_wiring(remember="return True"), "not right yet", "remember kept ana's mood = 'grumpy'"),
+        (_wiring(confirm='return any(k == proposal["key"] for _, k, _ in said_yes)'), "not right yet",
+         "confirm approved ben's channel = 'phone'"),
+        (_wiring(retrieve="return records"), "not right yet", "the budget trimmed"),
+        (_wiring(retrieve='return [r for r in records if r["kind"] == "preference"]'), "not right yet",
+         "retrieve left out the open ticket"),
+        (_wiring(forget="for r in store.records(user):\n        store.delete(user, r['kind'], r['key'])"),
+         "not right yet", "a delete keeps the history"),
+        (_wiring(forget="store.forget_usr(user)"), "not right yet", "forget stopped: AttributeError"),
+        (_wiring().replace('"retrieve": send', '"retrieve": None'), "not answered yet",
+         "name them in my_build"),
     ],
 }
 
