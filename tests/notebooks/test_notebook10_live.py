@@ -1,0 +1,78 @@
+"""Notebook 10's live cell: a prompt and a JSON schema scored on the labelled set by a real HTTP model.
+
+The notebook runs up to its live cell in a kernel whose environment names the kit's local
+chat-completions server (tests/_model_server.py), as a student's names OpenAI or Ollama. The
+server answers each labelled utterance as a model might: right on most, with a key of its own
+(`home_city`) on one and a value with more in it ("Porto, Portugal") on another; both are
+counted as mistakes. A failing endpoint is one line, not a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
+import pytest
+
+from _model_server import ChatServer
+from classroom.remembering_score import LABELLED
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "10_what_to_remember.ipynb"
+ODD = {"I live in Lisbon": {"key": "home_city"}, "I moved to Porto": {"value": "Porto, Portugal"}}
+
+
+def replies() -> list[dict]:
+    """What the model answers, in the order the cell asks: a propose_memory call, or words."""
+    answers = []
+    for said, _, change in LABELLED:
+        if change is None:
+            answers.append({"role": "assistant", "content": "Nothing to remember."})
+            continue
+        arguments = {"action": change.action, "kind": change.kind, "key": change.key,
+                     "value": change.value or "", **ODD.get(said, {})}
+        answers.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "propose_memory", "arguments": json.dumps(arguments)}}]})
+    return answers
+
+
+def run_to_the_live_cell(monkeypatch, server: ChatServer) -> str:
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    monkeypatch.setenv("OPENAI_MODEL", "test-model")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    at = next(i for i, cell in enumerate(nb.cells) if "live-model" in cell.metadata.get("tags", []))
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
+                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    try:
+        with client.setup_kernel():
+            for index, cell in enumerate(nb.cells[: at + 1]):
+                if cell.cell_type == "code":
+                    client.execute_cell(cell, index)
+    finally:
+        server.close()
+    outputs = nb.cells[at].outputs
+    assert not [o for o in outputs if o.get("output_type") == "error"], outputs
+    return "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in outputs)
+
+
+def test_the_prompt_is_scored_on_the_labelled_set_with_the_models_own_mistakes(monkeypatch):
+    server = ChatServer(replies())
+    shown = run_to_the_live_cell(monkeypatch, server)
+    assert "precision 0.92 (24 of 26 proposed were right), recall 0.92" in shown, shown
+    assert "home_city" in shown and "Porto, Portugal" in shown, shown
+    assert len(server.received) == len(LABELLED)
+    first = server.received[0]["body"]
+    assert first["model"] == "test-model" and first["messages"][0]["role"] == "system"
+    assert [t["function"]["name"] for t in first["tools"]] == ["propose_memory"]
+    assert first["tools"][0]["function"]["parameters"]["required"] == ["action", "kind", "key", "value"]
+    assert [r["body"]["messages"][-1]["content"] for r in server.received] == [s for s, _, _ in LABELLED]
+
+
+def test_a_failing_endpoint_is_one_line(monkeypatch):
+    shown = run_to_the_live_cell(monkeypatch, ChatServer([], status=500))
+    assert shown.startswith("The live model could not finish") and shown.count("\n") == 1, shown
