@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 from typing import Any, TextIO
 from collections.abc import Callable
@@ -134,7 +135,7 @@ def settle_proposals(store: Store, user: str, tool_results: list[dict[str, Any]]
         except MemkitError as exc:
             entry.update(decision="refused", error=str(exc))
         if entry["decision"] == "pending":
-            entry["approve_with"] = f"memkit approve {number} --user {user} --confirm"
+            entry["approve_with"] = f"memkit approve {number} --user {shlex.quote(user)} --confirm"
         settled.append(entry)
     return settled
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shlex
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -252,7 +253,7 @@ async def _not_stored(memory: Memory, question: Question, outcome: str,
     elif question.ticket is not None:
         result["proposal"] = question.ticket
         result["message"] += (f" It waits as proposal {question.ticket} for the person to approve later "
-                              f"(memkit approve {question.ticket} --user {memory.user} --confirm); "
+                              f"(memkit approve {question.ticket} --user {shlex.quote(memory.user)} --confirm); "
                               "tell them it waits, do not say it was done.")
     return result
 
