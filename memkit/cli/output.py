@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any
 
+from ..visible import visible_json
+
 EXIT_REFUSED = 2
 EXIT_COMMITTED_UNREPORTED = 3
 EXIT_COMMITTED_THEN_FAILED = 4
@@ -30,12 +32,14 @@ class ReportFailed(Exception):
 
 
 def emit(value: Any, *, committed: str | None = None) -> None:
-    """Print `value` as JSON. With `committed` (what the command changed), a failure to write the
-    report is a `ReportFailed`, never a plain error: the change stands and the caller must know."""
+    """Print `value` as JSON, every hidden character a `\\u` escape (`visible_json`: the same data, and
+    a value's U+2028 or U+202E cannot move the text a person reads). With `committed` (what the
+    command changed), a failure to write the report is a `ReportFailed`, never a plain error: the
+    change stands and the caller must know."""
     try:
         if sys.stdout is None:  # started with stdout closed (`>&-`)
             raise OSError("standard output is closed")
-        print(json.dumps(value, ensure_ascii=False, indent=2), flush=True)
+        print(visible_json(json.dumps(value, ensure_ascii=False, indent=2)), flush=True)
     except OSError as exc:
         if committed is None:
             raise
@@ -43,9 +47,10 @@ def emit(value: Any, *, committed: str | None = None) -> None:
 
 
 def emit_line(value: Any, *, committed: str) -> None:
-    """One JSON line, flushed at once (a person or a script sees each reply when it is stored)."""
+    """One JSON line, flushed at once (a person or a script sees each reply when it is stored); hidden
+    characters escaped as `emit` does."""
     try:
-        sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+        sys.stdout.write(visible_json(json.dumps(value, ensure_ascii=False)) + "\n")
         sys.stdout.flush()
     except OSError as exc:
         raise ReportFailed(committed, exc) from None

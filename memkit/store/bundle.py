@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from ..errors import StoreError, ValidationError
 from ..validators import import_jsonschema
+from ..visible import visible_json
 from ..limits import Limits, check_text
 from .agent_items import trim_agent_items
 from .files import write_private
@@ -105,10 +106,12 @@ def _digest(body: str) -> str:
 def seal_bundle(lines: Iterable[dict[str, Any]]) -> str:
     """Export bundle text: one JSON line per item (sorted keys, UTF-8 kept), then their SHA-256.
 
-    `export_user` writes bundles with it, and `import_records` checks the same checksum. The
-    checksum finds damage, not forgery: anyone can seal an edited bundle again.
+    Hidden characters are `\\u` escapes (`visible_json`), so a bundle shown in a terminal (`memkit
+    export` prints it) hides nothing and breaks no line; it parses to the same data. `export_user`
+    writes bundles with it, and `import_records` checks the same checksum. The checksum finds damage,
+    not forgery: anyone can seal an edited bundle again.
     """
-    body = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
+    body = "".join(visible_json(json.dumps(line, ensure_ascii=False, sort_keys=True)) + "\n" for line in lines)
     return body + json.dumps({"type": "checksum", "sha256": _digest(body)}) + "\n"
 
 
