@@ -309,6 +309,10 @@ INTRODUCED = {
     "classroom.agent_turns.run_turn": "11", "classroom.agent_turns.run_turn_in_new_process": "11",
     "classroom.ProposalsPanel": "10", "classroom.decide": "10", "classroom.outcome_line": "10",
     "classroom.pending_table": "10",
+    "memkit.remembering.MemoryChange": "10", "memkit.remembering.ONE_OFF": "10",
+    "memkit.remembering.explicit_request": "10", "memkit.remembering.plain": "10",
+    "memkit.remembering.stated_fact": "10", "memkit.consolidation.consolidate": "10",
+    "memkit.window.StoreWindow": "10",
 }
 """The curriculum. A notebook that uses a name before the notebook that introduces it fails; the
 introducing notebook must name it in its prose (in backticks), where it explains it."""
