@@ -361,7 +361,16 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     ],
     "11_where_agents_live.ipynb": [
         ('predicted = {"value": "vegan", "events": 1}', "right", "the late answer stored nothing"),
+        # The value judged on the word, however it is written; the hint names the real mistake.
+        ('predicted = {"value": "Vegan", "events": 1}', "right", "the late answer stored nothing"),
+        ('predicted = {"value": "VEGAN", "events": 1}', "right", "the late answer stored nothing"),
+        ('predicted = {"value": " vegan ", "events": 1}', "right", "the late answer stored nothing"),
+        ('predicted = {"value": "vegan.", "events": 1}', "right", "the late answer stored nothing"),
+        ("predicted = {\"value\": \"'vegan'\", \"events\": 1}", "right", "the late answer stored nothing"),
         ('predicted = {"value": "vegetarian", "events": 2}', "not right yet", "Is that what they approved?"),
+        ('predicted = {"value": "Vegetarian", "events": 1}', "not right yet", "Is that what they approved?"),
+        ('predicted = {"value": "nothing", "events": 1}', "not right yet", "one of the two values of this story"),
+        ('predicted = {"value": "vegan or vegetarian", "events": 1}', "not right yet", "one of the two values"),
         ('predicted = {"value": "vegetarian", "events": 1}', "not right yet", "the key held 'vegan'"),
         ('predicted = {"value": "vegan", "events": 2}', "not right yet", "did the late answer make another?"),
         ('predicted = {"value": "vegan", "events": "a few"}', "not right yet", "write a number"),
