@@ -227,8 +227,9 @@ def host_config(db: str | Path, user: str, host: str = "vscode") -> str:
     """
     command = [sys.executable, "-m", "memkit", "mcp", "--db", str(db), "--user", user, "--print-config", host]
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"memkit mcp --print-config failed: {done.stderr.strip()}")
+    if done.returncode != 0:  # its last line says what was wrong; the usage lines above it do not
+        said = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
+        raise RuntimeError(f"memkit mcp --print-config failed: {said[-1]}")
     shown = done.stdout.replace(str(Path(db).resolve().parent), "<workspace>")
     shown = shown.replace(str(Path(sys.prefix)), "<venv>")
     return shown + done.stderr.strip()
