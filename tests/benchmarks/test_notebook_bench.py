@@ -125,11 +125,13 @@ def test_the_tracks_command_fails_when_a_track_does_not_fit(tmp_path: Path):
     (tmp_path / "notebook_times.json").write_text(json.dumps(slow))
     done = subprocess.run([sys.executable, "-m", "bench", "--tracks", "--out", str(tmp_path)],
                           cwd=Path(report.__file__).parent.parent, capture_output=True, text=True)
-    assert done.returncode == 1 and "**does not fit**" in done.stdout and done.stderr == ""
+    assert done.returncode == 1 and "**does not fit**" in done.stdout
+    assert done.stderr.startswith("over its minutes: A 90-minute taster, A three-hour class")
+    assert done.stderr.count("\n") == 1
     (tmp_path / "notebook_times.json").write_text(json.dumps(_times()))
     done = subprocess.run([sys.executable, "-m", "bench", "--tracks", "--out", str(tmp_path)],
                           cwd=Path(report.__file__).parent.parent, capture_output=True, text=True)
-    assert done.returncode == 0 and "does not fit" not in done.stdout
+    assert done.returncode == 0 and "does not fit" not in done.stdout and done.stderr == ""
 
 
 def test_writing_the_section_keeps_the_rest_and_replaces_an_older_one(tmp_path: Path):
