@@ -12,7 +12,6 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import MemkitError
 from ..forgetting import drop_window, forget_user, window_status
 from ..store import Store
 from ..store.files import write_private
@@ -104,28 +103,10 @@ def cmd_import(args: argparse.Namespace) -> None:
     if not bundle.is_file():
         raise CliError(f"there is no bundle file at {bundle}")
     with store_for(args) as store:
+        # A store that keeps vectors writes the imported records' with them (`vectors` in the result).
         result = store.import_records(bundle, user=args.as_user)
         report = {**result, "proposals_imported": 0}  # bundles carry none (see Store.export_user)
-        if store.embedder is not None:  # a store that keeps vectors: the imported records' too
-            report["vectors"] = _imported_vectors(store, args.as_user or _bundle_user(bundle))
         emit(report, committed=f"a bundle imported: {json.dumps(result)}")
-
-
-def _bundle_user(bundle: Path) -> str:
-    """The user a bundle was exported from (its header line, checked by the import already)."""
-    with bundle.open(encoding="utf-8") as handle:
-        return str(json.loads(handle.readline())["user"])
-
-
-def _imported_vectors(store: Store, user: str) -> int:
-    """Make the vectors of the records just imported for `user` (who had none before: an import into
-    a user with data is refused); the import stands if this fails, and a note says how to finish."""
-    try:
-        return int(store.reindex(user=user)["embedded"])
-    except MemkitError as exc:
-        print(f"note: the imported records have no vector for retrieval by meaning yet ({exc}); "
-              "`memkit reindex --confirm` makes them", file=sys.stderr)
-        return 0
 
 
 def cmd_forget_user(args: argparse.Namespace) -> None:

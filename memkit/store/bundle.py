@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..errors import StoreError, ValidationError
 from ..validators import import_jsonschema
@@ -289,9 +289,13 @@ def read_bundle(bundle: str | os.PathLike[str]) -> str:
 
 
 def import_bundle(db: Backend, target: str, records: list[dict[str, Any]], events: list[dict[str, Any]],
-                  items: list[dict[str, Any]]) -> dict[str, int]:
+                  items: list[dict[str, Any]], write_vectors: Callable[[Any], int] | None = None) -> dict[str, int]:
     """Insert a parsed bundle's records, events and session items under `target`, all or nothing, in
-    one transaction. Returns the counts (`items` only when the bundle carries session items)."""
+    one transaction. Returns the counts (`items` only when the bundle carries session items).
+
+    `write_vectors`: called with the transaction's connection once the records are in (the store's
+    embedder's vectors of them, `Store.import_records`); its count is returned as `vectors`.
+    """
     with db.transaction() as conn:
         if _holds_data(conn, target, items=bool(items)):
             held = "memory or session items" if items else "memory"
@@ -316,11 +320,12 @@ def import_bundle(db: Backend, target: str, records: list[dict[str, Any]], event
         conn.executemany("INSERT INTO agent_items (user_id, session_id, position, item, at) VALUES (?, ?, ?, ?, ?)",
                          [(target, i["session"], i["position"], i["item"], i["at"]) for i in items])
         # A bundle from a store with a larger limit arrives with its newest events.
+        vectors = write_vectors(conn) if write_vectors is not None else None
         prune_history(conn, db.statements, target, db.limits.max_events_per_user)
         trim_agent_items(conn, target, db.limits.max_agent_item_chars_per_user)  # and its newest items
         db.check_size(conn)
-    counts = {"records": len(records), "events": len(events)}
-    return {**counts, "items": len(items)} if items else counts
+    counts = {"records": len(records), "events": len(events), **({"items": len(items)} if items else {})}
+    return counts if vectors is None else {**counts, "vectors": vectors}
 
 
 def _holds_data(conn: Any, user: str, *, items: bool) -> bool:

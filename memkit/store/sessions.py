@@ -9,21 +9,30 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..clock import iso
 from ..errors import ValidationError
 from ..limits import check_text
+from ..semantic import embedding_text
 from ..transcript import Turn
 from . import bundle as bundle_format
 from .agent_items import trim_agent_items
 from .archive import ArchiveConflictError, rows_to_insert, trim_oldest, turn_rows
 from .backend import StorePart
 
+if TYPE_CHECKING:
+    import numpy
+
 
 class StoreSessions(StorePart):
     """`Store`'s conversations and transfers: archive_turns, agent items, note_window, export_user, ..."""
+
+    if TYPE_CHECKING:  # embeddings.py's, which `Store` inherits beside this part
+        def _embed(self, texts: list[str]) -> numpy.ndarray: ...
+        def _write_vector(self, conn: Any, vector: numpy.ndarray, user: str, kind: str, key: str,
+                          value: str) -> int: ...
 
     def note_window(self, place: str) -> bool:
         """Record that a short-term window of this store lives at `place` (made by `memkit.window.places`),
@@ -118,18 +127,27 @@ class StoreSessions(StorePart):
         no event. A proposal waiting here for the user is then stale for the keys it brings, and refused.
 
         `bundle`: its text, or a `pathlib.Path` to it; `user`: import under this id instead of the
-        bundle's. Returns how many records and events were imported, and `items` when the bundle
-        carries session items.
+        bundle's. Returns how many records and events were imported, `items` when the bundle carries
+        session items, and `vectors` on a store opened with an embedder: the records' vectors for
+        retrieval by meaning, made before the import's transaction and written inside it, as `put` does.
 
         Raises:
             ValidationError: the bundle is malformed, truncated, its checksum or version is wrong, or
                 an entry breaks a limit. StoreError: the user already has records or history (or session
-                items, when the bundle brings some). QuotaError: it would not fit. In every case
-                nothing was imported.
+                items, when the bundle brings some). QuotaError: it would not fit. SemanticUnavailableError
+                or ValidationError: the embedder failed. In every case nothing was imported.
         """
         header, records, events, items = bundle_format.parse_bundle(bundle_format.read_bundle(bundle), self.limits)
         target = self.limits.check_id("user", user if user is not None else header["user"])
-        return bundle_format.import_bundle(self._db, target, records, events, items)
+        if self.embedder is None:
+            return bundle_format.import_bundle(self._db, target, records, events, items)
+        # A model call inside the write lock would hold every other writer back (as in `put`).
+        vectors: Any = self._embed([embedding_text(r["key"], r["value"]) for r in records]) if records else []
+
+        def write_vectors(conn: Any) -> int:
+            return sum(self._write_vector(conn, vector, target, r["kind"], r["key"], r["value"])
+                       for r, vector in zip(records, vectors, strict=True))
+        return bundle_format.import_bundle(self._db, target, records, events, items, write_vectors)
 
     # -- transcript archive (turns that left the short-term window) -----------------------------------
 
