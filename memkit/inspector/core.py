@@ -102,12 +102,20 @@ class InspectorCore(View):
         """Whether the Edit switch can reopen the database (the inspector opened it itself)."""
         return self._owns_store
 
+    def to_edit(self) -> str:
+        """What a person does to make changes here: the Edit switch, or (an inspector given an open
+        store, as `memkit inspect`'s page is) open the database for writing where it was opened."""
+        if self.can_reopen:
+            return "switch Edit on"
+        return ("start `memkit inspect` again with --edit (in a notebook: give the inspector a store opened "
+                "for writing)")
+
     def note(self) -> str:
         """One line saying how the database is open: read-only or editing, and an older schema's version."""
         opened = self.store.opened
         if self.editing:
             return f"editing {self.where}: a confirmed change is written to it"
-        text = f"read-only: {self.where} is not changed by looking (switch Edit on to make changes)"
+        text = f"read-only: {self.where} is not changed by looking ({self.to_edit()} to make changes)"
         if opened["how"] == "snapshot":
             text += (f"; its schema is version {opened['file_version']}, older than this memkit's "
                      f"{SCHEMA_VERSION}: shown from a migrated copy in memory, the file itself is never "
@@ -130,8 +138,11 @@ class InspectorCore(View):
         if on == self.editing:
             return self.note()
         if not self._owns_store or self._target is None:
-            raise ValidationError("the inspector was given an open store; it cannot reopen it. Pass a path or "
-                                  "URL to switch, or give it a store opened for writing")
+            raise ValidationError(f"the inspector was given an open store, so it cannot reopen it "
+                                  f"{'for writing' if on else 'read-only'}; " + (
+                                      f"to make changes, {self.to_edit()}" if on else
+                                      "to only look, start `memkit inspect` without --edit (in a notebook: "
+                                      "give the inspector the path)"))
         reopened = open_target(self._target, on)  # before closing: a refusal leaves the old store in use
         self.store.close()
         self.store, self.staged, self._tools = reopened, None, {}
@@ -233,7 +244,7 @@ class InspectorCore(View):
             return refusal(proposal_id, "invalid", "select a user first")
         if not self.editing:
             return refusal(proposal_id, "read-only",
-                           "the inspector is read-only: switch Edit on to approve or reject a proposal")
+                           f"the inspector is read-only: {self.to_edit()} to approve or reject a proposal")
         result = decide(self.store, self.user, proposal_id, decision, origin="inspector")
         if self._panel is not None:
             self._panel.refresh()
@@ -300,8 +311,8 @@ class InspectorCore(View):
 
     def _current(self) -> Record:
         if not self.editing:
-            raise ApprovalError(f"{self.where} is open read-only; switch Edit on (or open it with edit=True) "
-                                "to stage a change. Nothing was staged")
+            how = "switch Edit on (or open it with edit=True)" if self.can_reopen else self.to_edit()
+            raise ApprovalError(f"{self.where} is open read-only; {how} to stage a change. Nothing was staged")
         if self.user is None or self.selected is None:
             raise ValidationError("select a user and a key first")
         record = self.store.get(self.user, *self.selected)

@@ -177,7 +177,9 @@ class PeerFile:
 
     def describe(self) -> str:
         """One line: what the file is and how it is read."""
-        how = "read-only, no lock taken" if self.how == "immutable" else "read-only, beside its writer"
+        how = {"immutable": "read-only, no lock taken",  # the ways of `connect_read_only`
+               "copy": "read-only, from a private copy of it and its -wal (no -shm beside them)"}.get(
+                   self.how, "read-only, beside its writer")
         return f"{self.path.name}: {' + '.join(f.name for f in self.formats)} ({how}; never changed)"
 
     def close(self) -> None:
