@@ -90,3 +90,21 @@ def test_a_session_with_nothing_to_read_is_refused_and_changes_nothing(tmp_path,
 def test_user_and_session_are_required(tmp_path):
     done = consolidate(tmp_path / "memory.sqlite3", "--user", "sam")
     assert done.returncode == 2 and "--session" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_failure_after_a_kept_proposal_exits_4_and_names_it(tmp_path):
+    """The proposals bound reached halfway: what was kept stands, and the command says so."""
+    db = tmp_path / "memory.sqlite3"
+    chat(db, "I'm vegetarian", "I live in Lisbon")  # the model proposed both; a person rejects both
+    for waiting in json.loads(memkit("proposals", "--db", str(db), "--user", "sam", env=env_with()).stdout):
+        assert memkit("reject", str(waiting["id"]), "--db", str(db), "--user", "sam", env=env_with()).returncode == 0
+    limited = memkit("limits", "--db", str(db), "--set", "max_pending_proposals_per_user=1", "--confirm",
+                     env=env_with())
+    assert limited.returncode == 0, limited.stderr
+    failed = consolidate(db, "--user", "sam", "--session", "s1")
+    assert failed.returncode == 4, (failed.returncode, failed.stderr)
+    assert failed.stderr.startswith("error: committed: proposal ") and " kept; then failed: " in failed.stderr
+    assert "at most 1 may wait" in failed.stderr and "Traceback" not in failed.stderr
+    [kept] = json.loads(memkit("proposals", "--db", str(db), "--user", "sam", env=env_with()).stdout)
+    assert (kept["key"], kept["value"], kept["status"]) == ("diet", "vegetarian", "pending")
+    assert f"proposal {kept['id']} kept" in failed.stderr
