@@ -60,8 +60,8 @@ def consolidate(store: Store, user: str, session: str, policy: Policy = worth_re
 
     Raises:
         ValidationError: the session has no turns of the user to read (unknown, or not archived
-            yet): nothing was proposed. CommittedThenFailedError: some proposals were kept, then one failed
-            (the proposals bound, say): those kept stand, and the error names them.
+            yet): nothing was proposed. CommittedThenFailedError: some proposals were kept, then one
+            failed (the proposals bound, say): those kept stand, and the error names them.
     """
     turns = store.archived_turns(user, session) if turns is None else turns
     said = [turn["content"] for turn in turns if turn["role"] == "user"]
@@ -79,7 +79,7 @@ def consolidate(store: Store, user: str, session: str, policy: Policy = worth_re
             changes.pop((change.kind, change.key), None)  # the last word on a key, in the order said
             changes[(change.kind, change.key)] = change
     if summary:
-        text = summarise(session, turns, list(changes.values()), other)
+        text = summarise(session, turns, list(changes.values()), other)[:store.limits.max_value_chars]
         episode = MemoryChange("put", "episode", episode_key(session), text)
         changes[(episode.kind, episode.key)] = episode
     for change in changes.values():
@@ -89,17 +89,17 @@ def consolidate(store: Store, user: str, session: str, policy: Policy = worth_re
 
 def _propose(store: Store, done: Consolidation, change: MemoryChange) -> None:
     """Keep one change as a proposal; record it in `done` as new, already waiting or unchanged."""
+    held = store.get(done.user, change.kind, change.key)
+    value = held["value"] if held else None
+    if (change.action == "put" and value == change.value) or (change.action == "delete" and held is None):
+        done.unchanged.append(f"{change.kind} {change.key}: memory already holds this, nothing to propose")
+        return
     try:
         if change.action == "delete":
             proposal = store.propose_delete(done.user, done.session, change.kind, change.key)
         else:
             proposal = store.propose_put(done.user, done.session, change.kind, change.key, change.value or "")
-    except ValidationError as exc:
-        if "nothing to" not in str(exc):  # a value the policy made that breaks a rule: say so
-            raise _after(done, exc) from None
-        done.unchanged.append(f"{change.kind} {change.key}: {exc}")
-        return
-    except MemkitError as exc:
+    except MemkitError as exc:  # a value that breaks a rule, the proposals bound, the size cap
         raise _after(done, exc) from None
     (done.proposed if proposal["new"] else done.already_waiting).append(proposal)
 
@@ -114,7 +114,7 @@ def _after(done: Consolidation, exc: MemkitError) -> MemkitError:
 def episode_key(session: str) -> str:
     """The episode key of a session's summary: `session.` and the id in key characters."""
     word = re.sub(r"[^a-z0-9_.:-]+", "-", session.lower()).strip("-") or "unnamed"
-    return f"session.{word}"[:64]
+    return f"session.{word}"[:64]  # Limits.max_key_chars by default
 
 
 def summarise(session: str, turns: list[Turn], changes: list[MemoryChange], other: list[str]) -> str:
@@ -128,4 +128,4 @@ def summarise(session: str, turns: list[Turn], changes: list[MemoryChange], othe
                                          for c in changes))
     if other:
         parts.append("also said: " + "; ".join(f"'{text[:60]}'" for text in other[:4]))
-    return ("; ".join(parts) + ".")[:512]
+    return "; ".join(parts) + "."
