@@ -11,15 +11,13 @@ is proposed.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import shlex
 from typing import Any
 
 from ..consolidation import consolidate
-from ..visible import visible_json
 from ..window import StoreWindow
 from .options import store_for
-from .output import ReportFailed
+from .output import emit
 
 
 def add_command(command: Any) -> None:
@@ -38,20 +36,15 @@ def cmd_consolidate(args: argparse.Namespace) -> None:
             with StoreWindow(store, store.limits.window_turns) as window:
                 turns = window.load_session(args.user, args.session)
         done = consolidate(store, args.user, args.session, summary=not args.no_summary, turns=turns)
+    user = shlex.quote(args.user)  # the suggested commands paste into a shell as they are
     report = {
         "user": done.user, "session": done.session, "turns_read": done.turns_read,
         "policy_calls": done.policy_calls, "proposed": done.proposed,
         "already_waiting": [p["id"] for p in done.already_waiting], "unchanged": done.unchanged,
         "approved": 0,
-        "next": f"a person decides: memkit proposals --user {json.dumps(args.user)}, then "
-                "memkit approve ID --user USER --confirm, or memkit reject ID --user USER",
+        "next": f"a person decides: memkit proposals --user {user}, then "
+                f"memkit approve ID --user {user} --confirm, or memkit reject ID --user {user}",
     }
-    kept = ", ".join(str(p["id"]) for p in done.proposed) or "none"
-    try:  # the values are shown to a person who will approve them: every hidden character escaped
-        if sys.stdout is None:
-            raise OSError("standard output is closed")
-        print(visible_json(json.dumps(report, ensure_ascii=False, indent=2)), flush=True)
-    except OSError as exc:
-        if not done.proposed:
-            raise
-        raise ReportFailed(f"proposals {kept} of {args.user!r} kept, waiting for a person", exc) from None
+    kept = ", ".join(str(p["id"]) for p in done.proposed)
+    # The values are shown to a person who will approve them: emit escapes every hidden character.
+    emit(report, committed=f"proposals {kept} of {args.user!r} kept, waiting for a person" if kept else None)

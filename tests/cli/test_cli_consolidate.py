@@ -108,3 +108,17 @@ def test_a_failure_after_a_kept_proposal_exits_4_and_names_it(tmp_path):
     [kept] = json.loads(memkit("proposals", "--db", str(db), "--user", "sam", env=env_with()).stdout)
     assert (kept["key"], kept["value"], kept["status"]) == ("diet", "vegetarian", "pending")
     assert f"proposal {kept['id']} kept" in failed.stderr
+
+
+def test_hidden_characters_are_shown_escaped_and_the_suggested_commands_quote_the_user(tmp_path):
+    db = tmp_path / "memory.sqlite3"
+    done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--user", "auth0|123",
+                           "--session", "s1", "--message", "My ticket number is T-\u202e4471"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env_with(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    shown = consolidate(db, "--user", "auth0|123", "--session", "s1")
+    assert shown.returncode == 0, shown.stderr
+    assert "\u202e" not in shown.stdout and "\\u202e" in shown.stdout
+    report = json.loads(shown.stdout)
+    assert "T-\u202e4471" in report["proposed"][0]["value"]  # the same data, once parsed
+    assert "memkit approve ID --user 'auth0|123' --confirm" in report["next"]
