@@ -124,10 +124,12 @@ def check_prediction(predicted: Mapping[str, Any], measured: Mapping[str, Any] |
         if same(value, measured[name]):
             continue
         hint = hints.get(name, "run the experiment cell again and read its table")
-        if _is_number(measured[name]) and not _is_number(_as_number(value)):
+        # A hint function compares numbers: "7" reaches it as 7.
+        said = _as_number(value) if _is_number(measured[name]) else value
+        if _is_number(measured[name]) and not _is_number(said):
             text = f"write a number, not {value!r}"
         else:
-            text = hint(value) if callable(hint) else hint
+            text = hint(said) if callable(hint) else hint
         misses.append(f"{name}: you predicted {value!r}, it is {measured[name]!r} ({text})")
     if not misses:
         return right(explanation)
