@@ -122,3 +122,14 @@ def test_hidden_characters_are_shown_escaped_and_the_suggested_commands_quote_th
     report = json.loads(shown.stdout)
     assert "T-\u202e4471" in report["proposed"][0]["value"]  # the same data, once parsed
     assert "memkit approve ID --user 'auth0|123' --confirm" in report["next"]
+
+
+def test_a_report_that_cannot_be_written_after_kept_proposals_exits_3_and_says_what_was_kept(tmp_path):
+    db = tmp_path / "memory.sqlite3"
+    chat(db, "answer in French this time")
+    closed = subprocess.run(["bash", "-c", '"$0" -m memkit consolidate --db "$1" --user sam --session s1 >&-',
+                             sys.executable, str(db)], capture_output=True, text=True, env=env_with(), timeout=120)
+    assert closed.returncode == 3, (closed.returncode, closed.stderr)
+    [kept] = json.loads(memkit("proposals", "--db", str(db), "--user", "sam", env=env_with()).stdout)
+    assert closed.stderr.startswith(f"error: committed: proposals {kept['id']} of 'sam' kept, waiting for a person")
+    assert "Traceback" not in closed.stderr
