@@ -558,3 +558,12 @@ def test_whole_number_reads_a_budget_however_it_is_written(answer, number):
     from classroom.exercises import whole_number
 
     assert whole_number(answer) == number
+
+
+@pytest.mark.parametrize(("said", "hint"), [("7", "more"), ("seven", "more"), (" 3 ", "fewer"), (3.0, "fewer")])
+def test_a_hint_function_gets_a_number_written_as_text_as_a_number(said, hint):
+    from classroom.exercises import check_prediction
+
+    verdict = check_prediction({"stored": said}, {"stored": 5}, explanation="",
+                               hints={"stored": lambda p: "more" if p > 5 else "fewer"})
+    assert verdict.state == "wrong" and f"({hint})" in verdict.message, verdict
