@@ -20,10 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 READING = ROOT / "docs" / "READING.md"
 COURSE_NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("[01][0-9]_*.ipynb") if "01" <= p.name[:2] <= "12")
 """The notebooks with a "Read the code" cell: the core (01-07) and the wings' notebooks (08-12)."""
-AWAITED = {"10": "10's cell comes with its policy and consolidation (issue 35, N1)",
-           "12": "12's cell comes with the capstone build (issue 35, N2)"}
-"""Notebooks whose "Read the code" cell is being written: skipped, with the reason, until it exists,
-then checked like every other. Remove an entry once its notebook has its cell."""
 
 MIN_LINES, MAX_LINES = 800, 2500
 """The issue's done-criterion for the reading path."""
@@ -220,8 +216,6 @@ def test_the_reading_path_covers_the_notebooks_01_to_07():
 @pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=lambda p: p.name)
 def test_each_notebook_sends_the_student_to_real_code(path):
     cells = read_the_code_cells(json.loads(path.read_text(encoding="utf-8")))
-    if not cells and path.name[:2] in AWAITED:
-        pytest.skip(AWAITED[path.name[:2]])
     assert cells, f"{path.name} has no 'Read the code' markdown cell"
     assert [p for cell in cells for p in pointer_problems(cell)] == []
 
