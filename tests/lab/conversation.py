@@ -36,6 +36,8 @@ from memkit.request import History
 from memkit.store import MemoryStore
 from memkit.window import RedisWindow, StoreWindow, connect_redis
 
+from .workers import ROOMY_LIMITS, limits_from
+
 
 @contextlib.contextmanager
 def start_redis_server(folder: Path) -> Iterator[str]:
@@ -92,6 +94,11 @@ def conversation_crash_experiment(db: Path, *, kills: int, seed: int = 0, redis_
         redis_url: a separate redis-server to keep the window in instead.
     """
     rng = random.Random(seed)
+    # The store records roomy limits first (memkit chat opens it with the limits it recorded): at the
+    # default bound of archived turns per user, a hundred chats would trim the oldest turns the
+    # experiment counts, by design (the archive bound has its own experiment).
+    with MemoryStore(db, limits=limits_from(ROOMY_LIMITS)):
+        pass
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     if redis_url:
         env["REDIS_URL"] = redis_url
