@@ -392,3 +392,46 @@ def test_the_order_check_catches_a_name_used_too_early_and_an_unexplained_term()
     assert "'trigram' first appears in 00_x.ipynb, not in notebook 01 that explains it" in problems
     assert "'canonical JSON' first appears in 00_x.ipynb, not in notebook 03 that explains it" in problems
     assert "no notebook mentions 'sweep margin'" in problems
+
+
+# -- questions that check understanding (issue 35: five to eight in every notebook) ----------------------
+
+
+def understanding_problems(nb: dict[str, Any]) -> list[str]:
+    """What is wrong with a notebook's "Check your understanding" cell and its folded answers."""
+    cells = nb["cells"]
+    at = [i for i, cell in enumerate(cells) if cell["cell_type"] == "markdown"
+          and "".join(cell["source"]).startswith("## Check your understanding")]
+    if len(at) != 1:
+        return [f"{len(at)} 'Check your understanding' cells (want 1)"]
+    questions = re.findall(r"^\d+\. ", "".join(cells[at[0]]["source"]), flags=re.M)
+    problems = [] if 5 <= len(questions) <= 8 else [f"{len(questions)} questions (want 5 to 8)"]
+    answers = cells[at[0] + 1] if at[0] + 1 < len(cells) else None
+    if answers is None or not "".join(answers["source"]).startswith("**Answers.**"):
+        return [*problems, "no **Answers.** cell right after the questions"]
+    if "solution" not in answers.get("metadata", {}).get("tags", []):
+        problems.append("the answers are not tagged 'solution' (the student's handout would show them)")
+    answered = re.findall(r"^\d+\. ", "".join(answers["source"]), flags=re.M)
+    if len(answered) != len(questions):
+        problems.append(f"{len(answered)} answers to {len(questions)} questions")
+    return problems
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_notebook_asks_questions_that_check_understanding(path):
+    assert understanding_problems(json.loads(path.read_text(encoding="utf-8"))) == []
+
+
+def test_the_questions_check_reports_what_is_missing():
+    def nb(*cells: tuple[str, list[str]]) -> dict[str, Any]:
+        return {"cells": [{"cell_type": "markdown", "source": [text], "metadata": {"tags": tags}}
+                          for text, tags in cells]}
+    five = "## Check your understanding\n\n" + "".join(f"{n}. Why?\n" for n in range(1, 6))
+    answers = "**Answers.**\n\n" + "".join(f"{n}. Because.\n" for n in range(1, 6))
+    assert understanding_problems(nb((five, []), (answers, ["solution"]))) == []
+    assert understanding_problems(nb(("## Summary", []))) == ["0 'Check your understanding' cells (want 1)"]
+    assert understanding_problems(nb((five.replace("5. Why?\n", ""), []), (answers, ["solution"]))) == [
+        "4 questions (want 5 to 8)", "5 answers to 4 questions"]
+    assert understanding_problems(nb((five, []), (answers, []))) == [
+        "the answers are not tagged 'solution' (the student's handout would show them)"]
+    assert understanding_problems(nb((five, []))) == ["no **Answers.** cell right after the questions"]
