@@ -139,7 +139,7 @@ def test_an_embedding_view_switches_the_panel_to_another_user(demo):
     panel.show_user("bob")
     assert sorted(panel.buttons) == [bobs["id"]] and "bob" in panel.title.value
     with pytest.raises(ValidationError):
-        panel.show_user("not a user")
+        panel.show_user("not\ta user")  # a control character: ids are any visible text now
     assert panel.user == "bob"
     assert panel.approve(alices["id"])["reason"] == "unknown"  # bob's panel cannot decide alice's
     assert demo.proposals("alice")[0]["status"] == "pending"
