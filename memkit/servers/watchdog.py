@@ -19,10 +19,12 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 from collections.abc import Iterable
@@ -88,6 +90,19 @@ class Watchdog:
     def remove_later(self, *folders: str | os.PathLike[str]) -> None:
         """Add `folders` to those removed once the server is gone (say so as soon as each is made)."""
         self._send({"remove": [os.fspath(folder) for folder in folders]})
+
+    def make_folder(self, prefix: str) -> str:
+        """A new private (0700) temporary folder, removed once the server is gone. Its name is told to
+        the watchdog before the folder exists, so a starter killed between making it and saying so
+        (mkdtemp, then remove_later) cannot leave it behind."""
+        while True:
+            path = os.path.join(tempfile.gettempdir(), prefix + secrets.token_hex(4))  # 8 characters, as mkdtemp
+            self.remove_later(path)
+            try:
+                os.mkdir(path, 0o700)
+                return path
+            except FileExistsError:  # another's folder of that name (a 1 in 4 billion draw): not ours to remove
+                self._send({"keep": [path]})
 
     def starting(self, pidfile: str | os.PathLike[str], *, name: str) -> None:
         """A server is about to start and will write its pid to `pidfile`: if the starter dies before
@@ -180,6 +195,7 @@ def _main(argv: list[str]) -> int:
         if "watch" in message:
             pid, token, starting = message["watch"], message.get("token"), None
         remove += message.get("remove", [])
+        remove = [folder for folder in remove if folder not in message.get("keep", [])]
     if starting is not None:  # the starter died during the start: the server may be running, unwatched
         found = _started_server(starting["starting"], starting["name"], starting["at"])
         pid, token = found if found is not None else (None, None)

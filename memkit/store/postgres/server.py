@@ -17,7 +17,6 @@ import pwd
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -80,11 +79,10 @@ class EmbeddedPostgres:
         # close(), from the moment the folder exists.
         self._watchdog = Watchdog(stop_signal=_STOP_SIGNALS["fast"], grace=60.0)
         try:
-            self.folder = Path(tempfile.mkdtemp(prefix="memkit-pg-"))
+            self.folder = Path(self._watchdog.make_folder("memkit-pg-"))
         except BaseException:
             self._watchdog.disarm()
             raise
-        self._watchdog.remove_later(self.folder)
         atexit.register(self.close)
         try:
             if len(str(self.folder / _SOCKET_NAME)) > 100:
