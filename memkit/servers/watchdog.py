@@ -202,8 +202,24 @@ def _main(argv: list[str]) -> int:
     if pid and token:
         _stop(pid, token, stop_signal, grace)
     for folder in remove:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
     return 0
+
+
+def _remove(folder: str) -> None:
+    """Remove `folder`, and again while it comes back: a program the starter ran (started just before
+    it died, too soon to be watched) may still be writing into it for a moment."""
+    deadline = time.monotonic() + 10.0
+    gone_since: float | None = None
+    while time.monotonic() < deadline:
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.path.lexists(folder):
+            gone_since = None
+        elif gone_since is None:
+            gone_since = time.monotonic()
+        elif time.monotonic() - gone_since > 1.0:
+            return
+        time.sleep(0.1)
 
 
 if __name__ == "__main__":

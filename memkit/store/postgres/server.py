@@ -168,10 +168,22 @@ class EmbeddedPostgres:
         return self.bin_dir
 
     def _run(self, program: str, *args: str) -> None:
-        done = subprocess.run([str(self.bin_dir / program), *args], capture_output=True, text=True,
-                              timeout=self.startup_timeout, **self._as_server_user())
-        if done.returncode != 0:
-            raise StoreError(f"{program} failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-800:]}")
+        # Watched while it runs: this process killed meanwhile, the watchdog stops it (an orphaned
+        # initdb would go on writing into the folder the watchdog removes).
+        process = subprocess.Popen([str(self.bin_dir / program), *args], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                   **self._as_server_user())
+        self._watchdog.watch(process.pid)
+        try:
+            out, err = process.communicate(timeout=self.startup_timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise StoreError(f"{program} took longer than {self.startup_timeout} s") from None
+        finally:
+            self._watchdog.watch(None)
+        if process.returncode != 0:
+            raise StoreError(f"{program} failed ({process.returncode}): {(err or out).strip()[-800:]}")
 
     def start(self) -> None:
         """Start the server (again, after `stop()`) and wait until it accepts connections."""
