@@ -44,7 +44,7 @@ _EPISODE = re.compile(r"note (?:the )?episode ([a-z][a-z0-9_.:-]*): (.+?)$", re.
 _FORGET = re.compile(r"^forget (?:about )?(?:my )?(episode )?([a-z][a-z0-9 _.:-]*?)$", re.I)
 _FORGET_CITY = re.compile(r"^forget (?:where i live|my address)$", re.I)
 _REMEMBER_THAT = re.compile(r"^remember (?:that )?(?P<rest>.+)$", re.I)
-_POLITE = re.compile(r"^(?:please|ok|okay|so|btw|by the way|oh|hi|hello)[,!]?\s+", re.I)
+_POLITE = re.compile(r"^(?:please|ok|okay|so|btw|by the way|oh|hi|hello|these days|nowadays)[,!]?\s+", re.I)
 _STOPWORDS = {"a", "an", "the", "that", "my", "i", "is", "am", "to", "on", "in", "at", "of", "was"}
 
 PROFILE_KEYS = ("city", "drink", "name", "diet", "language", "pet", "food", "allergy")
@@ -52,10 +52,16 @@ PROFILE_KEYS = ("city", "drink", "name", "diet", "language", "pet", "food", "all
 "my THING is VALUE" (a ticket number) stays in the conversation."""
 
 _KEYS = "|".join(PROFILE_KEYS)
+# A place named as a place ("Lisbon"), not a description ("a shared office", "the suburbs").
+_PLACE = r"(?!(?:a|an|the|my|our|his|her|their|he|she|it|this|that|there|where)\b)(?P<value>.+?)"
 STATEMENTS: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (re.compile(rf"^my (?:favou?rite |usual )?(?P<key>{_KEYS}) is (?P<value>.+)$", re.I), None),
     (re.compile(r"^i (?:now )?(?:live|am living|'m living) in (?P<value>.+)$", re.I), "city"),
-    (re.compile(r"^i(?:'ve| have| just)? moved to (?P<value>.+)$", re.I), "city"),
+    (re.compile(r"^i(?:'ve| have| just)? (?:moved|relocated) to (?P<value>.+)$", re.I), "city"),
+    (re.compile(rf"^i(?:'m| am) (?:now )?based in {_PLACE}$", re.I), "city"),
+    (re.compile(rf"^(?:my )?home(?: for me)? is (?:now )?(?:in )?{_PLACE}$", re.I), "city"),
+    # Not "X is home": "Tom is home now" is about Tom.
+    (re.compile(rf"^{_PLACE} is (?:my home|where i live)(?: now)?$", re.I), "city"),
     (re.compile(r"^i(?:'m| am) (?:a )?(?P<value>vegetarian|vegan|pescatarian)$", re.I), "diet"),
     (re.compile(r"^i(?:'m| am) allergic to (?P<value>.+)$", re.I), "allergy"),
     (re.compile(r"^(?:you can |please )?call me (?P<value>.+)$", re.I), "name"),
@@ -133,7 +139,7 @@ def key_of(text: str) -> str:
 
 
 def clean(value: str) -> str:
-    """A value as the person meant it: no trailing punctuation, quotes or "now"."""
+    """A value as the person meant it: no trailing punctuation, quotes, "now" or "these days"."""
     value = value.strip().rstrip(".!").strip()
-    value = re.sub(r"\s+now$", "", value, flags=re.I)
+    value = re.sub(r"\s+(?:now|these days|nowadays)$", "", value, flags=re.I)
     return value.strip("\"'").strip()

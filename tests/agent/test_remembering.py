@@ -24,6 +24,19 @@ CASES = [
     ("Where do I live?", None),
     ("My sister lives in Berlin", None),
     ("My ticket number is T-4471", None),
+    # Where one lives, in the words a teacher would accept (notebook 00's exercise)
+    ("I'm based in Lisbon now", MemoryChange("put", "preference", "city", "Lisbon")),
+    ("I live in Lisbon these days", MemoryChange("put", "preference", "city", "Lisbon")),
+    ("Nowadays, I live in Lisbon", MemoryChange("put", "preference", "city", "Lisbon")),
+    ("I've relocated to Lisbon", MemoryChange("put", "preference", "city", "Lisbon")),
+    ("Home is Lisbon now", MemoryChange("put", "preference", "city", "Lisbon")),
+    ("My home is in Lisbon", MemoryChange("put", "preference", "city", "Lisbon")),
+    ("Lisbon is where I live", MemoryChange("put", "preference", "city", "Lisbon")),
+    # ... and what only looks like it: a description, another person, a saying
+    ("I'm based in a shared office", None),
+    ("Tom is home now", None),
+    ("My sister is where I live", None),
+    ("Home is where the heart is", None),
 ]
 
 
@@ -33,21 +46,22 @@ def test_the_default_policy_reads_one_utterance(said, expected):
 
 
 def test_the_fixture_model_proposes_what_its_policy_says(store):
-    """A policy that keeps 'I'm based in X' (the default does not) changes what the model proposes."""
+    """A policy that keeps 'X is home now' (the default does not: "Tom is home now") changes what the
+    model proposes."""
 
-    def based_in(said: str) -> MemoryChange | None:
-        if said.lower().startswith("i'm based in "):
-            return MemoryChange("put", "preference", "city", said[len("I'm based in "):])
+    def home_now(said: str) -> MemoryChange | None:
+        if said.lower().endswith(" is home now"):
+            return MemoryChange("put", "preference", "city", said[: -len(" is home now")])
         return worth_remembering(said)
 
     async def talk(model: FixtureModel, session: str) -> list[str]:
         agent = MemoryAgent(store, "sam", session, model, unconfirmed="propose")
-        reply = await agent.ask("I'm based in Lisbon")
+        reply = await agent.ask("Lisbon is home now")
         return [call["name"] for call in reply.tool_results]
 
     assert asyncio.run(talk(FixtureModel(), "s1")) == []
     assert store.proposals("sam") == []
-    assert asyncio.run(talk(FixtureModel(policy=based_in), "s2")) == ["memory_put"]
+    assert asyncio.run(talk(FixtureModel(policy=home_now), "s2")) == ["memory_put"]
     [waiting] = store.proposals("sam")
     assert (waiting["key"], waiting["value"], waiting["status"]) == ("city", "Lisbon", "pending")
     assert store.get("sam", "preference", "city") is None  # proposed, not saved
