@@ -11,7 +11,6 @@ process, on the same real SQLite file.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import sqlite3
@@ -20,7 +19,7 @@ import sys
 import uuid
 from pathlib import Path
 from typing import Any
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
@@ -28,11 +27,10 @@ import pytest
 pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install -e '.[mcp]'")
 
 import mcp_types as types
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-ERAS = ["legacy", "modern"]
+from _mcp_client import ERAS, Person, connect
+
 PUT = {"kind": "preference", "key": "drink", "value": "tea"}
 
 Answer = Callable[[str], Awaitable[str]]
@@ -65,70 +63,6 @@ def pending(workspace: Path, user: str = "alice") -> list[dict[str, Any]]:
 def cli_put(workspace: Path, value: str, user: str = "alice", key: str = "drink") -> None:
     done = memkit("put", "--workspace", str(workspace), "--user", user, "--key", key, "--value", value, "--confirm")
     assert done.returncode == 0, done.stderr
-
-
-class Person:
-    """The person behind the client: answers every question with `action`, and remembers them."""
-
-    def __init__(self, action: str = "accept", before: Callable[[], Awaitable[None]] | None = None) -> None:
-        self.action, self.before = action, before
-        self.asked: list[str] = []
-
-    async def answer(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
-        assert isinstance(params, types.ElicitRequestFormParams)
-        self.asked.append(params.message)
-        if self.before is not None:
-            await self.before()
-        if self.action == "error":  # a client that failed to show the question
-            return types.ErrorData(code=types.INVALID_REQUEST, message="no window to show it in")
-        if self.action == "accept, no content":  # the form has no fields; some clients send none
-            return types.ElicitResult(action="accept")
-        return types.ElicitResult(action=self.action, content={} if self.action == "accept" else None)
-
-    async def callback(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
-        return await self.answer(params)
-
-
-class Connection:
-    """One client session, with a `call` that answers input-required rounds as a host does."""
-
-    def __init__(self, session: ClientSession, era: str, person: Person | None) -> None:
-        self.session, self.era, self.person = session, era, person
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        result = await self.session.call_tool(name, arguments, allow_input_required=True)
-        for _ in range(5):
-            if not isinstance(result, types.InputRequiredResult):
-                break
-            assert self.person is not None, "the server asked a client that cannot answer"
-            answers = {key: await self.person.answer(request.params)
-                       for key, request in (result.input_requests or {}).items()}
-            result = await self.session.call_tool(name, arguments, input_responses=answers,
-                                                  request_state=result.request_state, allow_input_required=True)
-        assert isinstance(result, types.CallToolResult), result
-        return result
-
-    async def structured(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await self.call(name, arguments)
-        assert not result.is_error, result.content
-        assert result.structured_content is not None
-        return result.structured_content
-
-
-@contextlib.asynccontextmanager
-async def connect(workspace: Path, era: str, person: Person | None, user: str = "alice",
-                  db: str | None = None) -> AsyncIterator[Connection]:
-    # A PostgreSQL store is named by --db alone: --workspace names a SQLite store's folder.
-    where = ["--db", db] if db else ["--workspace", str(workspace)]
-    params = StdioServerParameters(command=sys.executable, args=["-m", "memkit", "mcp", *where, "--user", user])
-    callback = person.callback if person is not None else None
-    async with (stdio_client(params) as (read, write),
-                ClientSession(read, write, elicitation_callback=callback) as session):
-        if era == "legacy":
-            await session.initialize()
-        else:
-            await session.discover()
-        yield Connection(session, era, person)
 
 
 def run(fn: Callable[[], Awaitable[None]]) -> None:

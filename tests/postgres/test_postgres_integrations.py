@@ -11,7 +11,6 @@ Every test uses users of its own: a server at MEMKIT_PG_URL keeps earlier runs' 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as _dt
 import json
 import subprocess
@@ -19,7 +18,6 @@ import sys
 import textwrap
 import uuid
 from typing import Any
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -68,76 +66,25 @@ def start_together(script: str, argument_lists: list[list[str]]) -> list[list[st
 PUT = {"kind": "preference", "key": "drink", "value": "tea"}
 
 
-class Person:
-    """The person behind the client: answers every question with `action`."""
-
-    def __init__(self, action: str) -> None:
-        self.action = action
-
-    async def answer(self, params: Any) -> Any:
-        import mcp_types as types
-
-        return types.ElicitResult(action=self.action, content={} if self.action == "accept" else None)
-
-    async def callback(self, context: Any, params: Any) -> Any:
-        return await self.answer(params)
-
-
-class Connection:
-    """One client session; `structured` answers the questions of either era as a host does."""
-
-    def __init__(self, session: Any, person: Person | None) -> None:
-        self.session, self.person = session, person
-
-    async def structured(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        import mcp_types as types
-
-        result = await self.session.call_tool(name, arguments, allow_input_required=True)
-        for _ in range(5):
-            if not isinstance(result, types.InputRequiredResult):
-                break
-            assert self.person is not None, "the server asked a client that cannot answer"
-            answers = {key: await self.person.answer(request.params)
-                       for key, request in (result.input_requests or {}).items()}
-            result = await self.session.call_tool(name, arguments, input_responses=answers,
-                                                  request_state=result.request_state, allow_input_required=True)
-        assert not result.is_error and result.structured_content is not None, result.content
-        return result.structured_content
-
-
-@contextlib.asynccontextmanager
-async def connect(era: str, person: Person | None, *, db: str, user: str) -> AsyncIterator[Connection]:
-    """`memkit mcp --db URL --user USER` in a subprocess, through the SDK's stdio client."""
-    from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    params = StdioServerParameters(command=sys.executable, args=["-m", "memkit", "mcp", "--db", db, "--user", user])
-    callback = person.callback if person is not None else None
-    async with (stdio_client(params) as (read, write),
-                ClientSession(read, write, elicitation_callback=callback) as session):
-        await (session.initialize() if era == "legacy" else session.discover())
-        yield Connection(session, person)
-
-
-
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_memkit_mcp_on_postgresql_asks_stores_proposes_and_deletes_as_on_sqlite(pg_url, era):
     pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed")
     import anyio
+    from _mcp_client import Person, connect
 
     user, other = fresh("alice"), fresh("bob")
     where = ["--db", pg_url]
 
     async def body() -> None:
-        async with connect(era, Person("accept"), db=pg_url, user=user) as conn:
+        async with connect(None, era, Person("accept"), user=user, db=pg_url) as conn:
             done = await conn.structured("memory_put", {**PUT, "value": "green tea"})
             assert done["stored"] is True and done["record"]["revision"] == 1
             found = await conn.structured("memory_search", {"query": "GREEN"})
             assert [record["key"] for record in found["records"]] == ["drink"]
-        async with connect(era, Person("cancel"), db=pg_url, user=user) as conn:
+        async with connect(None, era, Person("cancel"), user=user, db=pg_url) as conn:
             waiting = await conn.structured("memory_put", {**PUT, "key": "food", "value": "rice"})
             assert waiting["stored"] is False and waiting["reason"] == "cancel" and "proposal" in waiting
-        async with connect(era, None, db=pg_url, user=other) as conn:  # a client that cannot ask
+        async with connect(None, era, None, user=other, db=pg_url) as conn:  # a client that cannot ask
             refused = await conn.structured("memory_put", PUT)
             assert refused["stored"] is False and refused["reason"] == "cannot_ask"
             assert await conn.structured("memory_get", {"kind": "preference", "key": "drink"}) == {"record": None}
@@ -159,7 +106,7 @@ def test_memkit_mcp_on_postgresql_asks_stores_proposes_and_deletes_as_on_sqlite(
     assert cli_json("get", *where, "--user", other, "--key", "drink") is None
 
     async def delete() -> None:
-        async with connect(era, Person("accept"), db=pg_url, user=user) as conn:
+        async with connect(None, era, Person("accept"), user=user, db=pg_url) as conn:
             gone = await conn.structured("memory_delete", {"kind": "preference", "key": "drink"})
             assert gone["deleted"] is True
             assert await conn.structured("memory_get", {"kind": "preference", "key": "drink"}) == {"record": None}
