@@ -47,6 +47,9 @@ class MemkitParser(argparse.ArgumentParser):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # An abbreviation (`--us` for `--user`) is refused with the whole name suggested: accepted, it
+        # would change meaning the day another option starting with those letters is added.
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.siblings: dict[str, MemkitParser] = {}
 
@@ -101,8 +104,6 @@ class MemkitParser(argparse.ArgumentParser):
             name = word.split("=", 1)[0]
             if name in self._option_string_actions:
                 continue
-            if name.startswith("--") and any(option.startswith(name) for option in self._option_string_actions):
-                continue  # an abbreviation argparse resolves (or refuses as ambiguous, by name)
             self.refuse(self._unknown_option(name, commands))
 
     def _unknown_option(self, name: str, commands: dict[str, MemkitParser]) -> str:

@@ -51,6 +51,11 @@ WRONG_USAGES = [
     (["export", "--user", "a", "--outt", "a.jsonl"], "did you mean '--out'?"),
     (["reindex", "--modle", "m", "--confirm"], "did you mean '--model'?"),
     (["get", "--user", "a", "--key", "k", "-x"], "unknown option -x"),
+    # an abbreviation: refused with the whole name (argparse would take it, and change its meaning the
+    # day another option starting with those letters is added)
+    (["get", "--us", "a", "--key", "k"], "unknown option --us; did you mean '--user'?"),
+    (["put", "--user", "a", "--key", "k", "--val", "v", "--confirm"], "unknown option --val; did you mean '--value'?"),
+    (["put", "--user", "a", "--key", "k", "--value", "v", "--conf"], "did you mean '--confirm'?"),
     # an option of another command
     (["get", "--user", "a", "--key", "k", "--value", "v"], "memkit get has no option --value (put takes it)"),
     (["get", "--user", "a", "--key", "k", "--confirm"], "memkit get has no option --confirm ("),
