@@ -40,6 +40,7 @@ LABELLED: tuple[tuple[str, str, MemoryChange | None], ...] = (
     ("Call me Sam", "stable fact", _put("name", "Sam")),
     ("I usually drink oat flat whites", "stable fact", _put("drink", "oat flat whites")),
     ("I moved to Porto", "changed fact", _put("city", "Porto")),
+    ("I've relocated to Évora", "changed fact", _put("city", "Évora")),
     ("I now live in Braga", "changed fact", _put("city", "Braga")),
     ("I've moved to Faro", "changed fact", _put("city", "Faro")),
     ("My diet is vegan now", "changed fact", _put("diet", "vegan")),
@@ -65,6 +66,8 @@ LABELLED: tuple[tuple[str, str, MemoryChange | None], ...] = (
     ("My ticket number is T-4471", "small talk", None),
     ("I'm based in Lisbon", "paraphrase", _put("city", "Lisbon")),
     ("Home for me is Lisbon these days", "paraphrase", _put("city", "Lisbon")),
+    ("I live in Lisbon these days", "paraphrase", _put("city", "Lisbon")),
+    ("Lisbon is home now", "paraphrase", _put("city", "Lisbon")),
     ("I don't eat meat", "paraphrase", _put("diet", "vegetarian")),
     ("Everyone calls me Sam", "paraphrase", _put("name", "Sam")),
     ("Remember that I live in Lisbon", "paraphrase", _put("city", "Lisbon")),
@@ -74,11 +77,37 @@ LABELLED: tuple[tuple[str, str, MemoryChange | None], ...] = (
     ("Call my brother Tom tomorrow", "another person", None),
     ("My friend's name is Ana", "another person", None),
     ("My boss drinks espresso", "another person", None),
+    ("Tom is home now", "another person", None),
     ("I live in a small flat", "looks like a fact", None),
     ("I drink too much coffee", "looks like a fact", None),
     ("I'm allergic to Mondays", "looks like a fact", None),
+    ("I'm based in a shared office", "looks like a fact", None),
 )
 """(what a person said, what kind of utterance it is, the change it should make or None)."""
+
+HELD_OUT: tuple[tuple[str, str, MemoryChange | None], ...] = (
+    ("My name is Joana", "stable fact", _put("name", "Joana")),
+    ("I'm allergic to shellfish", "stable fact", _put("allergy", "shellfish")),
+    ("I relocated to Madrid", "changed fact", _put("city", "Madrid")),
+    ("I'm pescatarian now", "changed fact", _put("diet", "pescatarian")),
+    ("Reply in Spanish just this once", "one-off", None),
+    ("Keep it brief tonight", "one-off", None),
+    ("Forget my language", "forget", _delete("language")),
+    ("Please delete what you know about my diet", "forget", _delete("diet")),
+    ("Stop remembering where I live", "forget", _delete("city")),
+    ("Good morning!", "small talk", None),
+    ("My order number is 55120", "small talk", None),
+    ("People call me Jo", "paraphrase", _put("name", "Jo")),
+    ("I no longer eat meat", "paraphrase", _put("diet", "vegetarian")),
+    ("Madrid is where I live now", "paraphrase", _put("city", "Madrid")),
+    ("My partner is vegan", "another person", None),
+    ("My mum lives in Faro", "another person", None),
+    ("I live in a big house", "looks like a fact", None),
+    ("I drink a lot of water", "looks like a fact", None),
+)
+"""A second labelled set, of the same kinds, that nobody tunes a policy on: kept out of sight while
+a rule is written, it says whether the rule learned the language or only the sentences it was
+written for (a rule for "I don't eat meat" misses "I no longer eat meat")."""
 
 
 def describe(change: MemoryChange | None) -> str:
@@ -151,6 +180,22 @@ def score(policy: Callable[[str], MemoryChange | None],
 
 DEFAULT = score(worth_remembering)
 """The score of the default policy, which a student's policy is compared with."""
+
+
+def generalisation(policies: dict[str, Callable[[str], MemoryChange | None]]) -> list[dict[str, Any]]:
+    """Each policy scored on the labelled set it was tuned on and on `HELD_OUT`, a row per policy.
+
+    Only the scores: the held-out sentences stay out of sight, or the next rule would be tuned on
+    them too.
+    """
+    rows = []
+    for name, policy in policies.items():
+        tuned, held = score(policy), score(policy, HELD_OUT)
+        rows.append({"policy": name, "labelled precision": round(tuned.precision, 2),
+                     "labelled recall": round(tuned.recall, 2),
+                     "held-out precision": round(held.precision, 2), "held-out recall": round(held.recall, 2),
+                     "held-out mistakes": len(held.mistakes)})
+    return rows
 
 
 def check_policy(policy: Any) -> exercises.Verdict:

@@ -12,12 +12,13 @@ import _notebook_demo  # noqa: F401  (skips this module without the notebook ext
 import pytest
 
 from memkit.remembering import MemoryChange, plain, worth_remembering
-from classroom.remembering_score import DEFAULT, LABELLED, change_of, check_policy, practice_copy, score
+from classroom.remembering_score import (DEFAULT, HELD_OUT, LABELLED, change_of, check_policy, generalisation,
+                                         practice_copy, score)
 
 
-def based_in(said):
-    if match := re.match(r"i'?m based in (.+)", plain(said), re.I):
-        return MemoryChange("put", "preference", "city", match.group(1))
+def vegan_now(said):
+    if match := re.fullmatch(r"i'?m (vegan|vegetarian) now", plain(said), re.I):
+        return MemoryChange("put", "preference", "diet", match.group(1).lower())
     return worth_remembering(said)
 
 
@@ -47,10 +48,10 @@ def no_traps(said):
     """Narrower than the default and one more paraphrase: precision rises too."""
     if plain(said).lower() in ("i live in a small flat", "i drink too much coffee"):
         return None
-    return based_in(said)
+    return vegan_now(said)
 
 
-RIGHT = [based_in, no_meat, called, stop_remembering, now_dropped, no_traps]
+RIGHT = [vegan_now, no_meat, called, stop_remembering, now_dropped, no_traps]
 
 
 def every_in_is_a_city(said):
@@ -60,19 +61,27 @@ def every_in_is_a_city(said):
     return worth_remembering(said)
 
 
+def home_now(said):
+    """Too broad: "Tom is home now" is about Tom, not a city."""
+    if match := re.fullmatch(r"(\w+) is home(?: now)?", plain(said), re.I):
+        return MemoryChange("put", "preference", "city", match.group(1))
+    return worth_remembering(said)
+
+
 def wrong_key(said):
-    if match := re.match(r"i'?m based in (.+)", plain(said), re.I):
-        return MemoryChange("put", "preference", "home_city", match.group(1))
+    if re.fullmatch(r"i (?:don't|do not) eat meat", plain(said), re.I):
+        return MemoryChange("put", "preference", "dietary_preference", "vegetarian")
     return worth_remembering(said)
 
 
 WRONG = [
     (lambda said: None, "recall is 0.00"),
     (every_in_is_a_city, "precision fell to"),
-    (wrong_key, "it proposes put home_city = 'Lisbon', where put city = 'Lisbon' was expected"),
+    (home_now, "it now keeps ['Tom is home now'"),
+    (wrong_key, "it proposes put dietary_preference = 'vegetarian', where put diet = 'vegetarian' was expected"),
     (lambda said: 1 / 0, "the policy stopped: ZeroDivisionError"),
     (lambda said: ("put", "city", "Lisbon"), "return a MemoryChange or None"),
-    ("based in", "not a function"),
+    ("is home now", "not a function"),
 ]
 
 
@@ -84,9 +93,33 @@ def test_the_labelled_set_has_every_kind_and_at_least_forty_utterances():
 
 
 def test_the_default_policy_scores_as_the_notebook_says():
-    assert (DEFAULT.right, DEFAULT.proposed, DEFAULT.expected, len(DEFAULT.mistakes)) == (19, 22, 26, 10)
+    assert (DEFAULT.right, DEFAULT.proposed, DEFAULT.expected, len(DEFAULT.mistakes)) == (23, 26, 29, 9)
     kept_wrongly = {m["said"] for m in DEFAULT.mistakes if m["mistake"] == "kept what is not worth keeping"}
     assert kept_wrongly == {"I live in a small flat", "I drink too much coffee", "I'm allergic to Mondays"}
+    # The ways a teacher would accept of saying where one lives are read (00's "in her own words").
+    for said in ("I'm based in Lisbon", "Home for me is Lisbon these days", "I live in Lisbon these days"):
+        assert said not in {m["said"] for m in DEFAULT.mistakes}
+
+
+def test_the_held_out_set_is_apart_from_the_labelled_one_and_of_the_same_kinds():
+    assert 15 <= len(HELD_OUT) <= 20
+    assert not {said for said, _, _ in HELD_OUT} & {said for said, _, _ in LABELLED}
+    assert {kind for _, kind, _ in HELD_OUT} == {kind for _, kind, _ in LABELLED}
+    held = score(worth_remembering, HELD_OUT)
+    assert (held.right, held.proposed, held.expected, len(held.mistakes)) == (5, 7, 10, 7)
+
+
+def test_the_held_out_set_tells_a_rule_for_the_language_from_a_rule_for_one_sentence():
+    """no_meat matches only the sentence it was written for; called and stop_remembering read the
+    phrase, so "People call me Jo" and "delete what you know about my diet" are found too."""
+    [default, one_sentence, phrase, forget] = generalisation(
+        {"default": worth_remembering, "no_meat": no_meat, "called": called, "forget": stop_remembering})
+    assert one_sentence["labelled recall"] > default["labelled recall"]
+    assert one_sentence["held-out recall"] == default["held-out recall"] == 0.5
+    assert phrase["held-out recall"] == forget["held-out recall"] == 0.6
+    assert phrase["held-out precision"] > default["held-out precision"]
+    assert default == {"policy": "default", "labelled precision": 0.88, "labelled recall": 0.79,
+                       "held-out precision": 0.71, "held-out recall": 0.5, "held-out mistakes": 7}
 
 
 def test_a_value_is_compared_without_case():
