@@ -4,7 +4,8 @@ The other path to memory from the hot one. In the hot path the model proposes wh
 talks, at a cost on every turn; here nothing is proposed until the session has finished and its
 turns are in the store's transcript archive. Then one pass reads them, proposes the facts they
 tell (the last word on each key: a fact changed in the session is proposed once, as it ended) and
-an episode that summarises the session. Everything is a proposal a person approves
+an episode that summarises the session (`summarise` writes one without a model; a model's summary
+can be given instead). Everything is a proposal a person approves
 (`memkit.store.proposals`): consolidation never writes memory itself.
 """
 
@@ -15,7 +16,7 @@ import re
 from typing import Any
 
 from .errors import CommittedThenFailedError, MemkitError, ValidationError
-from .remembering import MemoryChange, Policy, worth_remembering
+from .remembering import ONE_OFF, MemoryChange, Policy, worth_remembering
 from .store import Store
 from .transcript import Turn
 
@@ -44,14 +45,15 @@ class Consolidation:
 
 
 def consolidate(store: Store, user: str, session: str, policy: Policy = worth_remembering, *,
-                summary: bool = True, turns: list[Turn] | None = None) -> Consolidation:
+                summary: bool | str = True, turns: list[Turn] | None = None) -> Consolidation:
     """Propose what a finished session of `user` told worth keeping; approve nothing.
 
     Args:
         store: the store holding the session's archived turns and the user's proposals.
         user, session: the session to read.
         policy: what one thing the person said should change (default `worth_remembering`).
-        summary: also propose an episode `session.<id>` summarising the session.
+        summary: also propose an episode `session.<id>` summarising the session: True for the
+            summary `summarise` writes, a text for another (a model's), False for none.
         turns: the session's turns, if the caller read them (default: the store's archived turns;
             `memkit consolidate` adds those still in the store's own window).
 
@@ -70,17 +72,20 @@ def consolidate(store: Store, user: str, session: str, policy: Policy = worth_re
             f"user {user!r} has no turns of theirs in session {session!r} to read (an unknown session, or one "
             "whose turns are not archived yet); check the user and the session. Nothing was proposed")
     done = Consolidation(user, session, len(turns), sum(len(t["content"]) for t in turns), len(said))
-    changes: dict[tuple[str, str], MemoryChange] = {}
-    other: list[str] = []  # what the person said that the policy did not keep: the summary quotes it
+    told: list[MemoryChange] = []  # every change the policy found, in the order said
+    other: list[str] = []  # what the person said that the policy did not keep: the summary reads it
     for text in said:
         if (change := policy(text)) is None:
             other.append(text)
         else:
-            changes.pop((change.kind, change.key), None)  # the last word on a key, in the order said
-            changes[(change.kind, change.key)] = change
+            told.append(change)
+    changes: dict[tuple[str, str], MemoryChange] = {}
+    for change in told:
+        changes.pop((change.kind, change.key), None)  # the last word on a key, in the order said
+        changes[(change.kind, change.key)] = change
     if summary:
-        text = summarise(session, turns, list(changes.values()), other)[:store.limits.max_value_chars]
-        episode = MemoryChange("put", "episode", episode_key(session), text)
+        text = summary if isinstance(summary, str) else summarise(session, turns, told, other)
+        episode = MemoryChange("put", "episode", episode_key(session), fit(text, store.limits.max_value_chars))
         changes[(episode.kind, episode.key)] = episode
     for change in changes.values():
         _propose(store, done, change)
@@ -117,15 +122,51 @@ def episode_key(session: str) -> str:
     return f"session.{word}"[:64]  # Limits.max_key_chars by default
 
 
-def summarise(session: str, turns: list[Turn], changes: list[MemoryChange], other: list[str]) -> str:
-    """A short, extractive summary of a session: when, what changed, what else the person said.
+def summarise(session: str, turns: list[Turn], told: list[MemoryChange], other: list[str]) -> str:
+    """A short summary of a session without a model: when, what it was about, how it ended.
 
-    A stand-in for a model's summary that needs no model: it quotes, it does not paraphrase.
+    What it was about: the facts told (a fact changed during the session says so), what else was
+    named ("my ticket number is T-4471", codes and figures), the questions asked and the one-off
+    instructions left out. How it ended: the assistant's last answer. It is written from the turns by
+    rules, so the same session gives the same summary; a model would paraphrase (notebook 10).
+
+    Example:
+        >>> summarise("s1", [{"role": "user", "content": "I moved to Porto", "at": "2026-01-01T09:00Z"},
+        ...                  {"role": "assistant", "content": "Noted.", "at": "2026-01-01T09:00Z"}],
+        ...           [MemoryChange("put", "preference", "city", "Porto")], [])
+        "Session s1 on 2026-01-01, 1 message from the person. Told: city Porto. Ended with: 'Noted.'"
     """
-    parts = [f"Session {session} on {turns[0]['at'][:10]}, {len(turns)} turns"]
-    if changes:
-        parts.append("told: " + ", ".join(f"{c.key} = {c.value}" if c.action == "put" else f"forget {c.key}"
-                                         for c in changes))
-    if other:
-        parts.append("also said: " + "; ".join(f"'{text[:60]}'" for text in other[:4]))
-    return "; ".join(parts) + "."
+    people = len(told) + len(other)
+    parts = [f"Session {session} on {turns[0]['at'][:10]}, {people} message{'s' * (people != 1)} from the person"]
+    facts: dict[str, list[str]] = {}
+    for change in told:
+        facts.setdefault(change.key, []).append(change.value or "" if change.action == "put" else "(forget)")
+    if facts:
+        parts.append("Told: " + ", ".join(
+            f"{key} {values[-1]}" + (f" (changed from {values[-2]})" if len(values) > 1 else "")
+            if values[-1] != "(forget)" else f"forget {key}" for key, values in facts.items()))
+    named = [f"{m.group(1).lower()} {m.group(2)}" for text in other if (m := _TOLD.match(text.strip()))]
+    named += [code for text in other if not _TOLD.match(text.strip()) for code in _CODE.findall(text)]
+    if named:
+        parts.append("Named: " + ", ".join(dict.fromkeys(named)))
+    asked = sum(text.rstrip().endswith("?") for text in other)
+    one_off = [text for text in other if ONE_OFF.search(text) and not text.rstrip().endswith("?")]
+    if asked:
+        parts.append(f"Asked {asked} question{'s' * (asked != 1)}")
+    if one_off:
+        parts.append(f"{len(one_off)} instruction{'s' * (len(one_off) != 1)} for that time only, not kept")
+    answers = [turn["content"] for turn in turns if turn["role"] == "assistant"]
+    if answers:
+        parts.append(f"Ended with: '{fit(' '.join(answers[-1].split()), 120)}'")
+    return ". ".join(parts)
+
+
+def fit(text: str, limit: int) -> str:
+    """`text`, cut to at most `limit` characters with an ellipsis where it was cut."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+# "My ticket number is T-4471": something named in the conversation that is not a lasting fact.
+_TOLD = re.compile(r"^my ([a-z][a-z0-9 _-]*?) is (.+?)[.!]?$", re.I)
+# A code or a figure inside a sentence ("order 55120", "flight TP-1234").
+_CODE = re.compile(r"\b[A-Za-z]{0,6}-?\d[\w:./-]*\b")

@@ -10,7 +10,8 @@ import asyncio
 import pytest
 
 from memkit import FakeClock, FixtureModel, Limits, MemoryAgent, MemoryStore
-from memkit.consolidation import consolidate, episode_key
+from memkit.consolidation import consolidate, episode_key, summarise
+from memkit.remembering import MemoryChange
 from memkit.errors import CommittedThenFailedError, ValidationError
 from memkit.window import StoreWindow
 
@@ -46,7 +47,12 @@ def test_it_proposes_the_last_word_on_each_fact_and_an_episode_and_approves_noth
     assert proposed[:2] == [("preference", "diet", "vegetarian"), ("preference", "city", "Porto")]
     kind, key, summary = proposed[2]
     assert (kind, key) == ("episode", "session.s1")
-    assert "city = Porto" in summary and "'My ticket number is T-4471'" in summary and "Lisbon" not in summary
+    # A summary, not a copy: what it was about, what was named, how it ended.
+    assert summary.startswith("Session s1 on ") and ", 6 messages from the person. " in summary
+    assert "Told: city Porto (changed from Lisbon), diet vegetarian." in summary
+    assert "Named: ticket number T-4471. Asked 1 question. 1 instruction for that time only, not kept." in summary
+    assert summary.endswith("Ended with: 'From our conversation: your ticket number is T-4471.'")
+    assert "French" not in summary and "What was my" not in summary  # nothing quoted whole
     assert all(p["status"] == "pending" for p in talked.proposals("sam"))
     assert talked.records("sam") == []  # a person approves, never consolidation
 
@@ -85,3 +91,36 @@ def test_a_failure_after_some_proposals_says_they_were_kept(tmp_path):
 def test_the_episode_key_is_a_key_whatever_the_session_id():
     assert episode_key("thread/42 Main") == "session.thread-42-main"
     assert episode_key("///") == "session.unnamed"
+
+
+def test_the_same_session_gives_the_same_summary(tmp_path):
+    values = []
+    for name in ("a", "b"):
+        with MemoryStore(tmp_path / f"{name}.sqlite3", clock=FakeClock(step_seconds=1)) as store:
+            finished_session(store)
+            values.append(consolidate(store, "sam", "s1").proposed[-1]["value"])
+    assert values[0][len("Session s1 on 2026-01-01"):] == values[1][len("Session s1 on 2026-01-01"):]
+
+
+def test_a_summary_names_codes_and_figures_and_a_forgotten_fact():
+    said = "Flight TP-1234 lands at 18:05, order 55120"
+    turns = [{"turn": 1, "role": "user", "content": said, "at": "2026-03-02T09:00Z"},
+             {"turn": 2, "role": "assistant", "content": "Noted.", "at": "2026-03-02T09:00Z"}]
+    told = [MemoryChange("put", "preference", "diet", "vegan"), MemoryChange("delete", "preference", "diet")]
+    text = summarise("s7", turns, told, [said])
+    assert text == ("Session s7 on 2026-03-02, 3 messages from the person. Told: forget diet. "
+                    "Named: TP-1234, 18:05, 55120. Ended with: 'Noted.'")
+
+
+def test_a_long_session_is_summarised_within_the_value_limit(tmp_path):
+    limits = Limits(max_value_chars=200)
+    with MemoryStore(tmp_path / "m.sqlite3", clock=FakeClock(step_seconds=1), limits=limits) as store:
+        finished_session(store)
+        episode = consolidate(store, "sam", "s1").proposed[-1]["value"]
+    assert len(episode) == 200 and episode.endswith("…") and episode.startswith("Session s1 on ")
+
+
+def test_a_models_summary_is_proposed_as_it_was_written(talked):
+    done = consolidate(talked, "sam", "s1", summary="Sam moved from Lisbon to Porto and asked about ticket T-4471.")
+    assert done.proposed[-1]["value"] == "Sam moved from Lisbon to Porto and asked about ticket T-4471."
+    assert done.policy_calls == 6 and talked.records("sam") == []

@@ -50,7 +50,7 @@ def test_it_proposes_the_session_and_a_person_approves(tmp_path):
     assert (report["turns_read"], report["policy_calls"], report["approved"]) == (4, 2, 0)
     [episode] = report["proposed"]
     assert (episode["kind"], episode["key"], episode["status"]) == ("episode", "session.s1", "pending")
-    assert "'My ticket number is T-4471'" in episode["value"]
+    assert "Named: ticket number T-4471." in episode["value"]
     assert json.loads(memkit("get", "--db", str(db), "--user", "sam", "--kind", "episode", "--key",
                              "session.s1", env=env_with()).stdout) is None  # proposed, not saved
 
@@ -133,3 +133,70 @@ def test_a_report_that_cannot_be_written_after_kept_proposals_exits_3_and_says_w
     [kept] = json.loads(memkit("proposals", "--db", str(db), "--user", "sam", env=env_with()).stdout)
     assert closed.stderr.startswith(f"error: committed: proposals {kept['id']} of 'sam' kept, waiting for a person")
     assert "Traceback" not in closed.stderr
+
+
+def test_turns_still_in_chats_redis_window_are_read(tmp_path):
+    """chat kept the session's window in Redis (nothing archived yet): consolidate reads it there too."""
+    from memkit.window import start_embedded_redis
+
+    db = tmp_path / "memory.sqlite3"
+    with start_embedded_redis(persistence="none") as redis:
+        told = memkit("chat", "--db", str(db), "--user", "sam", "--session", "s1", "--redis-url", redis.url,
+                      "--message", "My ticket number is T-4471", env=env_with())
+        assert told.returncode == 0, told.stderr
+        assert rows(db)["transcript"] == []  # both turns are in Redis only
+        store_only = consolidate(db, "--user", "sam", "--session", "s1")
+        refused(store_only, "Nothing was proposed")  # the store's own window and archive hold nothing
+        done = memkit("consolidate", "--db", str(db), "--user", "sam", "--session", "s1",
+                      env=env_with(REDIS_URL=redis.url))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["turns_read"] == 2 and "note" not in report
+    assert "Named: ticket number T-4471." in report["proposed"][0]["value"]
+
+
+def test_a_bad_redis_url_is_refused_before_the_store_is_read(tmp_path):
+    db = tmp_path / "memory.sqlite3"
+    chat(db, "I live in Lisbon")
+    before = rows(db)
+    done = consolidate(db, "--user", "sam", "--session", "s1", "--redis-url", "http://nowhere")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "redis" in done.stderr.lower(), done.stderr
+    assert rows(db) == before
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_redis_window_is_read_with_its_url_and_said_unread_without(pg_url):
+    import uuid
+
+    import psycopg
+
+    from memkit.store import open_store
+    from memkit.window import start_embedded_redis
+
+    name = f"cons_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = pg_url.replace("/postgres?", f"/{name}?", 1)
+    with start_embedded_redis(persistence="none") as redis:
+        told = memkit("chat", "--db", url, "--user", "sam", "--session", "s1", "--redis-url", redis.url,
+                      "--message", "My ticket number is T-4471", env=env_with())
+        assert told.returncode == 0, told.stderr
+        # Its turns are in Redis only: without the URL the refusal says where they may be.
+        refused(memkit("consolidate", "--db", url, "--user", "sam", "--session", "s1", env=env_with()),
+                "turns of this session still there were not read; give --redis-url URL")
+        done = memkit("consolidate", "--db", url, "--user", "sam", "--session", "s1", "--redis-url", redis.url,
+                      env=env_with())
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["turns_read"] == 2 and "note" not in report
+    assert "Named: ticket number T-4471." in report["proposed"][0]["value"]
+    # A session whose turns were archived: read without a URL, and the report says what was not read.
+    with open_store(url) as store:
+        store.archive_turns("sam", "s2", [
+            {"turn": 1, "role": "user", "content": "I'm vegetarian", "at": "2026-01-01T09:00:00.000000Z"},
+            {"turn": 2, "role": "assistant", "content": "ok", "at": "2026-01-01T09:00:01.000000Z"}])
+    archived = memkit("consolidate", "--db", url, "--user", "sam", "--session", "s2", env=env_with())
+    assert archived.returncode == 0, archived.stderr
+    report = json.loads(archived.stdout)
+    assert report["turns_read"] == 2 and [p["key"] for p in report["proposed"]] == ["diet", "session.s2"]
+    assert report["note"].startswith("read the archive only") and "--redis-url" in report["note"]

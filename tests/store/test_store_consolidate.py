@@ -31,7 +31,9 @@ def test_a_finished_session_becomes_proposals_and_no_memory(tmp_path):
         done = consolidate(store, "sam", "s1")
         assert [(p["key"], p["value"]) for p in done.proposed][:2] == [("diet", "vegetarian"), ("city", "Porto")]
         assert done.proposed[2]["key"] == "session.s1"
-        assert done.proposed[2]["value"].startswith("Session s1 on 2026-01-01, 8 turns; told: diet = vegetarian")
+        assert done.proposed[2]["value"] == ("Session s1 on 2026-01-01, 4 messages from the person. Told: city Porto "
+                                             "(changed from Lisbon), diet vegetarian. 1 instruction for that time "
+                                             "only, not kept. Ended with: 'ok'")
         assert store.records("sam") == [] and len(store.proposals("sam")) == 3
         assert consolidate(store, "sam", "s1").proposed == []  # run again: the same three still wait
 
