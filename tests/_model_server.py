@@ -9,10 +9,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class ChatServer:
-    """A local chat-completions endpoint that answers from a script and records what it received."""
+    """A local chat-completions endpoint that answers from a script and records what it received.
 
-    def __init__(self, replies: list[dict], status: int = 200) -> None:
-        self.replies, self.status, self.received = list(replies), status, []
+    `answer`, when given, makes each reply from the request's body instead (a model's rules over HTTP).
+    """
+
+    def __init__(self, replies: list[dict], status: int = 200, answer=None) -> None:
+        self.replies, self.status, self.received, self.answer = list(replies), status, [], answer
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -23,7 +26,10 @@ class ChatServer:
                 body = json.loads(raw)
                 server.received.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,
                                         "raw": raw, "content_type": self.headers.get("Content-Type")})
-                message = server.replies.pop(0) if server.replies else {"role": "assistant", "content": "(no more)"}
+                if server.answer is not None:
+                    message = server.answer(body)
+                else:
+                    message = server.replies.pop(0) if server.replies else {"role": "assistant", "content": "(no more)"}
                 payload = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
                            "choices": [{"index": 0, "message": message,
                                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]}
