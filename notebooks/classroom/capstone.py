@@ -4,17 +4,21 @@ The student writes the memory wiring of a support agent, four functions (a *buil
 worth remembering, when a proposal counts as confirmed by the customer, what to retrieve for a
 question, how a customer is forgotten. This module gives the rest: the week of conversations, the
 loop that asks the model, and the checks. Each requirement is judged on a week of its own, run
-with the student's function for that part and `REFERENCE` for the other three, so a mistake in one
+with the student's function for that part and `STAND_INS` for the other three, so a mistake in one
 part never fails another part's check; every finding names what happened and why.
 
-`REFERENCE`, the teacher's solution, lives in `capstone_reference`, not in the student's notebook.
+The stand-ins are not a solution: each decides by looking the week's own data up (what the brief
+calls passing, what each customer said yes to, which tickets the desk closed) and forgets through
+the store's `forget_user`, the same facts the checks compare with. The teacher's solution, a build
+with rules that hold beyond this week, is `capstone_reference`, which `make handout` leaves out of
+the student's copy; nothing here imports it.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +29,6 @@ from memkit.jsonutil import canonical_json
 from memkit.request import History, Request
 
 from . import exercises
-from .capstone_reference import REFERENCE, Build
 from .sync import run_sync
 
 BUDGET = 4000
@@ -91,6 +94,40 @@ REQUIREMENT = {
     "retrieve": f"3 Tuesday's ticket recalled, every request within {BUDGET} characters",
     "forget": "4 ben forgotten: records, history, window; ana keeps hers",
 }
+
+Build = dict[str, Callable[..., Any]]
+"""A build: `remember`, `confirm`, `retrieve` and `forget`, each a function (see notebook 12)."""
+
+_PASSING = {triple for said in PASSING.values() for triple in said}
+_SAID_YES = {triple for said in SAID_YES.values() for triple in said}
+_CLOSED = {(key, value) for tickets in CLOSED_TICKETS.values() for key, value in tickets}
+
+
+def _triple(proposal: dict[str, Any]) -> tuple[str, str, str]:
+    return proposal["kind"], proposal["key"], proposal["value"]
+
+
+def _not_passing(proposal: dict[str, Any]) -> bool:
+    return _triple(proposal) not in _PASSING
+
+
+def _said_yes(proposal: dict[str, Any], said_yes: list[tuple[str, str, str]]) -> bool:
+    return _triple(proposal) in _SAID_YES  # the week's yeses, whoever's the proposal is
+
+
+def _not_closed(question: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if (r["key"], r["value"]) not in _CLOSED]
+
+
+def _forget_user(store: Any, user: str) -> None:
+    store.forget_user(user)
+
+
+STAND_INS: Build = {"remember": _not_passing, "confirm": _said_yes, "retrieve": _not_closed,
+                    "forget": _forget_user}
+"""The three parts a check does not judge: the week's answers looked up (PASSING, the customer's
+yes, CLOSED_TICKETS) and the store's forget, so the check needs no solution to run."""
+
 
 class StudentCodeError(Exception):
     """One of the student's four functions raised: `part` names which, the message what it raised."""
@@ -327,7 +364,7 @@ JUDGES = {"remember": judge_remember, "confirm": judge_confirm, "retrieve": judg
 
 
 def check(build: Build, folder: Path, *, live: bool = False) -> list[dict[str, Any]]:
-    """Judge each requirement on its own week: `build`'s function for that part, `REFERENCE` for
+    """Judge each requirement on its own week: `build`'s function for that part, `STAND_INS` for
     the others. One row per requirement: held or not, and what was seen (the cause, if not); a
     model that fails (a live one: its endpoint, its key) is that row's finding, in one line."""
     rows = []
@@ -337,7 +374,7 @@ def check(build: Build, folder: Path, *, live: bool = False) -> list[dict[str, A
                          "what was seen": f"{part} is {build.get(part)!r}, not a function"})
             continue
         try:
-            run = week({**REFERENCE, part: build[part]}, folder, live=live)
+            run = week({**STAND_INS, part: build[part]}, folder, live=live)
         except (MemkitError, TimeoutError) as exc:  # a live model or its endpoint failed: one line
             rows.append({"requirement": REQUIREMENT[part], "held": False,
                          "what was seen": MODEL_FAILED + " ".join(str(exc).split())})

@@ -1,17 +1,16 @@
 """The teacher's solution of notebook 12's capstone: a build whose four parts meet the brief.
 
-The checks of `classroom.capstone` use it for the three parts a check does not judge, so each
-requirement is judged on the student's function for that part alone. It is kept out of the
-student's notebook on purpose; the teacher's guide points here.
+Rules that hold beyond the week (a mood is not lasting, a yes covers one exact value, closed
+tickets stay out of a request, forget every trace at once). The checks do not need it: they run
+the student's part beside `capstone.STAND_INS`. `make handout` leaves this file out of the
+student's copy and keeps it in the teacher's; tests/notebooks/test_capstone.py judges it right.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-Build = dict[str, Callable[..., Any]]
-"""A build: `remember`, `confirm`, `retrieve` and `forget`, each a function (see notebook 12)."""
+from .capstone import Build
 
 
 def worth_remembering(proposal: dict[str, Any]) -> bool:
@@ -39,4 +38,4 @@ def forget_customer(store: Any, user: str) -> None:
 
 REFERENCE: Build = {"remember": worth_remembering, "confirm": customer_confirmed,
                     "retrieve": for_ticket, "forget": forget_customer}
-"""The teacher's solution, used for the three parts a check does not judge."""
+"""The teacher's solution of the exercise (notebook 12's folded Solution cell names it)."""

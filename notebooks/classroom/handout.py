@@ -4,7 +4,8 @@ The student copy has no outputs and no worked solutions: each cell tagged `solut
 worked solution of the exercise, or the answers to the questions that check understanding) is
 replaced by a one-line note that the teacher's copy has it. Every other cell stays, the exercise's
 answer, experiment and check cells included. The teacher copy is the notebook as it is, outputs and
-solutions kept. Each folder gets the classroom helpers the notebooks import.
+solutions kept. Each folder gets the classroom helpers the notebooks import, except that the
+student's leaves out the helpers that are solutions (`TEACHER_ONLY`: the capstone's reference build).
 
 Example:
     python notebooks/classroom/handout.py --out handout
@@ -29,6 +30,9 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent
 # answers to the questions at a notebook's end; one left untagged would reach the students, so the
 # handout refuses it rather than guess.
 SOLUTION_STARTS = ("**Solution.**", "**Answers.**")
+# A classroom module that is a worked solution: no check imports it (the capstone's checks run
+# beside stand-ins that look the week's answers up), so the student's folder can go without it.
+TEACHER_ONLY = ("capstone_reference.py",)
 LABEL_RE = re.compile(r"\*\*([A-Z][A-Za-z ]{0,40})\.\*\*")  # "**Solution.**", "**Answers.**"
 
 
@@ -108,7 +112,8 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def write_handouts(notebooks: Path, out: Path) -> list[str]:
-    """Write out/student and out/teacher: a copy of every `NN_*.ipynb` and the classroom helpers.
+    """Write out/student and out/teacher: a copy of every `NN_*.ipynb` and the classroom helpers
+    (the student's without `TEACHER_ONLY`).
 
     Every notebook is read and checked before anything is written, so a notebook that cannot be
     copied safely leaves `out` as it was. Returns the notebooks' names.
@@ -123,11 +128,13 @@ def write_handouts(notebooks: Path, out: Path) -> list[str]:
         if folder.exists() and not folder.is_dir():
             raise HandoutError(f"{folder} is a file, not a folder; choose another --out or move the file")
     students = {path.name: dumps(student_copy(_read(path))) for path in paths}
-    for side in ("student", "teacher"):
+    for side, leave_out in (("student", TEACHER_ONLY), ("teacher", ())):
         folder = out / side
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copytree(notebooks / "classroom", folder / "classroom", dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "*.pyc"))
+                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "*.pyc", *leave_out))
+        for name in leave_out:  # a copy left by an earlier run of an older handout
+            (folder / "classroom" / name).unlink(missing_ok=True)
     for path in paths:
         (out / "student" / path.name).write_text(students[path.name], encoding="utf-8")
         shutil.copyfile(path, out / "teacher" / path.name)

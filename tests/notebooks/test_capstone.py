@@ -1,21 +1,32 @@
 """Notebook 12's capstone, judged headless: builds that meet the brief, and builds with one mistake.
 
 Each wrong build gets exactly one failed requirement, its own, with a finding that names the real
-cause; the other three hold, because each requirement runs on a week of its own with the reference
-for the other parts. Every week is real: a real SQLite file, the fixture model proposing, the
-desk approving through the store, the budget measuring each request, `forget_user` in the store.
+cause; the other three hold, because each requirement runs on a week of its own with stand-ins for
+the other parts (the week's answers looked up, not the solution). Every week is real: a real SQLite
+file, the fixture model proposing, the desk approving through the store, the budget measuring each
+request, `forget_user` in the store. The right and wrong builds are judged twice: by the course's
+checks and by those of a student copy (`make handout`), which holds no reference build.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from memkit import forget_user
-from classroom import capstone
+from _model_server import ChatServer
+from memkit import MemoryStore, forget_user
+from classroom import capstone, capstone_reference, handout
 from classroom.capstone_reference import REFERENCE
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 # -- right parts, each written another way than the reference -------------------------------------
@@ -114,26 +125,55 @@ WRONG = [
 ]
 
 
-def _rows(build: dict[str, Any], tmp_path: Path) -> dict[str, dict[str, Any]]:
-    return {row["requirement"][0]: row for row in capstone.check(build, tmp_path)}
+def _rows(build: dict[str, Any], tmp_path: Path, checks: ModuleType = capstone) -> dict[str, dict[str, Any]]:
+    return {row["requirement"][0]: row for row in checks.check(build, tmp_path)}
+
+
+@pytest.fixture(scope="module")
+def student_capstone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
+    """`classroom.capstone` as a student copy of `make handout` holds it, imported from that copy
+    (as the package `student_classroom`, beside the course's own `classroom`)."""
+    out = tmp_path_factory.mktemp("handout")
+    handout.write_handouts(NOTEBOOKS, out)
+    folder = out / "student" / "classroom"
+    spec = importlib.util.spec_from_file_location("student_classroom", folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["student_classroom"] = package
+    try:
+        spec.loader.exec_module(package)
+        module = importlib.import_module("student_classroom.capstone")
+        assert Path(module.__file__ or "").parent == folder
+        yield module
+        assert "student_classroom.capstone_reference" not in sys.modules
+    finally:
+        for name in [n for n in sys.modules if n.split(".")[0] == "student_classroom"]:
+            del sys.modules[name]
+
+
+@pytest.fixture(params=["course", "student copy"])
+def checks(request: pytest.FixtureRequest) -> ModuleType:
+    return capstone if request.param == "course" else request.getfixturevalue("student_capstone")
 
 
 @pytest.mark.parametrize("name", RIGHT)
-def test_a_build_that_meets_the_brief_holds_every_requirement(name, tmp_path):
-    rows = _rows(RIGHT[name], tmp_path)
+def test_a_build_that_meets_the_brief_holds_every_requirement(name, checks, tmp_path):
+    rows = _rows(RIGHT[name], tmp_path, checks)
     assert all(row["held"] for row in rows.values()), rows
-    verdict = capstone.verdict(list(rows.values()))
+    verdict = checks.verdict(list(rows.values()))
     assert verdict.right and "all four requirements hold" in str(verdict)
 
 
 @pytest.mark.parametrize(("part", "function", "finding"), WRONG, ids=[w[1].__name__ for w in WRONG])
-def test_a_wrong_part_fails_its_own_requirement_only_and_names_the_cause(part, function, finding, tmp_path):
-    rows = _rows({**REFERENCE, part: function}, tmp_path)
-    number = capstone.REQUIREMENT[part][0]
+def test_a_wrong_part_fails_its_own_requirement_only_and_names_the_cause(part, function, finding, checks,
+                                                                        tmp_path):
+    rows = _rows({**REFERENCE, part: function}, tmp_path, checks)
+    number = checks.REQUIREMENT[part][0]
     failed = [n for n, row in rows.items() if not row["held"]]
     assert failed == [number], rows
     assert finding in rows[number]["what was seen"], rows[number]
-    verdict = capstone.verdict(list(rows.values()))
+    verdict = checks.verdict(list(rows.values()))
     assert str(verdict).startswith(f"not right yet: requirement {number} failed"), verdict
     # No other part's cause is blamed for this mistake.
     seen = rows[number]["what was seen"]
@@ -167,49 +207,17 @@ def test_an_unanswered_build_is_not_answered_yet():
 
 # -- a live model: the week over a real HTTP endpoint ---------------------------------------------
 
-class FixtureOverHttp:
-    """A real chat-completions endpoint on 127.0.0.1 whose answers follow the fixture model's rules,
-    so a week with `live=True` goes through `OpenAIModel` and the network, as with OpenAI or Ollama."""
+def fixture_over_http() -> ChatServer:
+    """The kit's local chat-completions server answering by the fixture model's rules, so a week with
+    `live=True` goes through `OpenAIModel` and the network, as with OpenAI or Ollama."""
+    import asyncio
 
-    def __init__(self) -> None:
-        import asyncio
-        import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from memkit import FixtureModel
 
-        from memkit import FixtureModel
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        return asyncio.run(FixtureModel().complete(body["messages"], body.get("tools", []))).as_message()
 
-        self.received = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.received += 1
-                reply = asyncio.run(FixtureModel().complete(body["messages"], body.get("tools", [])))
-                message = reply.as_message()
-                data = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": 0,
-                                   "model": body["model"],
-                                   "choices": [{"index": 0, "message": message, "finish_reason":
-                                                "tool_calls" if message.get("tool_calls") else "stop"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return ChatServer([], answer=answer)
 
 
 @pytest.fixture
@@ -221,7 +229,7 @@ def live_env(monkeypatch):
 
 
 def test_with_a_live_model_set_the_week_runs_over_http_and_says_so(live_env, tmp_path):
-    server = FixtureOverHttp()
+    server = fixture_over_http()
     live_env.setenv("OPENAI_BASE_URL", server.url)
     try:
         assert capstone.live_model_set()
@@ -231,7 +239,7 @@ def test_with_a_live_model_set_the_week_runs_over_http_and_says_so(live_env, tmp
         server.close()
     assert [row["held"] for row in rows] == [True, True, True, False], rows
     assert "forget left ben's events" in rows[3]["what was seen"]
-    assert server.received >= 4 * 17  # every request of four weeks went over the network
+    assert len(server.received) >= 4 * 17  # every request of four weeks went over the network
 
 
 def test_a_live_model_that_cannot_be_reached_is_a_one_line_finding(live_env, tmp_path):
@@ -256,3 +264,34 @@ def test_without_a_live_model_the_week_says_it_runs_with_the_fixture(monkeypatch
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert not capstone.live_model_set()
     assert capstone.model_line().startswith("The week runs with the fixture model")
+
+
+# -- the stand-ins: the week's answers, deciding as the reference on all the week offers ----------
+
+def test_the_stand_ins_decide_as_the_reference_on_every_proposal_and_record_of_the_week(tmp_path):
+    """The checks judge as they did with the reference beside the student's part: on every save the
+    fixture model proposes in the week and every record a customer has, stand-in and reference agree."""
+    capstone.week({**REFERENCE, "forget": lambda store, user: None}, tmp_path)  # keep ben's rows
+    [db] = tmp_path.rglob("week.sqlite3")
+    with MemoryStore(db) as store:
+        proposals = {c: [dict(p) for p in store.proposals(c, pending_only=False)] for c in capstone.MONDAY}
+        records = {c: store.records(c) for c in capstone.MONDAY}
+    assert [len(proposals[c]) for c in capstone.MONDAY] == [3, 4]  # ana's three sayings, ben's four
+    stand_in, reference = capstone.STAND_INS, REFERENCE
+    for customer in capstone.MONDAY:
+        said_yes = list(capstone.SAID_YES[customer])
+        for proposal in proposals[customer]:
+            assert stand_in["remember"](proposal) == reference["remember"](proposal), proposal
+            assert stand_in["confirm"](proposal, said_yes) == reference["confirm"](proposal, said_yes), proposal
+        offered = records[customer] + [{"kind": p["kind"], "key": p["key"], "value": p["value"]}
+                                       for p in proposals[customer]]
+        assert [r for r in offered if stand_in["retrieve"](capstone.QUESTION, [r])] == \
+            reference["retrieve"](capstone.QUESTION, offered)
+    assert len(records["ana"]) == 12 and len(records["ben"]) == 12  # ten closed tickets and two kept each
+
+
+def test_the_checks_import_no_solution():
+    assert "capstone_reference" not in inspect.getsource(capstone).replace(
+        "`capstone_reference`", "")  # named in its docstring only, never imported
+    assert not set(map(id, capstone.STAND_INS.values())) & set(map(id, REFERENCE.values()))
+    assert capstone_reference.Build is capstone.Build

@@ -7,6 +7,7 @@ student copy is executed from its folder to show the copied helpers are enough t
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import subprocess
@@ -141,6 +142,25 @@ def test_each_copy_has_the_classroom_helpers_the_notebooks_import(copies: Path):
         helpers = copies / side / "classroom"
         assert (helpers / "__init__.py").read_bytes() == (NOTEBOOKS / "classroom" / "__init__.py").read_bytes()
         assert not list(helpers.rglob("__pycache__"))
+
+
+def test_the_student_copy_holds_no_line_of_the_capstone_reference_and_the_teacher_copy_does(copies: Path):
+    """12's reference build stays with the teacher: no file of the student copy holds its rules.
+    (Its `forget` is the one call notebook 12's own answers name, `forget_user`, so it is not sought.)"""
+    from classroom import capstone_reference
+
+    reference = NOTEBOOKS / "classroom" / "capstone_reference.py"
+    assert not (copies / "student" / "classroom" / reference.name).exists()
+    assert (copies / "teacher" / "classroom" / reference.name).read_bytes() == reference.read_bytes()
+    rules = [line.strip() for function in (capstone_reference.worth_remembering,
+                                           capstone_reference.customer_confirmed, capstone_reference.for_ticket)
+             for line in inspect.getsource(function).splitlines() if line.strip().startswith("return ")]
+    assert len(rules) == 3
+    texts = {path.name: path.read_text(encoding="utf-8") for path in (copies / "student").rglob("*.py")}
+    texts |= {path.name: "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+              for path in (copies / "student").glob("*.ipynb")}
+    assert len(texts) > 20
+    assert {name: rule for name, text in texts.items() for rule in rules if rule in text} == {}
 
 
 def test_a_student_copy_runs_from_its_folder_and_leaves_the_exercise_unanswered(copies: Path):
