@@ -8,9 +8,11 @@ A live cell runs only when `OPENAI_API_KEY` and `OPENAI_MODEL` are set, and othe
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
+from typing import Any
 
-from memkit.errors import MemkitError
+from memkit.errors import MemkitError, ModelError
 
 HOW_TO = ("To run this with a real model, set OPENAI_API_KEY and OPENAI_MODEL, then run this cell "
           "again; for a local server also set OPENAI_BASE_URL (Ollama: http://localhost:11434/v1, "
@@ -39,3 +41,20 @@ def one_line_errors() -> Iterator[None]:
     except (MemkitError, TimeoutError, RuntimeError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{FAILED}: {text.rstrip('.')}. Nothing after the failure ran.")
+
+
+async def model_summary(model: Any, prompt: str, turns: list[dict[str, Any]]) -> str:
+    """Ask `model` (an `OpenAIModel`) to summarise a finished session: `prompt` as its instructions,
+    the turns as JSON data in the user message (never as instructions), no tools.
+
+    Raises:
+        ModelError: the model answered with no text (the cell prints it as one line).
+    """
+    conversation = [{"role": t["role"], "content": t["content"]} for t in turns]
+    reply = await model.complete([{"role": "system", "content": prompt},
+                                  {"role": "user", "content": json.dumps({"conversation": conversation},
+                                                                         ensure_ascii=False)}], [])
+    text = " ".join((reply.content or "").split())
+    if not text:
+        raise ModelError("the model answered with no summary; try again, or another model")
+    return text
