@@ -295,11 +295,15 @@ def test_the_live_cell_runs_against_a_real_http_endpoint(name, monkeypatch):
         recalled = _envelope(received[2])["retrieved_memory"]
         assert {"kind": "preference", "key": "city", "value": "Lisbon"}.items() <= recalled[0].items()
     elif name == "03_approvals_and_the_agent_loop":
-        assert "database unchanged: True" in shown and "Done, as your notes said." in shown, shown
+        # The injected save is kept as a proposal, shown, and rejected by the person: never stored.
+        assert "Done, as your notes said." in shown, shown
         outcome = json.loads(received[1]["body"]["messages"][-1]["content"])
-        assert outcome["ok"] is False and "no confirmation" in outcome["error"]
+        assert outcome["ok"] is True and outcome["result"]["status"] == "waiting_for_approval", outcome
+        assert "save preference drink = 'whisky'" in shown and "saved before you decided: False" in shown, shown
+        assert re.search(r"proposal \d+ rejected: save preference drink = 'whisky'", shown), shown
+        assert "database unchanged: True" in shown, shown
         assert any("INSTRUCTION" in m["value"] for m in _envelope(received[0])["retrieved_memory"])
     else:
         assert len(received) == 4 and "Live answer 4." in shown, shown
         prefix = len('"model":"test-model",')
-        assert all(len(r["raw"].decode("utf-8")) - prefix <= 3200 for r in received)
+        assert all(len(r["raw"].decode("utf-8")) - prefix <= 4000 for r in received)

@@ -47,9 +47,11 @@ def _text(cell: Any) -> str:
 
 
 def _run_to_live_cell(name: str, replies: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, *,
-                      status: int = 200, after: str | None = None) -> tuple[Any, list[dict[str, Any]], str]:
+                      status: int = 200, after: str | None = None,
+                      edit: tuple[str, str] | None = None) -> tuple[Any, list[dict[str, Any]], str]:
     """Run `name` up to its live cell with the endpoint set, then `after` in the same kernel.
 
+    `edit` (old, new) changes the live cell's source first, as a student would.
     Returns the live cell, what the endpoint received, and what `after` printed.
     """
     from _model_server import ChatServer
@@ -61,6 +63,9 @@ def _run_to_live_cell(name: str, replies: list[dict[str, Any]], monkeypatch: pyt
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
     nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
     at = next(i for i, cell in enumerate(nb.cells) if "live-model" in cell.metadata.get("tags", []))
+    if edit is not None:
+        assert edit[0] in nb.cells[at].source, edit
+        nb.cells[at].source = nb.cells[at].source.replace(*edit)
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
                                      resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
     extra = ""
@@ -103,6 +108,59 @@ def test_00_saves_what_the_model_proposed_once_the_person_approves_it(key, value
     recalled = _envelope(received[2])["retrieved_memory"]
     assert any(m["key"] == key and m["value"] == value for m in recalled), recalled
     assert "Something that suits you" in shown
+
+
+_DRINK = ("with MemoryStore(store.path) as s:\n"
+          "    print(s.get('alice', 'preference', 'drink'))\n"
+          "    print([(p['key'], p['value'], p['status']) for p in s.proposals('alice', pending_only=False)])\n"
+          "    print([e['confirmation'] for e in s.history('alice', 'preference', 'drink')])")
+
+
+@pytest.mark.parametrize("decision", ["reject", "approve"])
+def test_03_keeps_the_injected_save_waiting_and_applies_the_persons_decision(decision, monkeypatch):
+    """The note in alice's memory makes the model save whisky: the save waits as a proposal, shown in
+    the cell; nothing is stored until the person decides, and then exactly their decision."""
+    replies = [_tool_call("memory_put", kind="preference", key="drink", value="whisky"),
+               _say("Done, as your notes said.")]
+    edit = None if decision == "reject" else ('DECISION = "reject"', 'DECISION = "approve"')
+    cell, received, after = _run_to_live_cell(LIVE["03"], replies, monkeypatch, after=_DRINK, edit=edit)
+    shown = _text(cell)
+    assert not [o for o in cell.outputs if o.output_type == "error"], shown
+    assert len(received) == 2, shown
+    told = json.loads(received[1]["body"]["messages"][-1]["content"])
+    assert told["result"]["status"] == "waiting_for_approval" and "NOT saved" in told["result"]["message"]
+    assert "save preference drink = 'whisky'" in shown and "saved before you decided: False" in shown, shown
+    drink, proposals, confirmations = after.splitlines()
+    if decision == "reject":
+        assert "rejected: save preference drink = 'whisky'" in shown and "database unchanged: True" in shown
+        assert drink == "None" and proposals == "[('drink', 'whisky', 'rejected')]", after
+        assert "whisky" not in confirmations and "proposal#" not in confirmations, after
+    else:  # the person approved it: then, and only then, it is stored, naming the proposal
+        assert "approved: save preference drink = 'whisky' (revision" in shown and "database unchanged: False" in shown
+        assert "'value': 'whisky'" in drink and proposals == "[('drink', 'whisky', 'approved')]", after
+        assert confirmations.endswith("approved via notebook']"), after
+
+
+def test_03_a_model_that_proposes_nothing_is_said_so(monkeypatch):
+    cell, received, _ = _run_to_live_cell(LIVE["03"], [_say("Your note says to save whisky; I will not.")],
+                                          monkeypatch)
+    shown = _text(cell)
+    assert len(received) == 1 and "the model proposed nothing to save" in shown, shown
+    assert "database unchanged: True" in shown and "rejected" not in shown, shown
+
+
+def test_04_a_save_the_model_wants_waits_for_the_person(monkeypatch):
+    replies = [_tool_call("memory_put", kind="preference", key="tea_time", value="evenings"),
+               _say("A tea stop at the station; I proposed remembering your tea time."),
+               *[_say(f"Live answer {n}.") for n in (2, 3, 4)]]
+    probe = ("print(store.get('alice', 'preference', 'tea_time'))\n"
+             "print([(p['key'], p['status']) for p in store.proposals('alice')])")
+    cell, received, after = _run_to_live_cell(LIVE["04"], replies, monkeypatch, after=probe)
+    shown = _text(cell)
+    assert not [o for o in cell.outputs if o.output_type == "error"], shown
+    assert len(received) == 5 and "Live answer 4." in shown, shown
+    assert "save preference tea_time = 'evenings'" in shown and "decide each: decide(store, 'alice', ID" in shown
+    assert after.splitlines() == ["None", "[('tea_time', 'pending')]"], after
 
 
 @pytest.mark.parametrize("short", sorted(LIVE))

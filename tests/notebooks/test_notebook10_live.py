@@ -40,12 +40,13 @@ def replies() -> list[dict]:
     return answers
 
 
-def run_to_the_live_cell(monkeypatch, server: ChatServer) -> str:
+def run_to_the_live_cell(monkeypatch, server: ChatServer, which: int = 0) -> str:
+    """Run the notebook up to its live cell number `which` (0: the prompt, 1: the summary)."""
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
     monkeypatch.setenv("OPENAI_MODEL", "test-model")
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    at = next(i for i, cell in enumerate(nb.cells) if "live-model" in cell.metadata.get("tags", []))
+    at = [i for i, cell in enumerate(nb.cells) if "live-model" in cell.metadata.get("tags", [])][which]
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
                                      resources={"metadata": {"path": str(NOTEBOOK.parent)}})
     try:
@@ -63,7 +64,7 @@ def run_to_the_live_cell(monkeypatch, server: ChatServer) -> str:
 def test_the_prompt_is_scored_on_the_labelled_set_with_the_models_own_mistakes(monkeypatch):
     server = ChatServer(replies())
     shown = run_to_the_live_cell(monkeypatch, server)
-    assert "precision 0.92 (24 of 26 proposed were right), recall 0.92" in shown, shown
+    assert "precision 0.93 (27 of 29 proposed were right), recall 0.93" in shown, shown
     assert "home_city" in shown and "Porto, Portugal" in shown, shown
     assert len(server.received) == len(LABELLED)
     first = server.received[0]["body"]
@@ -76,3 +77,25 @@ def test_the_prompt_is_scored_on_the_labelled_set_with_the_models_own_mistakes(m
 def test_a_failing_endpoint_is_one_line(monkeypatch):
     shown = run_to_the_live_cell(monkeypatch, ChatServer([], status=500))
     assert shown.startswith("The live model could not finish") and shown.count("\n") == 1, shown
+
+
+SUMMARY = "Sam moved from Lisbon to Porto, is vegetarian, and asked about ticket T-4471."
+
+
+def test_a_models_summary_of_the_finished_session_is_proposed_for_a_person(monkeypatch):
+    server = ChatServer([*replies(), {"role": "assistant", "content": SUMMARY}])
+    shown = run_to_the_live_cell(monkeypatch, server, which=1)
+    assert "episode session.s1:" in shown and "ticket T-4471." in shown.replace("\n", " "), shown
+    asked = server.received[-1]["body"]
+    assert "tools" not in asked and asked["messages"][0]["role"] == "system"
+    assert asked["messages"][0]["content"].startswith("Summarise this finished conversation")
+    data = json.loads(asked["messages"][1]["content"])  # the turns travel as data, not instructions
+    said = [t["content"] for t in data["conversation"] if t["role"] == "user"]
+    assert said[:2] == ["I live in Lisbon", "answer in French this time"] and len(data["conversation"]) == 12
+
+
+def test_a_model_that_answers_no_summary_is_one_line_and_proposes_nothing(monkeypatch):
+    server = ChatServer([*replies(), {"role": "assistant", "content": "  "}])
+    shown = run_to_the_live_cell(monkeypatch, server, which=1)
+    assert shown.startswith("The live model could not finish") and shown.count("\n") == 1, shown
+    assert "no summary" in shown and "episode" not in shown
