@@ -10,6 +10,7 @@ on every run.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Mapping
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover - only for type checkers
     import pandas  # type: ignore[import-untyped]  # no stubs unless pandas-stubs is installed
 
 __all__ = ["MAX_ROWS", "approvals_table", "history_table", "html_table", "left_aligned", "messages_table",
-           "pending_table", "records_table", "text_table", "tool_results_table"]
+           "pending_table", "records_table", "text_table", "times_of_day", "tool_results_table"]
 
 TOOL_RESULT_COLUMNS = ("tool", "arguments", "ok", "result or error")
 
@@ -95,3 +96,23 @@ def pending_table(store: Store, user: str) -> pandas.DataFrame:
     rows = [{"id": p["id"], "proposed": describe(p), "against": against(p), "note": note(p),
              "session": p["session"]} for p in store.proposals(user)]
     return text_table(pd.DataFrame(rows, columns=["id", "proposed", "against", "note", "session"]))
+
+
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT(\d\d:\d\d:\d\d)(?:\.\d+)?Z")
+
+
+def times_of_day(frame: pandas.DataFrame) -> pandas.DataFrame:
+    """`frame` (an inspector's table) with each column of timestamps shown as the time of day, to the
+    second: `2026-12-06T21:41:16.413233Z` as `21:41:16`.
+
+    A timestamp has no space to wrap at, so a history's `at` beside a confirmation id pushed the
+    table past a projector's width (1280x800 at 150%). Only a column holding nothing but timestamps
+    (or empty cells) changes; a confirmation id (`cli@<time>#1`) is an id and stays whole.
+    """
+    pd = _pandas()
+    shown = pd.DataFrame(frame).copy()
+    for column in shown.columns:
+        values = list(shown[column])
+        if values and all(v == "" or (isinstance(v, str) and _STAMP.fullmatch(v)) for v in values):
+            shown[column] = [_STAMP.sub(r"\1", v) for v in values]
+    return text_table(shown)

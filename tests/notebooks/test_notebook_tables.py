@@ -14,6 +14,7 @@ import _notebook_demo  # noqa: F401  (skips this module without the notebook ext
 from memkit import MemoryAgent, ScriptedModel
 from memkit.models import call
 from classroom import history_table, messages_table, records_table, run_sync
+from classroom.tables import times_of_day
 from memkit.store import fingerprint
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -103,3 +104,19 @@ def test_a_long_table_shows_its_first_rows_and_how_many_there_are():
     plain = "<table><tr><td>1</td><td>a</td></tr></table>"
     assert left_aligned(plain, [1], index=False) == (
         '<table><tr><td>1</td><td style="text-align: left;">a</td></tr></table>')
+
+
+def test_times_of_day_shortens_columns_of_timestamps_only(demo):
+    """A history's `at` becomes the time of day; a confirmation id holding a time stays whole."""
+    demo.put("alice", "s1", "preference", "drink", "oolong", confirmation="cli@2026-12-06T21:41:16.413084Z#1")
+    events = history_table(demo.history("alice", "preference", "drink"))
+    shown = times_of_day(events)
+    assert list(shown.columns) == list(events.columns) and len(shown) == len(events) == 2
+    assert all(len(at) == 8 and at.count(":") == 2 for at in shown["at"])
+    assert list(shown["at"]) == [at[11:19] for at in events["at"]]
+    assert shown.loc[1, "confirmation"] == "cli@2026-12-06T21:41:16.413084Z#1"
+    assert list(shown["new_value"]) == list(events["new_value"]) and shown.loc[0, "old_value"] == ""
+    assert "text-align: left" in shown._repr_html_()  # still shown as the inspector's tables are
+    deleted = times_of_day(records_table(demo.records("alice")).assign(deleted_at=""))
+    assert list(deleted["deleted_at"]) == ["", "", ""]  # a column of empty cells stays empty
+    assert times_of_day(records_table([])).empty
