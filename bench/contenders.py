@@ -150,7 +150,7 @@ class RawLimit:
                                               value.casefold(), seq))
         else:
             revision, action, old = row[5] + 1, "update", row[3]
-            conn.execute(_SQL.update_memory, (value, value.casefold(), SESSION, revision, now, seq, row[0]))
+            conn.execute(_SQL.update_memory, (value, value.casefold(), SESSION, revision, now, seq, user, kind, key))
         conn.execute(_SQL.insert_event, (user, kind, key, action, revision, SESSION, old, value, None, now))
         conn.execute("PRAGMA page_count").fetchone()  # the size cap check
         conn.execute("COMMIT")
@@ -168,9 +168,9 @@ class RawLimit:
         if row is None:
             conn.execute("COMMIT")
             return False
-        conn.execute(_SQL.delete_memory, (row[0],))
+        conn.execute(_SQL.delete_memory, (user, kind, key))
+        conn.execute(_SQL.take_sequence, (1,)).fetchone()  # every commit takes a number: the event's id
         conn.execute(_SQL.insert_event, (user, kind, key, "delete", row[2], SESSION, row[1], None, None, now))
-        conn.execute(_SQL.take_sequence, (1,)).fetchone()  # every commit takes a number
         conn.execute("COMMIT")
         return True
 

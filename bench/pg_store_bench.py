@@ -100,7 +100,7 @@ class RawPsycopg:
             else:
                 revision, action, old = row[5] + 1, "update", row[3]
                 conn.execute(sql.update_memory, (value, value.casefold(), SESSION, revision, max(now, row[7]), seq,
-                                                 row[0]))
+                                                 user, kind, key))
             conn.execute(sql.insert_event, (user, kind, key, action, revision, SESSION, old, value, None, now))
             db.check_size(conn)  # the counts settled into a free shard (never short here: no rebalance)
         return int(revision)

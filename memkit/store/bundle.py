@@ -312,11 +312,11 @@ def import_bundle(db: Backend, target: str, records: list[dict[str, Any]], event
             [(target, r["kind"], r["key"], r["value"], r["source_session"], r["revision"], r["created_at"],
               r["updated_at"], r["key"].casefold(), r["value"].casefold(), first + n) for n, r in enumerate(ordered)],
         )
-        conn.executemany(
-            db.statements.insert_event,
-            [(target, e["kind"], e["key"], e["action"], e["revision"], e["session"], e["old_value"],
-              e["new_value"], e["confirmation"], e["at"]) for e in events],
-        )
+        for e in events:  # each event's id is a number of the sequence (SQLite), taken in the bundle's order
+            db.take_sequence(conn)
+            conn.execute(db.statements.insert_event, (target, e["kind"], e["key"], e["action"], e["revision"],
+                                                      e["session"], e["old_value"], e["new_value"],
+                                                      e["confirmation"], e["at"]))
         conn.executemany("INSERT INTO agent_items (user_id, session_id, position, item, at) VALUES (?, ?, ?, ?, ?)",
                          [(target, i["session"], i["position"], i["item"], i["at"]) for i in items])
         # A bundle from a store with a larger limit arrives with its newest events.

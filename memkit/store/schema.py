@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from .steps import DROP_SEARCH_INDEX, SEARCH_INDEX_TRIGGERS, STEPS
+from .steps import DROP_SEARCH_INDEX, SEARCH_INDEX_LOOKUP, SEARCH_INDEX_TRIGGERS, STEPS
 
 Steps = tuple[tuple[str, ...], ...]
 """A backend's statements of each step: `steps[N - 1]` brings a store to version N."""
@@ -34,6 +34,7 @@ records on both backends, so an export bundle of version N imports into either).
 _CREATES_TABLE = re.compile(r"\s*CREATE TABLE (\w+) \((.*)\)(?: WITHOUT ROWID)?\s*$", re.S)
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 _DROPS_TABLE = re.compile(r"\s*DROP TABLE (\w+)\s*$")
+_RENAMES_TABLE = re.compile(r"\s*ALTER TABLE (\w+) RENAME TO (\w+)\s*$")
 _CREATES_VIEW = re.compile(r"\s*CREATE VIEW (\w+) AS SELECT (.*) FROM \w+\s*$", re.S)
 _INNERMOST = re.compile(r"\([^()]*\)")
 _CONSTRAINTS = ("PRIMARY", "UNIQUE", "CHECK", "CONSTRAINT", "FOREIGN")
@@ -73,13 +74,16 @@ def _columns(steps: Steps, version: int) -> tuple[tuple[str, frozenset[str]], ..
             dropped = _DROPS_TABLE.match(statement)
             if dropped is not None:
                 del columns[dropped[1]]
+            renamed = _RENAMES_TABLE.match(statement)
+            if renamed is not None:
+                columns[renamed[2]] = columns.pop(renamed[1])
     return tuple((table, frozenset(names)) for table, names in columns.items())
 
 
 def expected_columns(version: int = SCHEMA_VERSION,
                      steps: Sequence[Sequence[str]] = MIGRATIONS) -> dict[str, frozenset[str]]:
     """The columns of every table the first `version` of `steps` (SQLite's by default) create, read
-    from their `CREATE TABLE`, `ADD COLUMN`, `DROP TABLE` and `CREATE VIEW` statements."""
+    from their `CREATE TABLE`, `ADD COLUMN`, `DROP TABLE`, `RENAME TO` and `CREATE VIEW` statements."""
     return dict(_columns(frozen(steps), version))
 
 
@@ -243,6 +247,12 @@ SEARCH_INDEX_OBJECTS = frozenset(("trigger", name) for name in
                                   ("memories_fts_insert", "memories_fts_delete", "memories_fts_update"))
 """What `SEARCH_INDEX_TRIGGERS` makes: a file at version 5 or later has all of them or none."""
 
+LOOKUP_BY_ID_STEP = 15
+"""From this step on, `memories` is clustered by key and the trigram index keeps `memories_by_id` too."""
+
+SEARCH_INDEX_LOOKUP_OBJECTS = SEARCH_INDEX_OBJECTS | {("index", "memories_by_id")}
+"""What a file at step 15 or later keeps while it keeps the trigram index: all of them or none."""
+
 
 class SqliteSchema(SchemaPart):
     """SQLite's part: the version is `PRAGMA user_version`; `BEGIN IMMEDIATE` keeps other migrators out."""
@@ -295,7 +305,8 @@ class SqliteSchema(SchemaPart):
 
     def optional(self, version: int, objects: set[tuple[str, str]]) -> frozenset[tuple[str, str]]:
         # The trigram index's upkeep (step 5 on): optional, but whole or not at all.
-        return SEARCH_INDEX_OBJECTS if version >= 5 and objects & SEARCH_INDEX_OBJECTS else frozenset()
+        kept = SEARCH_INDEX_LOOKUP_OBJECTS if version >= LOOKUP_BY_ID_STEP else SEARCH_INDEX_OBJECTS
+        return kept if version >= 5 and objects & kept else frozenset()
 
 
 def database_id(conn: sqlite3.Connection) -> str | None:
@@ -322,13 +333,17 @@ def has_search_index(conn: sqlite3.Connection) -> bool:
 
 
 def build_search_index(conn: sqlite3.Connection) -> None:
-    """Add the triggers and fill the index from the memories (inside the caller's write transaction)."""
+    """Add the triggers and the lookup by id, and fill the index from the memories (inside the caller's
+    write transaction)."""
     for statement in SEARCH_INDEX_TRIGGERS:
         conn.execute(statement)
+    conn.execute(SEARCH_INDEX_LOOKUP)
     conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
 
 
 def drop_search_index(conn: sqlite3.Connection) -> None:
-    """Drop the triggers and empty the index, as step 5 does (inside the caller's write transaction)."""
+    """Drop the triggers and the lookup by id and empty the index, as step 5 does (inside the caller's
+    write transaction)."""
     for statement in DROP_SEARCH_INDEX:
         conn.execute(statement)
+    conn.execute("DROP INDEX IF EXISTS memories_by_id")

@@ -76,6 +76,13 @@ SQLITE_SEARCH = SearchSql(
 TOTAL_IN_META_STEP = 12
 """The schema step from which SQLite keeps the store-wide record count in `store_meta` (steps.py)."""
 
+INSERT_MEMORY_COLUMNS = ("INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
+                         " created_at, updated_at, key_fold, value_fold, seq)")
+INSERT_EVENT_COLUMNS = ("INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
+                        " old_value, new_value, confirmation, at)")
+"""The columns `insert_memory` and `insert_event` take, in order (SQLite adds the id from the sequence:
+a put's record and event take the put's number, which the caller took just before; see steps.py, 15)."""
+
 
 def select_for_put(total_table: str) -> str:
     """`Statements.select_for_put`, reading the store-wide count from `total_table`."""
@@ -101,6 +108,8 @@ class Statements:
         prune_events: (user, user, count) -> removes the user's `count` oldest events, never the
             newest event of a key the user holds.
         retire_history: (user, at): a delete happened at `at` (a later time wins).
+        insert_event: the columns of `INSERT_EVENT_COLUMNS`; on SQLite the event's id is the
+            sequence's current number, so the caller takes a number (`take_sequence`) before each.
         The others' placeholders follow the columns their SQL names, in order.
     """
 
@@ -126,28 +135,24 @@ SQLITE_STATEMENTS = Statements(
     take_sequence="UPDATE store_meta SET sequence = sequence + ? RETURNING sequence",
     select_current="SELECT id, value, revision FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
     select_for_put=select_for_put("store_meta"),
-    insert_memory=(
-        "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision,"
-        " created_at, updated_at, key_fold, value_fold, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    ),
+    insert_memory=INSERT_MEMORY_COLUMNS[:-1] + ", id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
     update_memory=(
         "UPDATE memories SET value = ?, value_fold = ?, source_session = ?, revision = ?,"
-        " updated_at = ?, seq = ? WHERE id = ?"
+        " updated_at = ?, seq = ? WHERE user_id = ? AND kind = ? AND memory_key = ?"
     ),
-    delete_memory="DELETE FROM memories WHERE id = ?",
-    insert_event=(
-        "INSERT INTO memory_events (user_id, kind, memory_key, action, revision, session_id,"
-        " old_value, new_value, confirmation, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    ),
+    delete_memory="DELETE FROM memories WHERE user_id = ? AND kind = ? AND memory_key = ?",
+    insert_event=INSERT_EVENT_COLUMNS[:-1] + ", id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                 " (SELECT sequence FROM store_meta))",
     count_events="SELECT count(*) FROM memory_events WHERE user_id = ?",
     # The events kept are found from the user's records (one seek each for its key's newest event), not
     # from a join of every event with the records: 93 against 174 µs at the default bound (256 events,
     # 64 records). coalesce: a record without events (an import may bring one) keeps none, and a NULL
-    # in NOT IN would keep every event.
+    # in NOT IN would keep every event. The outer `user_id = ?1` keeps the delete in the user's run.
     prune_events=(
-        "DELETE FROM memory_events WHERE id IN (SELECT id FROM memory_events WHERE user_id = ? AND id NOT IN ("
-        "SELECT coalesce((SELECT max(e.id) FROM memory_events e WHERE e.user_id = m.user_id AND e.kind = m.kind"
-        " AND e.memory_key = m.memory_key), 0) FROM memories m WHERE m.user_id = ?) ORDER BY id LIMIT ?)"
+        "DELETE FROM memory_events WHERE user_id = ?1 AND id IN (SELECT id FROM memory_events WHERE user_id = ?1"
+        " AND id NOT IN (SELECT coalesce((SELECT max(e.id) FROM memory_events e WHERE e.user_id = m.user_id"
+        " AND e.kind = m.kind AND e.memory_key = m.memory_key), 0) FROM memories m WHERE m.user_id = ?2)"
+        " ORDER BY id LIMIT ?3)"
     ),
     retire_history=(
         "INSERT INTO history_retired (user_id, at) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET"

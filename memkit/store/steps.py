@@ -244,6 +244,81 @@ STEPS: list[Step] = [
             PRIMARY KEY (user_id, session_id, turn)
         ) WITHOUT ROWID""",
     ]),
+    # 15: each table a write touches is kept in the order it is looked up in, so a write dirties
+    # one page of each instead of a table page and an index page: a record is found by (user, kind,
+    # key) in `memories` itself, and a key's history is one run of `memory_events`. Ids come from
+    # the store's sequence (a put's event and record take the put's number, a delete's event its
+    # own), so they stay unique, never reused, and in commit order. `memories_by_user_seq` goes:
+    # newest first sorts a user's rows, which the per-user quota bounds and which now sit together.
+    # The trigram index keeps its own lookup by id (`SEARCH_INDEX_TRIGGERS` and `memories_by_id`,
+    # added back at open where search may ask it).
+    Step("records and their history clustered by key, ids from the sequence", [
+        "DROP TRIGGER IF EXISTS memories_fts_insert",
+        "DROP TRIGGER IF EXISTS memories_fts_delete",
+        "DROP TRIGGER IF EXISTS memories_fts_update",
+        "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')",
+        """CREATE TABLE memories_by_key (
+            id INTEGER NOT NULL,
+            user_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('preference', 'episode')),
+            memory_key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            source_session TEXT NOT NULL,
+            revision INTEGER NOT NULL CHECK (revision >= 1),
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            key_fold TEXT NOT NULL,
+            value_fold TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (user_id, kind, memory_key)
+        ) WITHOUT ROWID""",
+        """INSERT INTO memories_by_key SELECT id, user_id, kind, memory_key, value, source_session, revision,
+            created_at, updated_at, key_fold, value_fold, seq FROM memories""",
+        "DROP TABLE memories",
+        "ALTER TABLE memories_by_key RENAME TO memories",
+        "DROP INDEX memory_events_by_key",  # the table of that name holds its order now
+        """CREATE TABLE memory_events_by_key (
+            id INTEGER NOT NULL,
+            user_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            memory_key TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('create', 'update', 'delete')),
+            revision INTEGER NOT NULL,
+            session_id TEXT,
+            old_value TEXT,
+            new_value TEXT,
+            confirmation TEXT,
+            at TEXT NOT NULL,
+            PRIMARY KEY (user_id, kind, memory_key, id)
+        ) WITHOUT ROWID""",
+        """INSERT INTO memory_events_by_key SELECT id, user_id, kind, memory_key, action, revision, session_id,
+            old_value, new_value, confirmation, at FROM memory_events""",
+        "DROP TABLE memory_events",
+        "ALTER TABLE memory_events_by_key RENAME TO memory_events",
+        # Numbers already given as rowids are never given again.
+        """UPDATE store_meta SET sequence = max(sequence, (SELECT coalesce(max(id), 0) FROM memories),
+            (SELECT coalesce(max(id), 0) FROM memory_events))""",
+        # The tables' triggers went with them: the same ones again (steps 2, 9 and 12).
+        """CREATE TRIGGER memory_events_append_only BEFORE UPDATE ON memory_events BEGIN
+            SELECT RAISE(ABORT, 'memory_events is append-only: events are never changed');
+        END""",
+        """CREATE TRIGGER memories_count_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO user_counts VALUES (new.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET records = records + 1;
+            UPDATE store_meta SET records = records + 1;
+        END""",
+        """CREATE TRIGGER memories_count_delete AFTER DELETE ON memories BEGIN
+            UPDATE user_counts SET records = records - 1 WHERE user_id = old.user_id;
+            DELETE FROM user_counts WHERE user_id = old.user_id AND records <= 0;
+            UPDATE store_meta SET records = records - 1;
+        END""",
+        """CREATE TRIGGER memory_embeddings_stale AFTER UPDATE OF value ON memories BEGIN
+            DELETE FROM memory_embeddings WHERE memory_id = old.id;
+        END""",
+        """CREATE TRIGGER memory_embeddings_gone AFTER DELETE ON memories BEGIN
+            DELETE FROM memory_embeddings WHERE memory_id = old.id;
+        END""",
+    ]),
 ]
 """Every step, in order: step N is `STEPS[N - 1]`. Append a step here, and its PostgreSQL form to
 `memkit/store/postgres/steps.py`."""
@@ -252,6 +327,9 @@ SEARCH_INDEX_TRIGGERS: list[str] = [statement for statement in STEPS[0].statemen
                                     if statement.startswith("CREATE TRIGGER memories_fts_")]
 """The triggers that keep the trigram index up to date, as step 1 made them; from step 5 on, only where
 search may ask the index (`search_index.py`): with them a put writes about twice the pages."""
+
+SEARCH_INDEX_LOOKUP = "CREATE UNIQUE INDEX memories_by_id ON memories (id)"
+"""From step 15 on, kept with the triggers: the index's matches are fetched from `memories` by id."""
 
 DROP_SEARCH_INDEX: list[str] = STEPS[4].statements
 """Stop keeping the trigram index and empty it (step 5, and `schema.drop_search_index`)."""

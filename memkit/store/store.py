@@ -137,7 +137,7 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
                 # A clock that stepped back must not make a record updated before it was created.
                 now = max(now, row["updated_at"])
                 revision, created, action, old_value = row["revision"] + 1, row["created_at"], "update", row["value"]
-                conn.execute(sql.update_memory, (value, value.casefold(), session, revision, now, seq, row["id"]))
+                conn.execute(sql.update_memory, (value, value.casefold(), session, revision, now, seq, user, kind, key))
             conn.execute(
                 sql.insert_event,
                 (user, kind, key, action, revision, session, old_value, value, confirmation, now),
@@ -181,7 +181,8 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
             row = conn.execute(sql.select_current, (user, kind, key)).fetchone()
             if row is None:
                 return False
-            conn.execute(sql.delete_memory, (row["id"],))
+            conn.execute(sql.delete_memory, (user, kind, key))
+            self._db.take_sequence(conn)  # the event's id (SQLite), and the commit's number
             conn.execute(
                 sql.insert_event,
                 (user, kind, key, "delete", row["revision"], session, row["value"], None, confirmation, now),

@@ -14,7 +14,7 @@ from _store_helpers import open_store
 from memkit.errors import StoreError
 from memkit.limits import Limits
 from memkit.store import MIGRATIONS, SCHEMA_VERSION, MemoryStore, expected_objects
-from memkit.store.schema import SEARCH_INDEX_OBJECTS, has_search_index
+from memkit.store.schema import SEARCH_INDEX_LOOKUP_OBJECTS, SEARCH_INDEX_OBJECTS, has_search_index
 
 WORDS = ["green tea", "black TEA", "coffee", "Straße", "strasse at noon", "茶 and cake", "teal boat"]
 INDEXED = Limits().replace(max_records_per_user=MemoryStore.fts_min_user_rows)
@@ -151,7 +151,7 @@ def test_an_older_file_is_migrated_and_its_index_fitted_to_the_limits(tmp_path, 
         assert store.health()["schema_version"] == SCHEMA_VERSION
         wanted = limits.max_records_per_user >= MemoryStore.fts_min_user_rows
         assert has_search_index(conn) == wanted
-        assert _objects(conn) == set(expected_objects()) | (set(SEARCH_INDEX_OBJECTS) if wanted else set())
+        assert _objects(conn) == set(expected_objects()) | (set(SEARCH_INDEX_LOOKUP_OBJECTS) if wanted else set())
         assert _indexed_rows(conn, "tea") == ([1] if wanted else [])
         assert _matching_rows(conn, "tea") == [1]
         assert [r["key"] for r in store.search("alice", "TEA")] == ["k"]

@@ -18,6 +18,7 @@ from memkit.clock import FakeClock
 from memkit.errors import QuotaError, StoreError
 from memkit.limits import Limits
 from memkit.store import MemoryStore
+from memkit.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 
 pytestmark = pytest.mark.usefixtures("backend")  # the conformance suite: every test on every backend
@@ -344,15 +345,16 @@ def test_the_published_statements_write_what_the_store_reads(clocked):
                      ("alice", "preference", "drink", "Tea", "s1", 1, "t1", "t1", "drink", "tea", seq))
         conn.execute(sql.insert_event, ("alice", "preference", "drink", "create", 1, "s1", None, "Tea", None, "t1"))
         row = conn.execute(sql.select_current, ("alice", "preference", "drink")).fetchone()
+        assert (row["value"], row["revision"]) == ("Tea", 1)
         seq = conn.execute(sql.take_sequence, (1,)).fetchone()[0]
-        conn.execute(sql.update_memory, ("Green tea", "green tea", "s2", 2, "t2", seq, row["id"]))
+        conn.execute(sql.update_memory, ("Green tea", "green tea", "s2", 2, "t2", seq, "alice", "preference", "drink"))
     assert clocked.get("alice", "preference", "drink") == {
         "kind": "preference", "key": "drink", "value": "Green tea", "source_session": "s2", "revision": 2,
         "created_at": "t1", "updated_at": "t2"}
     assert [r["key"] for r in clocked.search("alice", "GREEN")] == ["drink"]
     assert clocked.users() == {"alice": 1} and clocked.health()["counters_consistent"]
     with clocked.transaction() as conn:
-        conn.execute(sql.delete_memory, (row["id"],))
+        conn.execute(sql.delete_memory, ("alice", "preference", "drink"))
     assert clocked.get("alice", "preference", "drink") is None and clocked.users() == {}
 
 
@@ -373,3 +375,40 @@ def test_a_clock_that_steps_back_changes_neither_newest_first_nor_created_before
             assert record["created_at"] <= record["updated_at"], record
         store.fts_min_user_rows = 0  # the trigram index path orders the same way
         assert [r["key"] for r in store.search("alice", "tea")] == ["trip", "drink"]
+
+
+@pytest.mark.sqlite_only  # SQLite's step 15 (PostgreSQL's is empty)
+def test_a_store_of_version_14_keeps_its_records_history_and_order_clustered_by_key(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for steps in MIGRATIONS[:14]:
+        for statement in steps:
+            conn.execute(statement)
+    # rowids past the sequence (a store made before step 3 numbered none of its writes)
+    conn.execute("INSERT INTO memories (id, user_id, kind, memory_key, value, source_session, revision, created_at,"
+                 " updated_at, key_fold, value_fold, seq) VALUES (40, 'alice', 'preference', 'drink', 'Tea', 's', 2,"
+                 " 't1', 't2', 'drink', 'tea', 1), (41, 'alice', 'preference', 'food', 'rice', 's', 1, 't3', 't3',"
+                 " 'food', 'rice', 2)")
+    conn.execute("INSERT INTO memory_events (id, user_id, kind, memory_key, action, revision, session_id, old_value,"
+                 " new_value, confirmation, at) VALUES (50, 'alice', 'preference', 'drink', 'create', 1, 's', NULL,"
+                 " 'Coffee', 'c1', 't1'), (52, 'alice', 'preference', 'drink', 'update', 2, 's', 'Coffee', 'Tea',"
+                 " 'c2', 't2'), (51, 'alice', 'preference', 'food', 'create', 1, 's', NULL, 'rice', NULL, 't3')")
+    conn.execute("PRAGMA user_version = 14")
+    conn.close()
+    with open_store(path) as store:
+        conn = store.connection
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert [r["key"] for r in store.search("alice", "")] == ["food", "drink"]  # newest first, as before
+        history = store.history("alice", "preference", "drink")
+        assert [(e["action"], e["new_value"], e["confirmation"]) for e in history] == [
+            ("create", "Coffee", "c1"), ("update", "Tea", "c2")]
+        store.put("alice", "s2", "preference", "drink", "Green tea", confirmation="c3")
+        store.delete("alice", "preference", "food", confirmation="c4")
+        ids = dict(conn.execute("SELECT memory_key, id FROM memories").fetchall())
+        events = conn.execute("SELECT id, memory_key, action FROM memory_events ORDER BY id").fetchall()
+        # the new numbers come after every rowid the file had given, in commit order
+        assert ids == {"drink": 40} and events[-2]["id"] > 52 and events[-1]["id"] > events[-2]["id"]
+        assert [(e[1], e[2]) for e in events] == [("drink", "create"), ("food", "create"), ("drink", "update"),
+                                                 ("drink", "update"), ("food", "delete")]
+        assert store.history("alice", "preference", "drink")[-1]["confirmation"] == "c3"
+        assert store.users() == {"alice": 1} and store.health()["counters_consistent"]

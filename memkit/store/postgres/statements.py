@@ -1,7 +1,7 @@
 """PostgreSQL's forms of the store's statements: SQLite's (standard SQL), but where PostgreSQL differs.
 
-`take_sequence`, `store_id`, `search` (`strpos` and the `pg_trgm` indexes), `prune_events` and where
-the store-wide count lives (`select_for_put`, `total_records`); memkit/store/statements.py has the
+`take_sequence`, `store_id`, the inserts' ids, `search` (`strpos` and the `pg_trgm` indexes), `prune_events`
+and where the store-wide count lives (`select_for_put`, `total_records`); memkit/store/statements.py has the
 rest and says what each statement takes.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..statements import SQLITE_STATEMENTS, SearchSql, Statements, select_for_put
+from ..statements import INSERT_EVENT_COLUMNS, INSERT_MEMORY_COLUMNS, SQLITE_STATEMENTS, SearchSql, Statements
+from ..statements import select_for_put
 
 
 def like_pattern(folded: str) -> str:
@@ -34,6 +35,9 @@ PG_STATEMENTS: Statements = dataclasses.replace(
     take_sequence="SELECT coalesce(max(nextval('memkit_seq')), (SELECT last_value FROM memkit_seq))"
                   " FROM generate_series(1, ?)",
     store_id="SELECT database_id FROM memkit_meta",
+    # Ids from the tables' own identity columns (SQLite takes them from its sequence, step 15).
+    insert_memory=INSERT_MEMORY_COLUMNS + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    insert_event=INSERT_EVENT_COLUMNS + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     search=PG_SEARCH,
     # PostgreSQL plans the join as it always has (SQLite's form was chosen by SQLite's timings).
     prune_events=(
