@@ -115,12 +115,16 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         (_city("I moved to Lisbon", ask="Where am I based?"), "right", "from the file"),
         (_city("Hello!", "I live in Lisbon now", ask="What's my home town?"), "right", "from the file"),
         (_city("I live in lisbon", value="lisbon", ask="Remind me where I live"), "right", "from the file"),
+        (_city("I'm based in Lisbon now"), "right", "from the file"),
+        (_city("I live in Lisbon these days", ask="Where's home for me?"), "right", "from the file"),
+        (_city("Home is Lisbon now"), "right", "from the file"),
         # not right: nothing confirmed, or another value, key, question
         (_city("My city is Lisbon", confirms="[]"), "not right yet", "nobody confirmed what the model proposed"),
         (_city("My city is Lisbon", value="lisbon"), "not right yet", "a confirmation covers one exact value"),
         (_city("Lisbon is where I am"), "not right yet", "the stand-in model reads only the plain phrasings"),
-        # A teacher would accept these words; the stand-in model does not read them, and the hint says so.
-        (_city("I'm based in Lisbon now"), "not right yet", "a real model would read more"),
+        # Words the stand-in model does not read as her city (a place she is at, not where she lives):
+        # the hint says so.
+        (_city("I'm in Lisbon this week"), "not right yet", "a real model would read more"),
         (_city("Remember my home is Lisbon", key="home"), "not right yet", "not 'city'"),
         (_city("My city is Porto", value="Porto"), "not right yet", "alice lives in Lisbon"),
         (_city("My city is Lisbon", ask="What do I like to drink?"), "not right yet", "not about her city"),
