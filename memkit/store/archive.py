@@ -61,36 +61,39 @@ class ArchiveConflictError(StoreError):
 
 
 def rows_to_insert(conn: Any, rows: list[tuple[Any, ...]], bound: int) -> tuple[list[tuple[Any, ...]],
-                                                                                 set[tuple[str, int]]]:
+                                                                                 set[tuple[str, int]], int]:
     """Read inside the write's transaction, before the insert: the `rows` (one session's, from
-    `turn_rows`) worth inserting, and the (session, turn) of those the archive does not hold yet.
+    `turn_rows`) worth inserting, the (session, turn) of those the archive does not hold yet, and
+    how many turns the user's archive holds (0 when `rows` is empty: nothing is read).
 
     A user at `bound` keeps only turns newer than every turn removed (`trim_oldest`): a row older
     than the oldest kept was removed before (a retry) or would be at once, so it is left out.
     """
     if not rows:
-        return rows, set()
+        return rows, set(), 0
     user, session = rows[0][0], rows[0][1]
-    count, *oldest = conn.execute("SELECT count(*) OVER (), at, session_id, turn FROM transcript WHERE user_id = ?"
-                                  " ORDER BY at, session_id, turn LIMIT 1", (user,)).fetchone() or (0,)
+    # The count alone first: the user's oldest turn takes a sort of all their turns, needed only at the bound.
+    count = int(conn.execute("SELECT count(*) FROM transcript WHERE user_id = ?", (user,)).fetchone()[0])
     if count >= bound:
-        rows = [row for row in rows if (row[5], row[1], row[2]) >= (oldest[0], oldest[1], oldest[2])]
+        oldest = tuple(conn.execute("SELECT at, session_id, turn FROM transcript WHERE user_id = ?"
+                                    " ORDER BY at, session_id, turn LIMIT 1", (user,)).fetchone())
+        rows = [row for row in rows if (row[5], row[1], row[2]) >= oldest]
     numbers = [row[2] for row in rows] or [0]
     held = {int(row[0]) for row in conn.execute(
         "SELECT turn FROM transcript WHERE user_id = ? AND session_id = ? AND turn >= ? AND turn <= ?",
         (user, session, min(numbers), max(numbers))).fetchall()}
-    return rows, {(session, row[2]) for row in rows if row[2] not in held}
+    return rows, {(session, row[2]) for row in rows if row[2] not in held}, count
 
 
-def trim_oldest(conn: Any, user: str, bound: int, inserted: set[tuple[str, int]]) -> int:
+def trim_oldest(conn: Any, user: str, bound: int, inserted: set[tuple[str, int]], count: int) -> int:
     """Inside the write's transaction: remove `user`'s oldest archived turns past `bound`; return how
-    many of `inserted` (this write's new turns, `rows_to_insert`) went again at once.
+    many of `inserted` (this write's new turns, `rows_to_insert`) went again at once. `count`: the
+    turns the user's archive holds now (`rows_to_insert`'s count plus the rows just inserted).
 
     Oldest by (time, session, turn), a total order that never changes: while a user is at the bound
     every turn removed is older than every turn kept, so a turn archived again (a window's retry after
     a crash) is always among the first removed, in the same call. It never comes back, nor counts as new.
     """
-    count = int(conn.execute("SELECT count(*) FROM transcript WHERE user_id = ?", (user,)).fetchone()[0])
     if count <= bound:
         return 0
     doomed = [(str(row[0]), int(row[1])) for row in conn.execute(

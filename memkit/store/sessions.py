@@ -165,7 +165,7 @@ class StoreSessions(StorePart):
         rows = turn_rows(user, session, turns)
         with self.transaction() as conn:
             self._db.lock_user(conn, user, creating=False)  # PostgreSQL: racing trims see each other's turns
-            rows, fresh = rows_to_insert(conn, rows, self.limits.max_archived_turns_per_user)
+            rows, fresh, held = rows_to_insert(conn, rows, self.limits.max_archived_turns_per_user)
             added = self._db.changed(conn, "INSERT INTO transcript (user_id, session_id, turn, role, content, at)"
                                            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
             if added != len(rows):  # a turn was skipped: it was kept before, perhaps with other content
@@ -174,7 +174,7 @@ class StoreSessions(StorePart):
                     row[:3]).fetchone()) != tuple(row[3:])})
                 if conflicts:
                     raise ArchiveConflictError(user, session, conflicts)
-            added -= trim_oldest(conn, user, self.limits.max_archived_turns_per_user, fresh)
+            added -= trim_oldest(conn, user, self.limits.max_archived_turns_per_user, fresh, held + added)
             self._db.check_size(conn)
         return added
 
@@ -186,6 +186,12 @@ class StoreSessions(StorePart):
             (user, session),
         )
         return [Turn(turn=row["turn"], role=row["role"], content=row["content"], at=row["at"]) for row in rows]
+
+    def window_rows(self, user: str, session: str) -> list[Any]:
+        """The store's own window of one session (`memkit.window.store_window`): (turn, role, content,
+        at, expires_at) rows in turn order, read in one statement (one snapshot, no write lock)."""
+        return self._db.fetch("SELECT turn, role, content, at, expires_at FROM window_turns WHERE user_id = ?"
+                              " AND session_id = ? ORDER BY turn", (user, session))
 
     def last_archived_turn(self, user: str, session: str) -> int:
         """The highest archived turn number of one session of `user` (0 if none), read from the key alone."""

@@ -17,7 +17,7 @@ from ..store import Store
 from ..store.archive import stale_windows
 from ..transcript import Turn, merge_turns
 from .base import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_SIZE, ShortTermWindow
-from .expiry import DEFAULT_TTL_SECONDS, check_ttl
+from .expiry import DEFAULT_TTL_SECONDS, check_ttl, expiry_at
 
 EVERY_TURN = 2**62
 """Larger than any turn number: `up_to` for the whole session."""
@@ -60,6 +60,7 @@ class StoreWindow(ShortTermWindow):
         text = self._checked_text(role, content)
         with self.store.transaction() as conn:
             now = self._clock()
+            expires = expiry_at(now, self.ttl)
             self._archive_if_expired(conn, user, session, now)
             number = 1 + conn.execute(  # past every turn of the session, in the window or archived
                 "SELECT max(coalesce((SELECT max(turn) FROM window_turns WHERE user_id = ? AND session_id = ?), 0),"
@@ -67,8 +68,8 @@ class StoreWindow(ShortTermWindow):
                 (user, session, user, session)).fetchone()[0]
             turn: Turn = {"turn": number, "role": role, "content": text, "at": iso(now)}
             conn.execute("INSERT INTO window_turns (user_id, session_id, turn, role, content, at, expires_at)"
-                         " VALUES (?, ?, ?, ?, ?, ?, '')", (user, session, number, role, text, turn["at"]))
-            self._restart_expiry(conn, user, session, now)
+                         " VALUES (?, ?, ?, ?, ?, ?, ?)", (user, session, number, role, text, turn["at"], expires))
+            self._restart_expiry(conn, user, session, expires)
             for stale in stale_windows(conn, user, session, self.limits.max_archived_turns_per_user):
                 self._archive(conn, user, stale)  # past the user's bound: their least recent windows retire
             self._archive(conn, user, session, up_to=number - self.size)  # what fell out of the window
@@ -80,12 +81,17 @@ class StoreWindow(ShortTermWindow):
             return super().append_exchange(user, session, question, answer)
 
     def recent(self, user: str, session: str) -> list[Turn]:
-        """The session's window, oldest first; reading it restarts its expiry."""
+        """The session's window, oldest first; reading it restarts its expiry. Kept to the second
+        (`expiry_at`), the expiry is most often stored already: such a read writes nothing, lock-free."""
         self._check_ids(user, session)
-        with self.store.transaction() as conn:
-            now = self._clock()
+        now = self._clock()
+        expires = expiry_at(now, self.ttl)
+        rows = self.store.window_rows(user, session)  # one statement: one snapshot
+        if all(row[4] == expires for row in rows):
+            return [Turn(turn=row[0], role=row[1], content=row[2], at=row[3]) for row in rows]
+        with self.store.transaction() as conn:  # expired, or the expiry moves to another second
             self._archive_if_expired(conn, user, session, now)
-            self._restart_expiry(conn, user, session, now)
+            self._restart_expiry(conn, user, session, expires)
             return self._window_turns(conn, user, session)
 
     def load_session(self, user: str, session: str) -> list[Turn]:
@@ -135,10 +141,9 @@ class StoreWindow(ShortTermWindow):
                             " AND turn <= ? ORDER BY turn", (user, session, up_to)).fetchall()
         return [Turn(turn=row[0], role=row[1], content=row[2], at=row[3]) for row in rows]
 
-    def _restart_expiry(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
-        expires = iso(now + _dt.timedelta(seconds=self.ttl))
-        conn.execute("UPDATE window_turns SET expires_at = ? WHERE user_id = ? AND session_id = ?",
-                     (expires, user, session))
+    def _restart_expiry(self, conn: Any, user: str, session: str, expires: str) -> None:
+        conn.execute("UPDATE window_turns SET expires_at = ? WHERE user_id = ? AND session_id = ?"
+                     " AND expires_at <> ?", (expires, user, session, expires))  # rows already right stay unwritten
 
     def _archive_if_expired(self, conn: Any, user: str, session: str, now: _dt.datetime) -> None:
         if conn.execute("SELECT 1 FROM window_turns WHERE user_id = ? AND session_id = ? AND expires_at <= ?"

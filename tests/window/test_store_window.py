@@ -6,6 +6,8 @@ with two processes appending at once), forgetting removes them, bad input change
 
 from __future__ import annotations
 
+import datetime
+import sqlite3
 import subprocess
 import sys
 import types
@@ -13,6 +15,7 @@ import types
 import pytest
 
 from memkit import Limits, MemoryStore, ValidationError
+from memkit.errors import LockedError
 from memkit.clock import FakeClock
 from memkit.forgetting import forget_user
 from memkit.window import StoreWindow
@@ -63,6 +66,46 @@ def test_the_expiry_slides_on_every_use_and_an_idle_window_goes_to_the_archive(d
         assert window.recent("alice", "s1") == []  # expired: no longer recent, not lost
         assert contents(window.load_session("alice", "s1")) == ["hello"]
         assert window.append("alice", "s1", "user", "back")["turn"] == 2  # numbering goes on past the archive
+
+
+def test_the_expiry_is_kept_to_the_whole_second_rounded_up_never_before_the_ttl(db):
+    start = datetime.datetime(2026, 1, 1, 9, 0, 0, 500_000, tzinfo=datetime.UTC)
+    clock = FakeClock(start)
+    with MemoryStore(db) as store:
+        window = StoreWindow(store, size=5, ttl=60, clock=clock)
+        window.append("alice", "s1", "user", "hello")  # used at 09:00:00.5: expires at 09:01:01, not 09:01:00.5
+        assert [row[4] for row in store.window_rows("alice", "s1")] == ["2026-01-01T09:01:01.000000Z"]
+        clock.advance(seconds=60.4)  # idle 60.4 s of its 60: the rounding keeps it, never the reverse
+        window.flush()
+        assert contents(window.recent("alice", "s1")) == ["hello"]
+        assert [row[4] for row in store.window_rows("alice", "s1")] == ["2026-01-01T09:02:01.000000Z"]
+        clock.advance(seconds=61)
+        assert window.recent("alice", "s1") == [] and contents(store.archived_turns("alice", "s1")) == ["hello"]
+
+
+def test_a_read_within_the_second_of_the_last_use_writes_nothing_and_needs_no_lock(db):
+    clock = FakeClock(datetime.datetime(2026, 1, 1, 9, 0, 0, 200_000, tzinfo=datetime.UTC))
+    with MemoryStore(db, limits=Limits(busy_timeout_ms=200)) as store:
+        window = StoreWindow(store, size=3, ttl=60, clock=clock)
+        for n in range(4):
+            window.append("alice", "s1", "user", f"m{n}")
+        writes = store.connection.total_changes
+        clock.advance(seconds=0.5)  # 09:00:00.7: the expiry is still 09:01:01
+        assert contents(window.recent("alice", "s1")) == ["m1", "m2", "m3"]
+        assert store.connection.total_changes == writes  # the stored expiry already says this second
+        other = sqlite3.connect(db, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another program holds the write lock
+            assert contents(window.recent("alice", "s1")) == ["m1", "m2", "m3"]  # read, not refused
+            clock.advance(seconds=1)  # the expiry must move now: that read waits for the lock, and says so
+            with pytest.raises(LockedError):
+                window.recent("alice", "s1")
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        assert contents(window.recent("alice", "s1")) == ["m1", "m2", "m3"]
+        assert store.connection.total_changes > writes  # the expiry moved, once
+        assert {row[4] for row in store.window_rows("alice", "s1")} == {"2026-01-01T09:01:02.000000Z"}
 
 
 APPENDER = """
