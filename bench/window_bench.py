@@ -1,8 +1,13 @@
-"""The short-term window (suite `window`): memkit's `RedisWindow` against openai-agents'
-`SQLiteSession` and `RedisSession` (the `bench` extra), reading the last 10 turns and appending one at
-10, 100 and 1000 turns of history, beside a PING on the window's own client (the floor of a call).
-The peers are async: each has its own event loop, a batch is one coroutine. Afterwards every session
-must read back the same last 10 turns and hold as many turns.
+"""The short-term window (suite `window`): memkit's `StoreWindow` (in the store's own SQLite file)
+against openai-agents' `SQLiteSession` (one SQLite file too), and memkit's `RedisWindow` against its
+`RedisSession` (the `bench` extra), reading the last 10 turns and appending one at 10, 100 and 1000
+turns of history, beside a PING on the Redis windows' own client (the floor of a call to a server).
+
+A peer's session is its whole identity; in memkit each session is a user's own (`USER` + session),
+so a session's history is what that user's archive holds, and memkit keeps every turn (the per-user
+archive bound is raised past the bench's turns). The peers are async: each has its own event loop,
+a batch is one coroutine. Afterwards every session must read back the same last 10 turns and hold
+as many turns.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 
 from memkit.limits import Limits
 from memkit.store import MemoryStore
-from memkit.window import RedisWindow, connect_redis
+from memkit.window import RedisWindow, StoreWindow, connect_redis
 
 from .peers import check_durability, durability
 from .timing import alternate, paused_gc, per_call, summarize
@@ -25,10 +30,15 @@ from .timing import alternate, paused_gc, per_call, summarize
 USER = "alice"
 LAST = 10
 TEXT = "a short turn of about sixty characters, as a chat message is"
+STORE_WINDOW = "memkit StoreWindow"
 MEMKIT = "memkit RedisWindow"
 SQLITE_SESSION = "SQLiteSession"
 REDIS_SESSION = "RedisSession"
-CONTENDERS = (MEMKIT, SQLITE_SESSION, REDIS_SESSION)
+CONTENDERS = (STORE_WINDOW, MEMKIT, SQLITE_SESSION, REDIS_SESSION)
+PAIRS = ((STORE_WINDOW, SQLITE_SESSION), (MEMKIT, REDIS_SESSION))
+"""Like for like: a window in one SQLite file against a session in one, and in Redis against Redis."""
+LIMITS = Limits(max_db_bytes=1 << 30, max_archived_turns_per_user=10_000)
+"""Every turn kept (the checks count them), as the peers keep them: a user's archive holds one session."""
 ROUND_TRIP = "PING (one round trip)"
 READ, APPEND = "read last 10", "append"
 
@@ -50,36 +60,48 @@ class MemkitWindow:
     name = MEMKIT
 
     def __init__(self, folder: Path, client: Any, synchronous: str) -> None:
-        self.store = MemoryStore(folder / "archive.sqlite3", limits=Limits(max_db_bytes=1 << 30),
+        self.store = MemoryStore(folder / "archive.sqlite3", limits=LIMITS,
                                  synchronous=synchronous)  # type: ignore[arg-type]
-        self.window = RedisWindow(self.store, client, prefix=f"memkit-bench-{synchronous.lower()}")
+        self.window: Any = RedisWindow(self.store, client, prefix=f"memkit-bench-{synchronous.lower()}")
 
     def settings(self, synchronous: str) -> dict[str, str]:
         return check_durability(self.name, self.store.connection, "WAL", synchronous)
 
     def fill(self, session: str, n: int) -> None:
         for i in range(n):
-            self.window.append(USER, session, *_turn(i))
+            self.window.append(USER + session, session, *_turn(i))
         self.window.flush()
 
     def read_batch(self, session: str, n: int) -> float:
-        return per_call(lambda _: self.window.recent(USER, session), n)
+        return per_call(lambda _: self.window.recent(USER + session, session), n)
 
     def append_batch(self, session: str, first: int, n: int) -> float:
-        seconds = per_call(lambda i: self.window.append(USER, session, *_turn(first + i)), n)
+        seconds = per_call(lambda i: self.window.append(USER + session, session, *_turn(first + i)), n)
         self.window.flush()  # the archiver's work, untimed: not part of an append's wait
         return seconds
 
     def last(self, session: str) -> list[tuple[str, str]]:
-        return [(t["role"], t["content"]) for t in self.window.recent(USER, session)][-LAST:]
+        return [(t["role"], t["content"]) for t in self.window.recent(USER + session, session)][-LAST:]
 
     def count(self, session: str) -> int:
         self.window.flush()
-        return len(self.window.load_session(USER, session))
+        return len(self.window.load_session(USER + session, session))
 
     def close(self) -> None:
         self.window.close()
         self.store.close()
+
+
+class MemkitStoreWindow(MemkitWindow):
+    """`StoreWindow`: the window and its archive in one SQLite file, each append archiving what falls
+    out in its own transaction (timed: there is no archiver to leave it to)."""
+
+    name = STORE_WINDOW
+
+    def __init__(self, folder: Path, synchronous: str) -> None:
+        self.store = MemoryStore(folder / "window.sqlite3", limits=LIMITS,
+                                 synchronous=synchronous)  # type: ignore[arg-type]
+        self.window = StoreWindow(self.store)
 
 
 class RoundTrip:
@@ -222,7 +244,8 @@ def _one_setting(handle: Any, synchronous: str, config: WindowPeerConfig, out: d
     contenders: list[Any] = []
     try:
         kit = MemkitWindow(folder, handle.client, synchronous)
-        contenders = [kit, AgentsSQLite(folder, synchronous), AgentsRedis(handle.url, kit.window.ttl, synchronous)]
+        contenders = [MemkitStoreWindow(folder, synchronous), kit, AgentsSQLite(folder, synchronous),
+                      AgentsRedis(handle.url, kit.window.ttl, synchronous)]
         for history in config.histories:
             out["rows"] += _time_history([*contenders, RoundTrip(handle.client)], history, synchronous, config, log)
             out["checks"] += _check_history(contenders, history, synchronous, config)
