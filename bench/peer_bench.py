@@ -82,8 +82,8 @@ def run(config: PeerConfig, log: Any = print, pages: dict[str, Any] | None = Non
             # what a deployment that needs the trigram index pays for it on every write.
             for name, limits in ((MEMKIT, BENCH_LIMITS), (MEMKIT_INDEXED, INDEXED_LIMITS)):
                 path = workdir / f"{len(contenders)}.sqlite3"
-                load[f"{name} (import_records)"] = build_kit_file(path, data, limits)
-                contenders.append(kit := Kit(path, sync, limits, name=name))
+                contenders.append(kit := Kit(path, sync, limits, name=name, data=data))
+                load[f"{name} (import_records)"] = kit.load_s
                 out["settings"].append({"synchronous_run": sync, "contender": name,
                                         **check_durability(name, kit.conn, "WAL", sync),
                                         "trigram_index": "kept" if has_search_index(kit.conn) else "none"})
