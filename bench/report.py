@@ -518,9 +518,10 @@ TRACKS: dict[str, dict[str, Any]] = {
     "A second three-hour session": {
         "limit": 180, "notebooks": ["02", "07", "10", "12"],
         "extra": {"a break": 10, "closing: questions": 5}},
+    # With 11 at 25 minutes and 12 at 35 (their first cells), two breaks of 15 minutes made 483 of 480.
     "A full day": {
         "limit": 480, "notebooks": ["00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"],
-        "extra": {"two breaks of 15 minutes": 30, "lunch": 60}},
+        "extra": {"two breaks of 10 minutes": 20, "lunch": 60}},
 }
 """The teacher's guide's tracks: notebooks in order, the minutes of the class that are not a notebook,
 and the minutes the track has (a full day: 9:00 to 17:00)."""
