@@ -23,6 +23,7 @@ from .health import SqliteHealth
 from .schema import SqliteSchema, migrate
 from .search_index import TrigramIndex
 from .statements import SQLITE_STATEMENTS, Statements
+from .turns import WriterTurns
 from .wal import WalCap
 
 
@@ -56,8 +57,10 @@ class SqliteDatabase(FileChecks, TrigramIndex, WalCap, SqliteHealth, SqliteVecto
         self.lock = threading.RLock()
         self._stamped = False  # this transaction has taken a number of the sequence already
         self._oversized = False  # this transaction was refused by the size cap
+        self.no_wait = False  # a write that must not wait for another writer's turn (search_index.py)
         self._conn: sqlite3.Connection | None = None
         self._conn = self._open(check_integrity)
+        self._turns = WriterTurns(path)
         self.page_size: int = self._conn.execute("PRAGMA page_size").fetchone()[0]
         """Fixed for the file's life (WAL cannot change it), so the size check reads only page_count."""
 
@@ -102,6 +105,7 @@ class SqliteDatabase(FileChecks, TrigramIndex, WalCap, SqliteHealth, SqliteVecto
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+                self._turns.close()
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -124,48 +128,55 @@ class SqliteDatabase(FileChecks, TrigramIndex, WalCap, SqliteHealth, SqliteVecto
         """`BEGIN IMMEDIATE`, commit on success, roll back on any exception and re-raise it.
 
         Nested (this thread is already inside one): a savepoint, so a failure undoes only its own
-        writes and the error reaches the outer block.
+        writes and the error reaches the outer block. Writers of the file first take their turn
+        (turns.py: a queue in the kernel, so that writers of several processes all progress).
         """
         with self.lock:
             conn = self.connection
             if conn.in_transaction:
                 yield from self._savepoint(conn)
                 return
-            if self._wal_bytes() > self.limits.max_db_bytes:
-                self._shrink_wal(conn)  # no reader in the way: the log is written back and cut to nothing
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise self.locked_error() if is_busy(exc) else StoreError(
-                    f"cannot write to {self.path}: {exc}"
-                ) from None
-            try:
-                self._check_wal()
-            except BaseException:
+            with self._turns.turn(0 if self.no_wait else self.limits.busy_timeout_ms / 1000) as ours:
+                if not ours:
+                    raise self.locked_error()
+                yield from self._write(conn)
+
+    def _write(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        if self._wal_bytes() > self.limits.max_db_bytes:
+            self._shrink_wal(conn)  # no reader in the way: the log is written back and cut to nothing
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self.locked_error() if is_busy(exc) else StoreError(
+                f"cannot write to {self.path}: {exc}"
+            ) from None
+        try:
+            self._check_wal()
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self._stamped = self._oversized = False
+        changes = conn.total_changes
+        try:
+            yield conn
+            if conn.total_changes != changes and not self._stamped:
+                self.take_sequence(conn)  # every commit writes store_meta: see schema step 3
+        except BaseException as exc:
+            if conn.in_transaction:
                 conn.execute("ROLLBACK")
-                raise
-            self._stamped = self._oversized = False
-            changes = conn.total_changes
-            try:
-                yield conn
-                if conn.total_changes != changes and not self._stamped:
-                    self.take_sequence(conn)  # every commit writes store_meta: see schema step 3
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if self._oversized:
-                    self._shrink_wal(conn)
-                if isinstance(exc, sqlite3.Error):
-                    raise self._error(exc, f"write to {self.path} failed and was rolled back") from exc
-                raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise self._error(exc, f"commit to {self.path} failed and was rolled back") from exc
-            if self._oversized:  # a nested write was refused by the cap, the rest committed
+            if self._oversized:
                 self._shrink_wal(conn)
+            if isinstance(exc, sqlite3.Error):
+                raise self._error(exc, f"write to {self.path} failed and was rolled back") from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise self._error(exc, f"commit to {self.path} failed and was rolled back") from exc
+        if self._oversized:  # a nested write was refused by the cap, the rest committed
+            self._shrink_wal(conn)
 
     def _savepoint(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         # Only this thread can be inside the outer transaction: it holds the store's lock throughout.

@@ -43,6 +43,7 @@ class TrigramIndex(SqlitePart):
         """
         with self.lock:
             self.connection.execute("PRAGMA busy_timeout = 0")
+            self.no_wait = True  # nor for another writer's turn (turns.py)
             try:
                 with self.transaction() as conn:
                     present = has_search_index(conn)  # again under the write lock: another store may have done it
@@ -53,6 +54,7 @@ class TrigramIndex(SqlitePart):
             except LockedError:
                 pass
             finally:
+                self.no_wait = False
                 self.connection.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
 
     def _indexed(self, sql: SearchSql, args: tuple[Any, ...], scan_args: tuple[Any, ...], kind: str) -> list[Any]:
