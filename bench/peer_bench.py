@@ -15,6 +15,7 @@ import dataclasses
 import multiprocessing
 import random
 import shutil
+import sqlite3
 import statistics
 import struct
 import tempfile
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memkit.errors import LockedError
 from memkit.store.schema import has_search_index
 
 from .contenders import BENCH_LIMITS, INDEXED_LIMITS, Kit, build_kit_file
@@ -141,20 +143,24 @@ def _worker(contender: str, path: str, synchronous: str, worker: int, round_no: 
             barrier: Any, results: Any) -> None:
     store = _open(contender, Path(path), synchronous)
     rng = random.Random(worker * 1000 + round_no)
-    written = 0
+    written = refused = 0
     try:
         barrier.wait()
         started = time.monotonic()
         while time.monotonic() < started + seconds:
             # Users of their own in each round: the rounds write into one file, and a user written to
             # in two rounds could pass the quota. No '.': SqliteStore refuses it in a namespace.
-            store.put(f"writer{worker}-r{round_no}-{written // USER_SHARE}", "episode", f"w.r{round_no}.{written}",
-                      sentence(rng))
+            try:
+                store.put(f"writer{worker}-r{round_no}-{written // USER_SHARE}", "episode",
+                          f"w.r{round_no}.{written}", sentence(rng))
+            except (LockedError, sqlite3.OperationalError):  # waited out the busy timeout: counted, then on
+                refused += 1
+                continue
             written += 1
         stopped = time.monotonic()
     finally:
         store.close()
-    results.put({"worker": worker, "written": written, "started": started, "stopped": stopped})
+    results.put({"worker": worker, "written": written, "refused": refused, "started": started, "stopped": stopped})
 
 
 def _round(contender: str, path: Path, config: WritersConfig, round_no: int) -> dict[str, Any]:
@@ -173,8 +179,11 @@ def _round(contender: str, path: Path, config: WritersConfig, round_no: int) -> 
         raise RuntimeError(f"{contender}: a writer process exited with {failed}")
     wall = max(r["stopped"] for r in reports) - min(r["started"] for r in reports)
     written = sum(r["written"] for r in reports)
+    per_worker = sorted(r["written"] for r in reports)
     return {"contender": contender, "round": round_no, "written": written, "wall_s": wall,
-            "writes_per_s": written / wall, "per_worker": sorted(r["written"] for r in reports)}
+            "writes_per_s": written / wall, "per_worker": per_worker,
+            "slowest_share": per_worker[0] / statistics.mean(per_worker) if written else 0.0,
+            "refused": sum(r["refused"] for r in reports)}
 
 
 def _keys_written(contender: str, path: Path, config: WritersConfig) -> dict[str, int]:
@@ -206,7 +215,10 @@ def run_writers(config: WritersConfig, log: Any = print) -> dict[str, Any]:
         found = {c: _keys_written(c, paths[c], config) for c in paths}
         checks = {c: sum(found[c].values()) == totals[c] for c in paths}
         log(f"    {config.processes} writers, {config.seconds:g} s x {config.rounds} rounds: "
-            + ", ".join(f"{c} {m:.0f} writes/s" for c, m in medians.items())
+            + ", ".join(f"{c} {m:.0f} writes/s, slowest/mean "
+                        + " ".join(f"{r['slowest_share']:.2f}" for r in rounds if r["contender"] == c)
+                        + f", refused {sum(r['refused'] for r in rounds if r['contender'] == c)}"
+                        for c, m in medians.items())
             + ("" if all(checks.values()) else f"  KEYS MISSING {found} vs {totals}"))
         return {"processes": config.processes, "seconds": config.seconds, "rounds": rounds,
                 "synchronous": config.synchronous, "median_writes_per_s": medians,
