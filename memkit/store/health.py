@@ -16,7 +16,7 @@ from ..errors import ValidationError
 from ..jsonutil import canonical_json
 from .backend import SqlitePart
 from .files import sqlite_uri
-from .statements import total_records_sql
+from .statements import total_records_sql, user_counts_sql
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -67,7 +67,7 @@ def health(db: Backend) -> dict[str, Any]:
     limits = db.limits
     with db.reading() as conn:
         per_user = {row[0]: row[1] for row in conn.execute(
-            "SELECT user_id, records FROM user_counts ORDER BY records DESC, user_id LIMIT 50")}
+            "SELECT user_id, records FROM user_counts WHERE records > 0 ORDER BY records DESC, user_id LIMIT 50")}
         items_per_user = {row[0]: int(row[1]) for row in conn.execute(
             "SELECT user_id, count(*) FROM agent_items GROUP BY user_id ORDER BY count(*) DESC, user_id LIMIT 50")}
         return {
@@ -76,7 +76,7 @@ def health(db: Backend) -> dict[str, Any]:
             "max_db_bytes": limits.max_db_bytes,
             "records_total": conn.execute(db.statements.total_records).fetchone()[0],
             "max_records_total": limits.max_records_total,
-            "users": conn.execute("SELECT count(*) FROM user_counts").fetchone()[0],
+            "users": conn.execute("SELECT count(*) FROM user_counts WHERE records > 0").fetchone()[0],
             "records_per_user": per_user,
             "max_records_per_user": limits.max_records_per_user,
             "counters_consistent": counters_consistent(conn) and db.size_consistent(conn),
@@ -90,10 +90,11 @@ def counters_consistent(conn: Any) -> bool:
     Per-user counters are compared with the rows both ways: a missing, extra or wrong one all show."""
     total = conn.execute(total_records_sql(conn)).fetchone()[0]
     counted = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+    counters = user_counts_sql(conn)
     drifted = conn.execute(
         "SELECT (SELECT count(*) FROM (SELECT user_id, count(*) FROM memories GROUP BY user_id"
-        "                              EXCEPT SELECT user_id, records FROM user_counts) AS missing)"
-        "     + (SELECT count(*) FROM (SELECT user_id, records FROM user_counts"
+        f"                              EXCEPT {counters}) AS missing)"
+        f"     + (SELECT count(*) FROM ({counters}"
         "                              EXCEPT SELECT user_id, count(*) FROM memories GROUP BY user_id) AS extra)"
     ).fetchone()[0]
     return bool(total == counted and not drifted)

@@ -35,14 +35,15 @@ _CREATES_TABLE = re.compile(r"\s*CREATE TABLE (\w+) \((.*)\)(?: WITHOUT ROWID)?\
 _ADDS_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 _DROPS_TABLE = re.compile(r"\s*DROP TABLE (\w+)\s*$")
 _RENAMES_TABLE = re.compile(r"\s*ALTER TABLE (\w+) RENAME TO (\w+)\s*$")
-_CREATES_VIEW = re.compile(r"\s*CREATE VIEW (\w+) AS SELECT (.*) FROM \w+\s*$", re.S)
+_CREATES_VIEW = re.compile(r"\s*CREATE VIEW (\w+) AS SELECT (.*?) FROM \w+(?:\s+WHERE\s.*)?\s*$", re.S)
 _INNERMOST = re.compile(r"\([^()]*\)")
 _CONSTRAINTS = ("PRIMARY", "UNIQUE", "CHECK", "CONSTRAINT", "FOREIGN")
 
 
 def _created_columns(statement: str) -> tuple[str, list[str]] | None:
-    """(table, columns) of a `CREATE TABLE`, or of a `CREATE VIEW v AS SELECT a AS x, ...` (a view that
-    stands in for a table it replaced, as on PostgreSQL at step 13, is checked like it); else None."""
+    """(table, columns) of a `CREATE TABLE`, or of a `CREATE VIEW v AS SELECT a AS x, ... FROM t [WHERE ...]`
+    (a view that stands in for a table it replaced, as on PostgreSQL at step 13 and SQLite's
+    `history_retired` at step 15, is checked like it); else None."""
     match = _CREATES_TABLE.match(statement) or _CREATES_VIEW.match(statement)
     if match is None:
         return None

@@ -108,6 +108,7 @@ class Statements:
         prune_events: (user, user, count) -> removes the user's `count` oldest events, never the
             newest event of a key the user holds.
         retire_history: (user, at): a delete happened at `at` (a later time wins).
+        forget_retired: (user,) -> removes the user's retire mark (`forget_user`, once their records are gone).
         insert_event: the columns of `INSERT_EVENT_COLUMNS`; on SQLite the event's id is the
             sequence's current number, so the caller takes a number (`take_sequence`) before each.
         The others' placeholders follow the columns their SQL names, in order.
@@ -124,6 +125,7 @@ class Statements:
     count_events: str
     prune_events: str
     retire_history: str
+    forget_retired: str
     user_records: str
     total_records: str
     search: SearchSql
@@ -154,10 +156,13 @@ SQLITE_STATEMENTS = Statements(
         " AND e.kind = m.kind AND e.memory_key = m.memory_key), 0) FROM memories m WHERE m.user_id = ?2)"
         " ORDER BY id LIMIT ?3)"
     ),
+    # Beside the user's count (step 15), which the delete has just written: the same page.
     retire_history=(
-        "INSERT INTO history_retired (user_id, at) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET"
-        " at = CASE WHEN excluded.at > history_retired.at THEN excluded.at ELSE history_retired.at END"
+        "INSERT INTO user_counts (user_id, records, retired_at) VALUES (?, 0, ?) ON CONFLICT (user_id) DO UPDATE SET"
+        " retired_at = CASE WHEN user_counts.retired_at > excluded.retired_at THEN user_counts.retired_at"
+        " ELSE excluded.retired_at END"
     ),
+    forget_retired="DELETE FROM user_counts WHERE user_id = ?",
     user_records="SELECT records FROM user_counts WHERE user_id = ?",
     total_records="SELECT records FROM store_meta",
     store_id="SELECT database_id FROM store_meta",
@@ -174,6 +179,19 @@ def total_records_sql(conn: Any) -> str:
     if isinstance(conn, sqlite3.Connection) and conn.execute("PRAGMA user_version").fetchone()[0] >= TOTAL_IN_META_STEP:
         return SQLITE_STATEMENTS.total_records
     return "SELECT records FROM total_count"
+
+
+RETIRED_IN_COUNTS_STEP = 15
+"""The schema step from which SQLite keeps the retire mark in `user_counts` (steps.py)."""
+
+
+def user_counts_sql(conn: Any) -> str:
+    """(user_id, records) of every user the per-user counters name (health's check). From step 15 a
+    SQLite user without records keeps a row while their history is retired: a count, not a user."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0] if isinstance(conn, sqlite3.Connection) else 0
+    if version >= RETIRED_IN_COUNTS_STEP:
+        return "SELECT user_id, records FROM user_counts WHERE records <> 0 OR retired_at IS NULL"
+    return "SELECT user_id, records FROM user_counts"
 
 
 _RECORD_KEYS = {"kind": "kind", "key": "memory_key", "value": "value", "source_session": "source_session",

@@ -252,7 +252,7 @@ STEPS: list[Step] = [
     # newest first sorts a user's rows, which the per-user quota bounds and which now sit together.
     # The trigram index keeps its own lookup by id (`SEARCH_INDEX_TRIGGERS` and `memories_by_id`,
     # added back at open where search may ask it).
-    Step("records and their history clustered by key, ids from the sequence", [
+    Step("records and their history clustered by key, ids from the sequence, the retire mark beside the count", [
         "DROP TRIGGER IF EXISTS memories_fts_insert",
         "DROP TRIGGER IF EXISTS memories_fts_delete",
         "DROP TRIGGER IF EXISTS memories_fts_update",
@@ -298,18 +298,25 @@ STEPS: list[Step] = [
         # Numbers already given as rowids are never given again.
         """UPDATE store_meta SET sequence = max(sequence, (SELECT coalesce(max(id), 0) FROM memories),
             (SELECT coalesce(max(id), 0) FROM memory_events))""",
+        # A delete writes its user's count and the time it retires their recent history: one row
+        # (`history_retired` stays, as a view of it). A user without records keeps a row while retired.
+        "ALTER TABLE user_counts ADD COLUMN retired_at TEXT",
+        """INSERT INTO user_counts (user_id, records, retired_at) SELECT user_id, 0, at FROM history_retired WHERE true
+            ON CONFLICT (user_id) DO UPDATE SET retired_at = excluded.retired_at""",
+        "DROP TABLE history_retired",
+        "CREATE VIEW history_retired AS SELECT user_id, retired_at AS at FROM user_counts WHERE retired_at IS NOT NULL",
         # The tables' triggers went with them: the same ones again (steps 2, 9 and 12).
         """CREATE TRIGGER memory_events_append_only BEFORE UPDATE ON memory_events BEGIN
             SELECT RAISE(ABORT, 'memory_events is append-only: events are never changed');
         END""",
         """CREATE TRIGGER memories_count_insert AFTER INSERT ON memories BEGIN
-            INSERT INTO user_counts VALUES (new.user_id, 1)
+            INSERT INTO user_counts (user_id, records) VALUES (new.user_id, 1)
                 ON CONFLICT (user_id) DO UPDATE SET records = records + 1;
             UPDATE store_meta SET records = records + 1;
         END""",
         """CREATE TRIGGER memories_count_delete AFTER DELETE ON memories BEGIN
             UPDATE user_counts SET records = records - 1 WHERE user_id = old.user_id;
-            DELETE FROM user_counts WHERE user_id = old.user_id AND records <= 0;
+            DELETE FROM user_counts WHERE user_id = old.user_id AND records <= 0 AND retired_at IS NULL;
             UPDATE store_meta SET records = records - 1;
         END""",
         """CREATE TRIGGER memory_embeddings_stale AFTER UPDATE OF value ON memories BEGIN

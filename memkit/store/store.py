@@ -245,7 +245,8 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
 
     def users(self) -> dict[str, int]:
         """Users that have records, with their record counts, by user id."""
-        return {row[0]: row[1] for row in self._db.fetch("SELECT user_id, records FROM user_counts ORDER BY user_id")}
+        return {row[0]: row[1] for row in self._db.fetch(
+            "SELECT user_id, records FROM user_counts WHERE records > 0 ORDER BY user_id")}
 
     def history(self, user: str, kind: str, key: str) -> list[dict[str, Any]]:
         """How the value under (kind, key) changed, oldest first, and on whose say-so.
@@ -288,7 +289,7 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
                 + conn.execute("DELETE FROM agent_items WHERE user_id = ?", (user,)).rowcount,
                 "proposals": conn.execute("DELETE FROM proposals WHERE user_id = ?", (user,)).rowcount,
             }
-            conn.execute("DELETE FROM history_retired WHERE user_id = ?", (user,))
+            conn.execute(self._db.statements.forget_retired, (user,))
             # The store's own window (memkit.window.store_window) is a table of this store too:
             # whoever forgets through the store alone leaves no recent turn behind.
             conn.execute("DELETE FROM window_turns WHERE user_id = ?", (user,))

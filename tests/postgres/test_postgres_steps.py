@@ -24,5 +24,7 @@ def test_every_version_names_the_same_tables_and_columns_on_both_backends():
     for version in range(1, SCHEMA_VERSION + 1):
         sqlite, postgres = ({table: columns for table, columns in expected_columns(version, steps[dialect]).items()
                              if table not in own[dialect]} for dialect in ("sqlite", "postgres"))
+        if version >= 15:  # SQLite keeps the retire mark beside the count (history_retired is a view of it)
+            sqlite["user_counts"] = sqlite["user_counts"] - {"retired_at"}
         assert sqlite == postgres, version
         assert "memories" in sqlite

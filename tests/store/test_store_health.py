@@ -46,7 +46,8 @@ def test_health_reports_the_settings_and_the_quotas(tmp_path, synchronous):
         "UPDATE store_meta SET records = records + 1",
         "UPDATE user_counts SET records = 1 WHERE user_id = 'alice'",  # total still right
         "DELETE FROM user_counts WHERE user_id = 'bob'",
-        "INSERT INTO user_counts VALUES ('ghost', 0)",
+        "INSERT INTO user_counts (user_id, records) VALUES ('ghost', 0)",
+        "INSERT INTO user_counts (user_id, records) VALUES ('ghost', 1)",
     ],
 )
 @pytest.mark.sqlite_only  # edits the file with sqlite3 (tests/postgres/test_postgres.py: on PostgreSQL)

@@ -393,6 +393,7 @@ def test_a_store_of_version_14_keeps_its_records_history_and_order_clustered_by_
                  " new_value, confirmation, at) VALUES (50, 'alice', 'preference', 'drink', 'create', 1, 's', NULL,"
                  " 'Coffee', 'c1', 't1'), (52, 'alice', 'preference', 'drink', 'update', 2, 's', 'Coffee', 'Tea',"
                  " 'c2', 't2'), (51, 'alice', 'preference', 'food', 'create', 1, 's', NULL, 'rice', NULL, 't3')")
+    conn.execute("INSERT INTO history_retired VALUES ('alice', '2000-01-01T00:00:00.000000Z'), ('bob', 't9')")
     conn.execute("PRAGMA user_version = 14")
     conn.close()
     with open_store(path) as store:
@@ -412,3 +413,26 @@ def test_a_store_of_version_14_keeps_its_records_history_and_order_clustered_by_
                                                  ("drink", "update"), ("food", "delete")]
         assert store.history("alice", "preference", "drink")[-1]["confirmation"] == "c3"
         assert store.users() == {"alice": 1} and store.health()["counters_consistent"]
+        # bob holds no records and keeps his mark; alice's delete moved hers on
+        assert store.retired_before("bob") == "t9" and store.retired_before("alice") > "2000-01-01T00:00:00.000000Z"
+
+
+@pytest.mark.sqlite_only  # SQLite keeps the retire mark beside the count from step 15
+def test_a_delete_of_a_users_last_record_keeps_the_retire_mark_and_forget_removes_it(tmp_path):
+    clock = FakeClock()
+    with open_store(tmp_path / "m.sqlite3", clock=clock) as store:
+        store.put("alice", "s1", "preference", "drink", "tea")
+        clock.advance(seconds=60)
+        store.delete("alice", "preference", "drink")
+        at = store.retired_before("alice")
+        assert at is not None and store.users() == {} and store.health()["users"] == 0
+        assert store.health()["counters_consistent"]
+        clock.advance(seconds=-3600)  # a clock that steps back does not move the mark back
+        store.put("alice", "s1", "preference", "drink", "tea")
+        store.delete("alice", "preference", "drink")
+        assert store.retired_before("alice") == at
+        store.put("alice", "s1", "preference", "food", "rice")
+        assert store.users() == {"alice": 1} and store.health()["counters_consistent"]
+        store.forget_user("alice")
+        assert store.retired_before("alice") is None
+        assert store.connection.execute("SELECT count(*) FROM user_counts").fetchone()[0] == 0

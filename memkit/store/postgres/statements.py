@@ -1,8 +1,8 @@
 """PostgreSQL's forms of the store's statements: SQLite's (standard SQL), but where PostgreSQL differs.
 
-`take_sequence`, `store_id`, the inserts' ids, `search` (`strpos` and the `pg_trgm` indexes), `prune_events`
-and where the store-wide count lives (`select_for_put`, `total_records`); memkit/store/statements.py has the
-rest and says what each statement takes.
+`take_sequence`, `store_id`, the inserts' ids, the retire mark, `search` (`strpos` and the `pg_trgm`
+indexes), `prune_events` and where the store-wide count lives (`select_for_put`, `total_records`);
+memkit/store/statements.py has the rest and says what each statement takes.
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ PG_STATEMENTS: Statements = dataclasses.replace(
     # Ids from the tables' own identity columns (SQLite takes them from its sequence, step 15).
     insert_memory=INSERT_MEMORY_COLUMNS + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     insert_event=INSERT_EVENT_COLUMNS + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    # The retire mark in its own table (SQLite keeps it beside the user's count from step 15).
+    retire_history=(
+        "INSERT INTO history_retired (user_id, at) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET"
+        " at = CASE WHEN excluded.at > history_retired.at THEN excluded.at ELSE history_retired.at END"
+    ),
+    forget_retired="DELETE FROM history_retired WHERE user_id = ?",
     search=PG_SEARCH,
     # PostgreSQL plans the join as it always has (SQLite's form was chosen by SQLite's timings).
     prune_events=(
