@@ -41,7 +41,9 @@ REMEMBER_RULE = re.compile(r"remember (?:that )?my ([a-z][a-z0-9_ .:-]*?) is (.+
 """The explicit phrase for saving a preference ("remember my KEY is VALUE"); the goldfish agent of
 `classroom.lab` follows the same one."""
 _EPISODE = re.compile(r"note (?:the )?episode ([a-z][a-z0-9_.:-]*): (.+?)$", re.I)
-_FORGET = re.compile(r"^forget (?:about )?(?:my )?(episode )?([a-z][a-z0-9 _.:-]*?)$", re.I)
+# "Forget it" and "forget about that" mean "never mind": nothing is named, so nothing is forgotten.
+_FORGET = re.compile(r"^forget (?!(?:about )?(?:it|that|this|everything)$)(?:about )?(?:my )?(episode )?"
+                     r"([a-z][a-z0-9 _.:-]*?)$", re.I)
 _FORGET_CITY = re.compile(r"^forget (?:where i live|my address)$", re.I)
 _REMEMBER_THAT = re.compile(r"^remember (?:that )?(?P<rest>.+)$", re.I)
 _POLITE = re.compile(r"^(?:please|ok|okay|so|btw|by the way|oh|hi|hello|these days|nowadays)[,!]?\s+", re.I)
@@ -54,9 +56,13 @@ PROFILE_KEYS = ("city", "drink", "name", "diet", "language", "pet", "food", "all
 _KEYS = "|".join(PROFILE_KEYS)
 # A place named as a place ("Lisbon"), not a description ("a shared office", "the suburbs").
 _PLACE = r"(?!(?:a|an|the|my|our|his|her|their|he|she|it|this|that|there|where)\b)(?P<value>.+?)"
+# Sayings, not places: "I live in hope", "I live in the moment".
+_SAYING = r"(?!(?:fear|hope|denial|peace|sin|the moment|the past|the present|my head)$)"
+# Not a name: "call me later", "call me back tomorrow", "call me when it's ready".
+_NOT_A_NAME = r"(?!(?:later|back|again|soon|tomorrow|tonight|anytime|when|if|at|on|after|before)\b)"
 STATEMENTS: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (re.compile(rf"^my (?:favou?rite |usual )?(?P<key>{_KEYS}) is (?P<value>.+)$", re.I), None),
-    (re.compile(r"^i (?:now )?(?:live|am living|'m living) in (?P<value>.+)$", re.I), "city"),
+    (re.compile(rf"^i (?:now )?(?:live|am living|'m living) in {_SAYING}(?P<value>.+)$", re.I), "city"),
     (re.compile(r"^i(?:'ve| have| just)? (?:moved|relocated) to (?P<value>.+)$", re.I), "city"),
     (re.compile(rf"^i(?:'m| am) (?:now )?based in {_PLACE}$", re.I), "city"),
     (re.compile(rf"^(?:my )?home(?: for me)? is (?:now )?(?:in )?{_PLACE}$", re.I), "city"),
@@ -64,12 +70,20 @@ STATEMENTS: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (re.compile(rf"^{_PLACE} is (?:my home|where i live)(?: now)?$", re.I), "city"),
     (re.compile(r"^i(?:'m| am) (?:a )?(?P<value>vegetarian|vegan|pescatarian)$", re.I), "diet"),
     (re.compile(r"^i(?:'m| am) allergic to (?P<value>.+)$", re.I), "allergy"),
-    (re.compile(r"^(?:you can |please )?call me (?P<value>.+)$", re.I), "name"),
+    (re.compile(rf"^(?:you can |please )?call me {_NOT_A_NAME}(?P<value>.+)$", re.I), "name"),
     (re.compile(r"^i (?:usually )?drink (?P<value>.+)$", re.I), "drink"),
-    (re.compile(r"^i speak (?P<value>.+)$", re.I), "language"),
+    (re.compile(r"^i speak (?!(?:to|with|about|for|up)\b)(?P<value>.+)$", re.I), "language"),
 )
 """The stable facts the default policy understands: (pattern, preference key); a key of None comes
 from the pattern's `key` group. Each pattern reads a whole statement."""
+
+QUESTION_TAG = re.compile(r",\s*(?:right|no|yes|correct|isn't it|don't i|didn't i|aren't i|do i|did i)$", re.I)
+"""A question asked as a statement ("I live in Lisbon, right"): it asks, it tells nothing."""
+
+NOT_A_VALUE = re.compile(r"^(?:not|no|none|never|nothing)\b|\b(?:but|because|although|though)\b|\band i\b",
+                         re.I)
+"""A value that is not one: a denial ("My name is not important") or a second clause ("Lisbon and
+I work in Porto", "Porto last year but now ..."), where a rule cannot tell which part is the fact."""
 
 ONE_OFF = re.compile(r"\b(?:this time|just this once|for now|today|tonight|this week|right now|"
                      r"for this (?:answer|reply|question|chat))\b", re.I)
@@ -124,11 +138,14 @@ def explicit_request(text: str) -> MemoryChange | None:
 
 
 def stated_fact(text: str) -> tuple[str, str] | None:
-    """The (key, value) of a stable fact a plain statement tells, by the table `STATEMENTS`."""
+    """The (key, value) of a stable fact a plain statement tells, by the table `STATEMENTS`; none
+    for a statement that asks ("I live in Lisbon, right") or a value that is not one (`NOT_A_VALUE`)."""
+    if QUESTION_TAG.search(text):
+        return None
     for pattern, key in STATEMENTS:
         if match := pattern.match(text):
             value = clean(match.group("value"))
-            if value:
+            if value and not NOT_A_VALUE.search(value):
                 return (key or key_of(match.group("key"))), value
     return None
 
