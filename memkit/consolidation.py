@@ -84,8 +84,9 @@ def consolidate(store: Store, user: str, session: str, policy: Policy = worth_re
         changes.pop((change.kind, change.key), None)  # the last word on a key, in the order said
         changes[(change.kind, change.key)] = change
     if summary:
-        text = summary if isinstance(summary, str) else summarise(session, turns, told, other)
-        episode = MemoryChange("put", "episode", episode_key(session), fit(text, store.limits.max_value_chars))
+        limit = store.limits.max_value_chars
+        text = summary if isinstance(summary, str) else summarise(session, turns, told, other, limit)
+        episode = MemoryChange("put", "episode", episode_key(session), fit(text, limit))
         changes[(episode.kind, episode.key)] = episode
     for change in changes.values():
         _propose(store, done, change)
@@ -122,13 +123,16 @@ def episode_key(session: str) -> str:
     return f"session.{word}"[:64]  # Limits.max_key_chars by default
 
 
-def summarise(session: str, turns: list[Turn], told: list[MemoryChange], other: list[str]) -> str:
+def summarise(session: str, turns: list[Turn], told: list[MemoryChange], other: list[str],
+              limit: int | None = None) -> str:
     """A short summary of a session without a model: when, what it was about, how it ended.
 
-    What it was about: the facts told (a fact changed during the session says so), what else was
-    named ("my ticket number is T-4471", codes and figures), the questions asked and the one-off
-    instructions left out. How it ended: the assistant's last answer. It is written from the turns by
-    rules, so the same session gives the same summary; a model would paraphrase (notebook 10).
+    What it was about: the facts told (a fact changed during the session says so), what the person
+    asked to forget, what else was named ("my ticket number is T-4471", codes and figures), the
+    questions asked and the one-off instructions left out. How it ended: the assistant's last
+    answer. It is written from the turns by rules, so the same session gives the same summary; a
+    model would paraphrase (notebook 10). Over `limit` characters, the last things named give way
+    first ("and 4 more"), so the summary still says how the session ended.
 
     Example:
         >>> summarise("s1", [{"role": "user", "content": "I moved to Porto", "at": "2026-01-01T09:00Z"},
@@ -137,28 +141,52 @@ def summarise(session: str, turns: list[Turn], told: list[MemoryChange], other: 
         "Session s1 on 2026-01-01, 1 message from the person. Told: city Porto. Ended with: 'Noted.'"
     """
     people = len(told) + len(other)
-    parts = [f"Session {session} on {turns[0]['at'][:10]}, {people} message{'s' * (people != 1)} from the person"]
-    facts: dict[str, list[str]] = {}
-    for change in told:
-        facts.setdefault(change.key, []).append(change.value or "" if change.action == "put" else "(forget)")
-    if facts:
-        parts.append("Told: " + ", ".join(
-            f"{key} {values[-1]}" + (f" (changed from {values[-2]})" if len(values) > 1 else "")
-            if values[-1] != "(forget)" else f"forget {key}" for key, values in facts.items()))
-    named = [f"{m.group(1).lower()} {m.group(2)}" for text in other if (m := _TOLD.match(text.strip()))]
-    named += [code for text in other if not _TOLD.match(text.strip()) for code in _CODE.findall(text)]
-    if named:
-        parts.append("Named: " + ", ".join(dict.fromkeys(named)))
+    head = f"Session {session} on {turns[0]['at'][:10]}, {people} message{'s' * (people != 1)} from the person"
+    facts: dict[tuple[str, str], list[str | None]] = {}
+    for change in told:  # every value in the order said; None for "forget it"
+        facts.setdefault((change.kind, change.key), []).append(change.value if change.action == "put" else None)
+    kept = [_told(kind, key, values) for (kind, key), values in facts.items() if values[-1] is not None]
+    forgotten = [key for (_, key), values in facts.items() if values[-1] is None]
+    before = [f"Told: {', '.join(kept)}" if kept else "",
+              f"Asked to forget: {', '.join(forgotten)}" if forgotten else ""]
     asked = sum(text.rstrip().endswith("?") for text in other)
-    one_off = [text for text in other if ONE_OFF.search(text) and not text.rstrip().endswith("?")]
-    if asked:
-        parts.append(f"Asked {asked} question{'s' * (asked != 1)}")
-    if one_off:
-        parts.append(f"{len(one_off)} instruction{'s' * (len(one_off) != 1)} for that time only, not kept")
+    one_off = sum(bool(ONE_OFF.search(text)) and not text.rstrip().endswith("?") for text in other)
     answers = [turn["content"] for turn in turns if turn["role"] == "assistant"]
-    if answers:
-        parts.append(f"Ended with: '{fit(' '.join(answers[-1].split()), 120)}'")
-    return ". ".join(parts)
+    after = [f"Asked {asked} question{'s' * (asked != 1)}" if asked else "",
+             f"{one_off} instruction{'s' * (one_off != 1)} for that time only, not kept" if one_off else "",
+             f"Ended with: '{fit(' '.join(answers[-1].split()), 120)}'" if answers else ""]
+    named = _named(other)
+    shown = len(named)
+    while True:
+        more = f" and {len(named) - shown} more" if shown < len(named) else ""
+        middle = [f"Named: {', '.join(named[:shown])}{more}" if shown else
+                  f"{len(named)} thing{'s' * (len(named) != 1)} named" if named else ""]
+        text = ". ".join(part for part in [head, *before, *middle, *after] if part)
+        if limit is None or len(text) <= limit or shown == 0:
+            return text
+        shown -= 1
+
+
+def _told(kind: str, key: str, values: list[str | None]) -> str:
+    """One fact told: `city Porto`, `city Porto (changed from Lisbon)`, or a note's text."""
+    now, earlier = values[-1], [v for v in values[:-1] if v is not None and v != values[-1]]
+    fact = f"'{now}'" if kind == "episode" else f"{key} {now}"
+    return fact + (f" (changed from {earlier[-1]})" if earlier and kind != "episode" else "")
+
+
+def _named(other: list[str]) -> list[str]:
+    """What the person named that no fact keeps, in the order said: "ticket number T-4471" from
+    "my ticket number is T-4471", and codes and figures ("TP-1234", "18:05") from anything else.
+    A lone digit ("2 tickets", "at 9") is a count or an hour, not something to look up later."""
+    named: list[str] = []
+    for text in other:
+        if match := _TOLD.match(text.strip()):
+            # "My order number is 55120 and flight TP-1234 was late": the order, then the flight.
+            value, *rest = _CLAUSE.split(match.group(2), maxsplit=1)
+            named.append(f"{match.group(1).lower()} {value.strip()}")
+            text = " ".join(rest)
+        named += [code for code in _CODE.findall(text) if sum(c.isdigit() for c in code) >= 2]
+    return list(dict.fromkeys(named))
 
 
 def fit(text: str, limit: int) -> str:
@@ -170,3 +198,5 @@ def fit(text: str, limit: int) -> str:
 _TOLD = re.compile(r"^my ([a-z][a-z0-9 _-]*?) is (.+?)[.!]?$", re.I)
 # A code or a figure inside a sentence ("order 55120", "flight TP-1234").
 _CODE = re.compile(r"\b[A-Za-z]{0,6}-?\d[\w:./-]*\b")
+# Where a second clause starts: the value named is the first one's.
+_CLAUSE = re.compile(r",|;|\s(?:and|but|because|so)\s", re.I)

@@ -108,8 +108,51 @@ def test_a_summary_names_codes_and_figures_and_a_forgotten_fact():
              {"turn": 2, "role": "assistant", "content": "Noted.", "at": "2026-03-02T09:00Z"}]
     told = [MemoryChange("put", "preference", "diet", "vegan"), MemoryChange("delete", "preference", "diet")]
     text = summarise("s7", turns, told, [said])
-    assert text == ("Session s7 on 2026-03-02, 3 messages from the person. Told: forget diet. "
+    assert text == ("Session s7 on 2026-03-02, 3 messages from the person. Asked to forget: diet. "
                     "Named: TP-1234, 18:05, 55120. Ended with: 'Noted.'")
+
+
+def _turns(*pairs: tuple[str, str]) -> list[dict[str, object]]:
+    return [{"turn": n, "role": role, "content": text, "at": "2026-03-02T09:00Z"}
+            for n, (role, text) in enumerate(pairs, 1)]
+
+
+def test_a_count_or_an_hour_is_not_named_and_a_second_clause_is_not_part_of_the_value():
+    said = ["I need 2 tickets for the 3pm show on May 5", "My order number is 55120 and flight TP-1234 was late",
+            "My phone number is +351 912 345 678"]
+    text = summarise("s8", _turns(*[("user", s) for s in said], ("assistant", "Booked.")), [], said)
+    assert "Named: order number 55120, TP-1234, phone number +351 912 345 678. " in text, text
+    assert " 2," not in text and "3pm" not in text and "was late" not in text, text
+
+
+def test_a_fact_changed_back_and_forth_names_the_value_it_changed_from_and_a_note_is_quoted():
+    told = [MemoryChange("put", "preference", "city", "Lisbon"), MemoryChange("put", "preference", "city", "Porto"),
+            MemoryChange("put", "preference", "city", "Lisbon"),
+            MemoryChange("put", "episode", "note.dentist-friday", "The dentist moved to Friday")]
+    text = summarise("s9", _turns(("user", "..."), ("assistant", "Noted.")), told, [])
+    assert "Told: city Lisbon (changed from Porto), 'The dentist moved to Friday'. " in text, text
+
+
+def test_small_talk_only_says_how_it_ended():
+    said = ["Hello!", "What a lovely day", "Thanks, bye"]
+    text = summarise("s10", _turns(("user", said[0]), ("assistant", "Hi!"), ("user", said[1]),
+                                   ("assistant", "Indeed."), ("user", said[2]), ("assistant", "Bye!")), [], said)
+    assert text == "Session s10 on 2026-03-02, 3 messages from the person. Ended with: 'Bye!'"
+
+
+def test_over_the_limit_the_last_things_named_give_way_and_the_ending_stays():
+    said = [f"My order number is {55120 + n} and flight TP-{1234 + n} was delayed" for n in range(12)]
+    turns = _turns(*[("user", s) for s in said], ("assistant", "Logged as complaint CX-9011."))
+    whole = summarise("s11", turns, [], said)
+    assert len(whole) > 300 and "TP-1245" in whole
+    text = summarise("s11", turns, [], said, limit=300)
+    assert len(text) <= 300 and text.endswith("Ended with: 'Logged as complaint CX-9011.'"), text
+    assert "Named: order number 55120, TP-1234, " in text and " more. Ended with" in text, text
+    shown = len(text.split("Named: ")[1].split(" and ")[0].split(", "))
+    assert text.split(" and ")[-1].startswith(f"{24 - shown} more"), text
+    # Nothing named fits: the count stays, the ending too.
+    tight = summarise("s11", turns, [], said, limit=130)
+    assert "24 things named. Ended with: " in tight, tight
 
 
 def test_a_long_session_is_summarised_within_the_value_limit(tmp_path):
