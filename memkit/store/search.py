@@ -9,11 +9,13 @@ the rule's answer, newest first by `seq` (commit order, not the clock). The SQL 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, cast
 
-from .statements import Record, SearchSql, to_record
+from .statements import _RECORD_KEYS, RECORD_SQL, Record, SearchSql, to_record
 
 
 class Searched(Protocol):
@@ -29,9 +31,17 @@ Indexed = Callable[[SearchSql, tuple[Any, ...], tuple[Any, ...], str], list[Any]
 """(sql, index arguments, scan arguments, kind) -> the rows the index finds."""
 
 _UNLOCKED: AbstractContextManager[Any] = contextlib.nullcontext()
+NEVER = sys.maxsize
+"""A threshold no user reaches: scan, without reading the user's count (search_index.py passes it)."""
 
 
-def _records(rows: Iterable[Any]) -> list[Record]:
+_KEY_OF = {column: key for key, column in _RECORD_KEYS.items()}
+_FIELDS = tuple(_KEY_OF[column.strip()] for column in RECORD_SQL.split(","))  # what the statements select
+
+
+def _records(rows: list[Any]) -> list[Record]:
+    if rows and isinstance(rows[0], sqlite3.Row):  # its values in order: zipped, twice as fast as by name
+        return [dict(zip(_FIELDS, row, strict=True)) for row in rows]
     return [to_record(cast(Any, row)) for row in rows]  # PostgreSQL's Row reads by name, as sqlite3.Row does
 
 
@@ -51,7 +61,8 @@ def search(db: Searched, sql: SearchSql, user: str, query: str, limit: int, kind
         return _records(db.fetch(sql.newest(kind_sql), (user, *kind_args, limit)))
     scan_args = (user, *kind_args, folded, folded, limit)
     with lock:
-        if len(folded) < 3 or not db.search_index or db.user_records(user) < fts_min_user_rows:
+        if (len(folded) < 3 or not db.search_index or fts_min_user_rows == NEVER
+                or db.user_records(user) < fts_min_user_rows):
             # The user's rows through the (user_id, seq) index, newest first: the database stops
             # at the `limit`-th match, and never reads another user's rows.
             return _records(db.fetch(sql.scan(kind_sql), scan_args))
@@ -81,7 +92,7 @@ def search_many(db: Searched, sql: SearchSql, user: str, queries: Sequence[str],
     if not unique or not kinds:
         return {(q, k): [] for q in queries for k in kinds}
     with lock:
-        if db.search_index and db.user_records(user) >= fts_min_user_rows:
+        if db.search_index and fts_min_user_rows != NEVER and db.user_records(user) >= fts_min_user_rows:
             return {(q, k): search(db, sql, user, q, limit, k, fts_min_user_rows, lock, indexed)
                     for q in unique for k in kinds}
         rows = db.fetch(sql.flagged(len(unique), len(kinds)),

@@ -23,14 +23,17 @@ class TrigramIndex(SqlitePart):
     FTS5 trigram index, built when first needed and never waited for."""
 
     search_index = True  # SQLite may always ask it: `_indexed` builds it when it is missing
+    _reach: int | None = None
+    """The most records a user of this store can hold (the quota, or more if one held more at open):
+    a search threshold above it always scans, without reading the user's count first. None: unknown
+    (a read-only open), so the count is read. Answers are the same either way, only the cost differs."""
 
     def fit_search_index(self, fts_min_user_rows: int) -> None:
         """Keep the index where some user can reach, or holds, `fts_min_user_rows` records; stop keeping
         it elsewhere (at open). Triggers keep it on every write, so a store that cannot use it drops it."""
-        needed = self.limits.max_records_per_user >= fts_min_user_rows
-        if not needed:  # users the quota has since shrunk under may still hold that many
-            biggest = self.fetch("SELECT max(records) FROM user_counts")[0][0]
-            needed = biggest is not None and biggest >= fts_min_user_rows
+        biggest = self.fetch("SELECT max(records) FROM user_counts")[0][0] or 0  # held before the quota shrank
+        self._reach = max(self.limits.max_records_per_user, biggest)
+        needed = self._reach >= fts_min_user_rows
         present = has_search_index(self.connection)
         if present != needed:
             self._change_index(build=not present)
@@ -69,11 +72,15 @@ class TrigramIndex(SqlitePart):
 
     def search(self, user: str, query: str, limit: int, kind: str | None, fts_min_user_rows: int) -> list[Record]:
         """The literal search rule (search.py), by a scan or the index."""
-        return search.search(self, SQLITE_STATEMENTS.search, user, query, limit, kind, fts_min_user_rows,
-                             self.lock, self._indexed)
+        return search.search(self, SQLITE_STATEMENTS.search, user, query, limit, kind,
+                             self._threshold(fts_min_user_rows), self.lock, self._indexed)
 
     def search_many(self, user: str, queries: Sequence[str], limit: int, kinds: Sequence[str],
                     fts_min_user_rows: int) -> dict[tuple[str, str], list[Record]]:
         """`search` for every query and kind, in one pass (search.py)."""
-        return search.search_many(self, SQLITE_STATEMENTS.search, user, queries, limit, kinds, fts_min_user_rows,
-                                  self.lock, self._indexed)
+        return search.search_many(self, SQLITE_STATEMENTS.search, user, queries, limit, kinds,
+                                  self._threshold(fts_min_user_rows), self.lock, self._indexed)
+
+    def _threshold(self, fts_min_user_rows: int) -> int:
+        """`fts_min_user_rows`, or `search.NEVER` when no user of this store can reach it (`_reach`)."""
+        return search.NEVER if self._reach is not None and fts_min_user_rows > self._reach else fts_min_user_rows

@@ -14,7 +14,7 @@ databases in the same folder take turns with these too: they only wait, never fa
 The wait is bounded by the store's busy timeout (a writer stalled inside its transaction, or a
 lock that cannot be had, ends in LockedError as before); a descriptor's lock goes with its process,
 however it ends; where `flock` is missing (Windows) or refused (some network file systems), writers
-go straight to SQLite's lock. docs/design/store.md has the measurements.
+go straight to SQLite's lock. bench/RESULTS.md ("Four writer processes on one file") has the figures.
 """
 
 from __future__ import annotations
