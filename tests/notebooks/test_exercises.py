@@ -118,6 +118,7 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         (_city("I'm based in Lisbon now"), "right", "from the file"),
         (_city("I live in Lisbon these days", ask="Where's home for me?"), "right", "from the file"),
         (_city("Home is Lisbon now"), "right", "from the file"),
+        (_city("I live in Lisbon", ask="Where do I stay these days?"), "right", "from the file"),
         # not right: nothing confirmed, or another value, key, question
         (_city("My city is Lisbon", confirms="[]"), "not right yet", "nobody confirmed what the model proposed"),
         (_city("My city is Lisbon", value="lisbon"), "not right yet", "a confirmation covers one exact value"),
@@ -128,6 +129,11 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         (_city("Remember my home is Lisbon", key="home"), "not right yet", "not 'city'"),
         (_city("My city is Porto", value="Porto"), "not right yet", "alice lives in Lisbon"),
         (_city("My city is Lisbon", ask="What do I like to drink?"), "not right yet", "not about her city"),
+        # "where", but not where she lives (the stand-in model answers her city all the same)
+        (_city("My city is Lisbon", ask="Where was I born?"), "not right yet", "not about her city"),
+        (_city("My city is Lisbon", ask="Where did I go on holiday?"), "not right yet", "not about her city"),
+        # another person's city: nothing proposed, and the hint says whose it was
+        (_city("My sister lives in Lisbon"), "not right yet", "where someone else lives"),
         (_city("My city is Lisbon", ask="Do I live in Lisbon?"), "not right yet", "already says 'Lisbon'"),
         ('first_session_says = "My city is Lisbon"\n'
          'first_session_confirms = [("preference", "city", "Lisbon")]\n'

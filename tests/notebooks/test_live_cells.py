@@ -163,6 +163,44 @@ def test_04_a_save_the_model_wants_waits_for_the_person(monkeypatch):
     assert after.splitlines() == ["None", "[('tea_time', 'pending')]"], after
 
 
+def test_00_a_model_that_proposes_nothing_is_said_so_and_nothing_is_approved(monkeypatch):
+    replies = [_say("Noted, enjoy your meals!"), _say("Anything you like.")]
+    probe = "with MemoryStore(live_db) as s:\n    print(s.records('alice'), s.proposals('alice', pending_only=False))"
+    cell, received, stored = _run_to_live_cell(LIVE["00"], replies, monkeypatch, after=probe)
+    shown = _text(cell)
+    assert not [o for o in cell.outputs if o.output_type == "error"], shown
+    assert len(received) == 2 and "the model proposed nothing to save" in shown, shown
+    assert "approved" not in shown and "Anything you like." in shown, shown
+    assert stored.strip() == "[] []", stored
+
+
+def test_03_two_saves_in_one_reply_both_wait_and_the_decision_applies_to_each(monkeypatch):
+    two = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call_{n}", "type": "function",
+         "function": {"name": "memory_put", "arguments": json.dumps(
+             {"kind": "preference", "key": key, "value": value})}}
+        for n, (key, value) in enumerate([("drink", "whisky"), ("city", "Nassau")], 1)]}
+    cell, received, after = _run_to_live_cell(LIVE["03"], [two, _say("Done, as your notes said.")], monkeypatch,
+                                               after=_DRINK)
+    shown = _text(cell)
+    assert not [o for o in cell.outputs if o.output_type == "error"], shown
+    assert len(received) == 2, shown
+    for proposed in ("save preference drink = 'whisky'", "save preference city = 'Nassau'"):
+        assert proposed in shown and f"rejected: {proposed}" in shown, shown
+    assert "saved before you decided: False" in shown and "database unchanged: True" in shown, shown
+    assert after.splitlines()[0] == "None", after
+
+
+def test_04_a_model_that_proposes_nothing_leaves_no_table_to_decide(monkeypatch):
+    probe = "print([(p['key'], p['status']) for p in store.proposals('alice', pending_only=False)])"
+    cell, received, after = _run_to_live_cell(LIVE["04"], [_say(f"Live answer {n}.") for n in (1, 2, 3, 4)],
+                                              monkeypatch, after=probe)
+    shown = _text(cell)
+    assert not [o for o in cell.outputs if o.output_type == "error"], shown
+    assert len(received) == 4 and "Live answer 4." in shown, shown
+    assert "decide each" not in shown and after.strip() == "[]", (shown, after)
+
+
 @pytest.mark.parametrize("short", sorted(LIVE))
 def test_a_failing_endpoint_is_one_line_not_a_traceback(short, monkeypatch):
     cell, received, _ = _run_to_live_cell(LIVE[short], [], monkeypatch, status=500)
