@@ -200,7 +200,10 @@ def generalisation(policies: dict[str, Callable[[str], MemoryChange | None]]) ->
 
 def check_policy(policy: Any) -> exercises.Verdict:
     """Judge a student's policy: right when recall rises above the default's and precision does
-    not fall below it; otherwise a hint that names the mistakes that stand in the way."""
+    not fall below it, or precision rises and recall holds (a rule that keeps out what only looks
+    like a fact); otherwise a hint that names the mistakes that stand in the way. A policy that
+    gets every labelled sentence right and does no better than the default on `HELD_OUT` learned
+    the set's answers, not the language: judged wrong."""
     if exercises.unanswered(policy):
         return exercises.not_answered("write a policy: a function of what was said")
     if not callable(policy):
@@ -211,9 +214,24 @@ def check_policy(policy: Any) -> exercises.Verdict:
     except Exception as exc:  # the student's code: any failure is a hint, not a traceback
         return exercises.wrong(f"the policy stopped: {type(exc).__name__}: {exc}",
                                "return a MemoryChange or None for every utterance")
+    if got == DEFAULT:
+        return exercises.not_answered("change the policy above, then run it and this cell")
+    if not got.mistakes:
+        held, default_held = score(policy, HELD_OUT), score(worth_remembering, HELD_OUT)
+        if held.recall <= default_held.recall and held.precision <= default_held.precision:
+            return exercises.wrong(
+                f"every labelled sentence is right, but on sentences it never saw it does no better "
+                f"than the default (held-out recall {held.recall:.2f})",
+                "write a rule for a way of saying something, not a table of the set's answers")
+    if got.precision > DEFAULT.precision and got.recall == DEFAULT.recall:
+        return exercises.right(f"precision {DEFAULT.precision:.2f} -> {got.precision:.2f}, recall held at "
+                               f"{got.recall:.2f}: it keeps out what only looked like a fact")
+    if got.recall < DEFAULT.recall and got.precision >= DEFAULT.precision:
+        before = {m["said"] for m in DEFAULT.mistakes}
+        lost = [m["said"] for m in got.mistakes if m["said"] not in before and m["mistake"] == "missed it"][:3]
+        return exercises.wrong(f"recall fell to {got.recall:.2f} from {DEFAULT.recall:.2f}: it now misses {lost}",
+                               "keep out only what is not a fact about the person")
     if got.recall <= DEFAULT.recall and got.precision >= DEFAULT.precision:
-        if got == DEFAULT:
-            return exercises.not_answered("change the policy above, then run it and this cell")
         return exercises.wrong(f"recall is {got.recall:.2f}, not above the default's {DEFAULT.recall:.2f}",
                                "add a rule for one of the utterances it missed")
     if got.precision < DEFAULT.precision:

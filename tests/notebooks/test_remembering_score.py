@@ -51,7 +51,14 @@ def no_traps(said):
     return vegan_now(said)
 
 
-RIGHT = [vegan_now, no_meat, called, stop_remembering, now_dropped, no_traps]
+def narrower(said):
+    """No new rule: only what looks like a fact kept out, so precision rises and recall holds."""
+    if re.fullmatch(r"i live in an? (?:small |big )?(?:flat|house)", plain(said), re.I):
+        return None
+    return worth_remembering(said)
+
+
+RIGHT = [vegan_now, no_meat, called, stop_remembering, now_dropped, no_traps, narrower]
 
 
 def every_in_is_a_city(said):
@@ -74,8 +81,23 @@ def wrong_key(said):
     return worth_remembering(said)
 
 
+_ANSWERS = {said: change for said, _, change in LABELLED}
+
+
+def the_answers(said):
+    """Around the rule: the labelled set's own answers looked up."""
+    return _ANSWERS[said] if said in _ANSWERS else worth_remembering(said)
+
+
+def only_narrower(said):
+    """Narrower, but it loses a fact too: precision rises, recall falls."""
+    return None if plain(said).lower().startswith("i live in") else worth_remembering(said)
+
+
 WRONG = [
-    (lambda said: None, "recall is 0.00"),
+    (lambda said: None, "recall fell to 0.00 from 0.79: it now misses ['I live in Lisbon', "),
+    (the_answers, "on sentences it never saw it does no better than the default"),
+    (only_narrower, "recall fell to 0.72 from 0.79: it now misses ['I live in Lisbon', 'I live in Lisbon these days']"),
     (every_in_is_a_city, "precision fell to"),
     (home_now, "it now keeps ['Tom is home now'"),
     (wrong_key, "it proposes put dietary_preference = 'vegetarian', where put diet = 'vegetarian' was expected"),
