@@ -435,3 +435,44 @@ def test_the_questions_check_reports_what_is_missing():
     assert understanding_problems(nb((five, []), (answers, []))) == [
         "the answers are not tagged 'solution' (the student's handout would show them)"]
     assert understanding_problems(nb((five, []))) == ["no **Answers.** cell right after the questions"]
+
+
+# -- a projector (1280x800 at 150%) shows about 90 words of prose at once --------------------------
+
+MAX_PARAGRAPH_WORDS = 90
+FENCE_RE = re.compile(r"```.*?```", re.S)
+ITEM_RE = re.compile(r"\n(?=[ ]*(?:[-*]|\d+\.) )")  # a list item starts a paragraph of its own
+MARKER_RE = re.compile(r"^\s*(?:[-*]|\d+\.)\s")  # an item's marker is not a word
+
+
+def long_paragraphs(nb: dict[str, Any]) -> list[str]:
+    """Markdown paragraphs (or list items) of more than MAX_PARAGRAPH_WORDS words; tables and code
+    blocks are not prose and are not counted."""
+    found = []
+    for index, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "markdown":
+            continue
+        for block in re.split(r"\n\s*\n", FENCE_RE.sub("", _text(cell.get("source", "")))):
+            for paragraph in ITEM_RE.split(block):
+                words = len(MARKER_RE.sub("", paragraph).split())
+                if words > MAX_PARAGRAPH_WORDS and not paragraph.lstrip().startswith("|"):
+                    found.append(f"cell {index}: {words} words: {' '.join(paragraph.split()[:8])} ...")
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_paragraph_runs_over_what_a_projector_shows(path):
+    assert long_paragraphs(json.loads(path.read_text(encoding="utf-8"))) == []
+
+
+def test_the_paragraph_check_counts_paragraphs_and_list_items_not_tables_or_code():
+    def nb(text: str) -> dict[str, Any]:
+        return {"cells": [{"cell_type": "markdown", "source": text, "metadata": {}}]}
+
+    ninety, more = " ".join(["word"] * 90), " ".join(["word"] * 91)
+    assert long_paragraphs(nb(f"{ninety}\n\n{ninety}")) == []
+    assert long_paragraphs(nb(f"- {ninety}\n- {ninety}\n12. {ninety}")) == []  # items of 90 words
+    assert long_paragraphs(nb(f"| {more} |\n\n```\n{more}\n```")) == []
+    first = "word word word word word word word word ..."
+    assert long_paragraphs(nb(f"{ninety}\n{ninety}")) == [f"cell 0: 180 words: {first}"]
+    assert long_paragraphs(nb(f"## Title\n\n- {more}")) == [f"cell 0: 91 words: - {first[5:]}"]
