@@ -174,6 +174,23 @@ def test_a_student_copy_runs_from_its_folder_and_leaves_the_exercise_unanswered(
     assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
+def test_the_student_copy_of_the_capstone_runs_and_judges_without_the_reference(copies: Path):
+    """12 in the student folder, which has no capstone_reference.py: the draft is judged, each of
+    its four parts failing for its own cause, and the exercise waits for the student's build."""
+    path = copies / "student" / "12_capstone.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
+                            resources={"metadata": {"path": str(path.parent)}}).execute()
+    assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    draft = next(c for c in nb.cells if c.cell_type == "code" and "capstone.check(draft" in c.source)
+    table = "".join(o.get("data", {}).get("text/plain", "") for o in draft.outputs)
+    assert table.count("False") == 4 and "True" not in table, table
+    for cause in ("remember kept ana's mood", "confirm approved ben's channel", "retrieve sent", "forget left ben's"):
+        assert cause in draft.outputs[0]["data"]["text/html"], cause
+    check = next(c for c in nb.cells if "exercise-check" in _tags(c))
+    assert "not answered yet" in "".join(o.get("text", "") for o in check.outputs)
+
+
 def _course(folder: Path, solution_tags: list[str]) -> Path:
     cells = [{"cell_type": "markdown", "id": "a", "metadata": {}, "source": ["# 00 · x"]},
              {"cell_type": "code", "id": "b", "metadata": {"tags": ["exercise-answer"]}, "source": ["x = None"],
