@@ -174,12 +174,32 @@ def test_00_a_model_that_proposes_nothing_is_said_so_and_nothing_is_approved(mon
     assert stored.strip() == "[] []", stored
 
 
-def test_03_two_saves_in_one_reply_both_wait_and_the_decision_applies_to_each(monkeypatch):
-    two = {"role": "assistant", "content": None, "tool_calls": [
+def _two_saves(*saves: tuple[str, str]) -> dict[str, Any]:
+    """One reply of a model that calls memory_put twice."""
+    return {"role": "assistant", "content": None, "tool_calls": [
         {"id": f"call_{n}", "type": "function",
          "function": {"name": "memory_put", "arguments": json.dumps(
              {"kind": "preference", "key": key, "value": value})}}
-        for n, (key, value) in enumerate([("drink", "whisky"), ("city", "Nassau")], 1)]}
+        for n, (key, value) in enumerate(saves, 1)]}
+
+
+def test_00_two_saves_in_one_reply_are_both_shown_and_approved(monkeypatch):
+    replies = [_two_saves(("diet", "vegetarian"), ("food", "no meat")),
+               _say("Both wait for your approval."), _say("A vegetable curry.")]
+    probe = ("with MemoryStore(live_db) as s:\n"
+             "    print(sorted((r['key'], r['value']) for r in s.records('alice')))")
+    cell, received, stored = _run_to_live_cell(LIVE["00"], replies, monkeypatch, after=probe)
+    shown = _text(cell)
+    assert not [o for o in cell.outputs if o.output_type == "error"], shown
+    for proposed in ("save preference diet = 'vegetarian'", "save preference food = 'no meat'"):
+        assert proposed in shown and f"approved: {proposed} (revision 1)" in shown, shown
+    assert stored.strip() == "[('diet', 'vegetarian'), ('food', 'no meat')]", stored
+    recalled = {m["key"] for m in _envelope(received[2])["retrieved_memory"]}
+    assert recalled == {"diet", "food"}, recalled
+
+
+def test_03_two_saves_in_one_reply_both_wait_and_the_decision_applies_to_each(monkeypatch):
+    two = _two_saves(("drink", "whisky"), ("city", "Nassau"))
     cell, received, after = _run_to_live_cell(LIVE["03"], [two, _say("Done, as your notes said.")], monkeypatch,
                                                after=_DRINK)
     shown = _text(cell)
