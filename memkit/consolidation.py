@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from .errors import CommittedThenFailedError, MemkitError, ValidationError
-from .remembering import ONE_OFF, MemoryChange, Policy, worth_remembering
+from .remembering import NOT_A_VALUE, ONE_OFF, MemoryChange, Policy, worth_remembering
 from .store import Store
 from .transcript import Turn
 
@@ -180,7 +180,8 @@ def _named(other: list[str]) -> list[str]:
     A lone digit ("2 tickets", "at 9") is a count or an hour, not something to look up later."""
     named: list[str] = []
     for text in other:
-        if match := _TOLD.match(text.strip()):
+        # A denial at the start ("my name is not important") names nothing.
+        if (match := _TOLD.match(text.strip())) and not NOT_A_VALUE.match(match.group(2)):
             # "My order number is 55120 and flight TP-1234 was late": the order, then the flight.
             value, *rest = _CLAUSE.split(match.group(2), maxsplit=1)
             named.append(f"{match.group(1).lower()} {value.strip()}")

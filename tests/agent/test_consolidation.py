@@ -119,10 +119,10 @@ def _turns(*pairs: tuple[str, str]) -> list[dict[str, object]]:
 
 def test_a_count_or_an_hour_is_not_named_and_a_second_clause_is_not_part_of_the_value():
     said = ["I need 2 tickets for the 3pm show on May 5", "My order number is 55120 and flight TP-1234 was late",
-            "My phone number is +351 912 345 678"]
+            "My phone number is +351 912 345 678", "My name is not important"]
     text = summarise("s8", _turns(*[("user", s) for s in said], ("assistant", "Booked.")), [], said)
     assert "Named: order number 55120, TP-1234, phone number +351 912 345 678. " in text, text
-    assert " 2," not in text and "3pm" not in text and "was late" not in text, text
+    assert " 2," not in text and "3pm" not in text and "was late" not in text and "important" not in text, text
 
 
 def test_a_fact_changed_back_and_forth_names_the_value_it_changed_from_and_a_note_is_quoted():
