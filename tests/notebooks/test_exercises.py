@@ -80,6 +80,27 @@ REVIEW_RIGHT = """def my_review(store, user):
         stale = proposal["stale"] or proposal["expired"]
         decide(store, user, proposal["id"], "reject" if stale else "approve")
 """
+# Other ways a teacher would accept: try each approval and reject what is refused; the store's own
+# approve and reject; the stale ones first, then the rest.
+REVIEW_TRY = """def my_review(store, user):
+    for proposal in store.proposals(user):
+        if not decide(store, user, proposal["id"], "approve")["ok"]:
+            decide(store, user, proposal["id"], "reject")
+"""
+REVIEW_STORE = """def my_review(store, user):
+    for proposal in store.proposals(user):
+        if proposal["stale"]:
+            store.reject(user, proposal["id"], origin="review")
+        else:
+            store.approve(user, proposal["id"], origin="review")
+"""
+REVIEW_STALE_FIRST = """def my_review(store, user):
+    waiting = store.proposals(user)
+    for proposal in [p for p in waiting if p["stale"]]:
+        decide(store, user, proposal["id"], "reject")
+    for proposal in [p for p in waiting if not p["stale"]]:
+        decide(store, user, proposal["id"], "approve")
+"""
 REVIEW_APPROVE_ALL = """def my_review(store, user):
     for proposal in store.proposals(user):
         decide(store, user, proposal["id"], "approve")
@@ -351,6 +372,9 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "10_what_to_remember.ipynb": [
         (REVIEW_RIGHT + 'my_question = "Do I eat meat?"', "right", "the stale city proposal was rejected"),
         # (a) judged on what my_review did to Dana's store, never on its text
+        (REVIEW_TRY + _ASK, "right", "the stale city proposal was rejected"),
+        (REVIEW_STORE + _ASK, "right", "the stale city proposal was rejected"),
+        (REVIEW_STALE_FIRST + 'my_question = "What should I cook for dinner?"', "right", "Faro stands"),
         (REVIEW_APPROVE_ALL + _ASK, "not right yet", "the city proposal still waits (it is stale"),
         (REVIEW_REJECT_ALL + _ASK, "not right yet", "the diet proposal was rejected, though nothing changed"),
         (REVIEW_AROUND + _ASK, "not right yet", "was written with no approved proposal in its history"),
