@@ -143,7 +143,7 @@ def summarise(session: str, turns: list[Turn], told: list[MemoryChange], other: 
     people = len(told) + len(other)
     head = f"Session {session} on {turns[0]['at'][:10]}, {people} message{'s' * (people != 1)} from the person"
     facts: dict[tuple[str, str], list[str | None]] = {}
-    for change in told:  # every value in the order said; None for "forget it"
+    for change in told:  # every value in the order said; None for a request to forget the key
         facts.setdefault((change.kind, change.key), []).append(change.value if change.action == "put" else None)
     kept = [_told(kind, key, values) for (kind, key), values in facts.items() if values[-1] is not None]
     forgotten = [key for (_, key), values in facts.items() if values[-1] is None]
