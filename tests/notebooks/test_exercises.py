@@ -101,6 +101,11 @@ REVIEW_STALE_FIRST = """def my_review(store, user):
     for proposal in [p for p in waiting if not p["stale"]]:
         decide(store, user, proposal["id"], "approve")
 """
+# Around the rule: Dana's answer known in advance (her city is the stale one); Eve's stale one is her diet.
+REVIEW_BY_KEY = """def my_review(store, user):
+    for proposal in store.proposals(user):
+        decide(store, user, proposal["id"], "reject" if proposal["key"] == "city" else "approve")
+"""
 REVIEW_APPROVE_ALL = """def my_review(store, user):
     for proposal in store.proposals(user):
         decide(store, user, proposal["id"], "approve")
@@ -375,6 +380,7 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
         (REVIEW_TRY + _ASK, "right", "the stale city proposal was rejected"),
         (REVIEW_STORE + _ASK, "right", "the stale city proposal was rejected"),
         (REVIEW_STALE_FIRST + 'my_question = "What should I cook for dinner?"', "right", "Faro stands"),
+        (REVIEW_BY_KEY + _ASK, "not right yet", "Eve's (her stale proposal is the diet) ended"),
         (REVIEW_APPROVE_ALL + _ASK, "not right yet", "the city proposal still waits (it is stale"),
         (REVIEW_REJECT_ALL + _ASK, "not right yet", "the diet proposal was rejected, though nothing changed"),
         (REVIEW_AROUND + _ASK, "not right yet", "was written with no approved proposal in its history"),
