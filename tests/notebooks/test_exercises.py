@@ -357,7 +357,7 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "09_scaling_out.ipynb": [
         ('predicted = {"hop 2: B, ticket": "forgotten", "hop 3: C, ticket": "forgotten", '
          '"hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
-         "right", "which B and C never open"),
+         "right", "the files holding the drink: A"),
         ('predicted = {"hop 2: B, ticket": "recalled", "hop 3: C, ticket": "recalled", '
          '"hop 5: B, drink": "forgotten", "hop 6: C, drink": "forgotten"}',
          "not right yet", "whose keys carry its store's id"),
