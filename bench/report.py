@@ -1,8 +1,9 @@
 """The one report: every suite's figures into bench/RESULTS.md (and results.png, pg_writers.png).
 
 RESULTS.md is a list of blocks, each starting at a `# ` or `## ` heading. A suite's run replaces the
-blocks it writes and keeps every other block: the store suites' block (title, targets, peers,
-window, store, budget, notebook suite and NOTES.md) goes at the top, any other suite's at the end.
+blocks it writes and keeps every other block where it is: the store suites' block (title, targets,
+peers, window, store, budget, notebook suite and NOTES.md) goes at the top, any other suite's section
+in the place of its older self (at the end the first time).
 
 Every section is a template of sections.md (its prose, with `{slots}`) filled by a few lines over
 one vocabulary: `table` (a markdown table from a heading and rows), `target` (what is wanted, what
@@ -69,8 +70,19 @@ def write_sections(path: Path, text: str, at_start: bool = False) -> None:
 
 
 def write_section(path: Path, section: str) -> None:
-    """One suite's section (its first line its `## ` heading) at the end of `path`, the rest kept."""
-    write_sections(path, section)
+    """One suite's section (its first line its `## ` heading) in the place of its older self in `path`,
+    or at the end the first time; every other block is kept as it is, where it is.
+
+    In place, so that a run of one suite (`python -m bench notebooks --names 09`) changes only its
+    figures in RESULTS.md's diff, instead of moving its section below the others.
+    """
+    new = _blocks(section)
+    headings = {b.splitlines()[0] for b in new}
+    old = _blocks(path.read_text(encoding="utf-8") if path.exists() else "")
+    # Where the first older block of these headings was (the blocks before it are all kept).
+    at = next((i for i, b in enumerate(old) if b.splitlines()[0] in headings), len(old))
+    kept = [b for b in old if b.splitlines()[0] not in headings]
+    path.write_text("\n\n".join(kept[:at] + new + kept[at:]) + "\n", encoding="utf-8")
 
 
 def fmt_time(seconds: float | None, us_digits: int = 1) -> str:

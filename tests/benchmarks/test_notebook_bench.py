@@ -134,14 +134,38 @@ def test_the_tracks_command_fails_when_a_track_does_not_fit(tmp_path: Path):
     assert done.returncode == 0 and "does not fit" not in done.stdout and done.stderr == ""
 
 
-def test_writing_the_section_keeps_the_rest_and_replaces_an_older_one(tmp_path: Path):
+def test_writing_the_section_replaces_its_older_self_in_place_and_keeps_the_rest(tmp_path: Path):
     results_md = tmp_path / "RESULTS.md"
     results_md.write_text("# bench\n\n## Other\n\nkept\n\n" + report.NOTEBOOKS_SECTION
                           + "\n\nold\n\n## Last\n\nkept too\n")
     report.write_section(results_md, report.NOTEBOOKS_SECTION + "\n\nnew\n")
-    text = results_md.read_text()
-    assert "old" not in text and text.count(report.NOTEBOOKS_SECTION) == 1
-    assert "## Other\n\nkept" in text and "## Last\n\nkept too" in text and text.endswith("new\n")
+    assert results_md.read_text() == ("# bench\n\n## Other\n\nkept\n\n" + report.NOTEBOOKS_SECTION
+                                      + "\n\nnew\n\n## Last\n\nkept too\n")
+    report.write_section(results_md, "## Chat\n\nfirst time\n")  # a section not there yet: at the end
+    assert results_md.read_text().endswith("## Last\n\nkept too\n\n## Chat\n\nfirst time\n")
+
+
+def test_a_run_of_some_notebooks_updates_their_rows_in_place_and_keeps_every_section(tmp_path: Path, monkeypatch):
+    """`python -m bench notebooks --names 09 --out OUT`: 09's row is new, 01's kept (notebook_times.json),
+    the section stays where it was, and every other section of RESULTS.md is kept as it was."""
+    from bench.suites import main
+
+    earlier = _results(_row("01_schema", 2.0, 25), _row("09_scaling", 31.0, 30))
+    (tmp_path / "notebook_times.json").write_text(json.dumps(earlier))
+    before, after = "# memkit benchmarks\n\nhead\n\n## Targets\n\ntargets\n", "## Chat: one message\n\nchat\n"
+    (tmp_path / "RESULTS.md").write_text(before + "\n" + report.notebooks_markdown(earlier) + "\n" + after)
+    timed: list[list[str]] = []
+
+    def run(names: list[str], repeat: int) -> dict:  # instead of timing real notebooks
+        timed.append(names)
+        return _results(_row("09_scaling", 12.0, 30))
+    monkeypatch.setattr(notebook_bench, "run", run)
+    assert main(["notebooks", "--names", "09", "--out", str(tmp_path)]) == 0
+    assert timed == [["09"]]
+    text = (tmp_path / "RESULTS.md").read_text()
+    section = report.notebooks_markdown(_results(_row("01_schema", 2.0, 25), _row("09_scaling", 12.0, 30)))
+    assert text == before + "\n" + section + "\n" + after
+    assert "| `09_scaling` | 12.0 s |" in section and "| `01_schema` | 2.0 s |" in section
 
 
 def test_a_partial_run_keeps_the_earlier_figures_of_the_other_notebooks(tmp_path: Path):
