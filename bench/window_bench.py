@@ -8,13 +8,22 @@ so a session's history is what that user's archive holds, and memkit keeps every
 archive bound is raised past the bench's turns). The peers are async: each has its own event loop,
 a batch is one coroutine. Afterwards every session must read back the same last 10 turns and hold
 as many turns.
+
+`SQLiteSession` runs its SQLite calls in a worker thread (`asyncio.to_thread`), memkit's windows run
+in the caller's; `memkit StoreWindow (worker thread)` is the same `StoreWindow`, on a file of its
+own, called the session's way, so a difference that comes from the calling thread shows as one.
+Each batch also records what its threads spent on a CPU and waiting for one (Linux's schedstat): at
+FULL an append sleeps in `fdatasync`, and on a machine whose cores are busy the wait for a CPU after
+it, not the disk, can decide the figure (bench/NOTES.md, issue 36).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -31,10 +40,11 @@ USER = "alice"
 LAST = 10
 TEXT = "a short turn of about sixty characters, as a chat message is"
 STORE_WINDOW = "memkit StoreWindow"
+STORE_WINDOW_THREAD = "memkit StoreWindow (worker thread)"
 MEMKIT = "memkit RedisWindow"
 SQLITE_SESSION = "SQLiteSession"
 REDIS_SESSION = "RedisSession"
-CONTENDERS = (STORE_WINDOW, MEMKIT, SQLITE_SESSION, REDIS_SESSION)
+CONTENDERS = (STORE_WINDOW, STORE_WINDOW_THREAD, MEMKIT, SQLITE_SESSION, REDIS_SESSION)
 PAIRS = ((STORE_WINDOW, SQLITE_SESSION), (MEMKIT, REDIS_SESSION))
 """Like for like: a window in one SQLite file against a session in one, and in Redis against Redis."""
 LIMITS = Limits(max_db_bytes=1 << 30, max_archived_turns_per_user=10_000)
@@ -45,6 +55,24 @@ READ, APPEND = "read last 10", "append"
 
 def _turn(i: int) -> tuple[str, str]:
     return ("user" if i % 2 == 0 else "assistant", f"{TEXT} {i}")
+
+
+def scheduler_times() -> tuple[float, float] | None:
+    """Seconds this process's threads have run on a CPU and waited runnable for one, summed over
+    its threads (Linux's /proc/self/task/*/schedstat); None where there is no such file."""
+    on_cpu = waited = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat", encoding="ascii") as handle:
+                ran, wait = handle.read().split()[:2]
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+        on_cpu, waited = on_cpu + int(ran), waited + int(wait)
+    return on_cpu / 1e9, waited / 1e9
 
 
 @dataclasses.dataclass
@@ -102,6 +130,43 @@ class MemkitStoreWindow(MemkitWindow):
         self.store = MemoryStore(folder / "window.sqlite3", limits=LIMITS,
                                  synchronous=synchronous)  # type: ignore[arg-type]
         self.window = StoreWindow(self.store)
+
+    def fill(self, session: str, n: int) -> None:
+        with self.store.transaction():  # one commit, as the peers fill theirs in one call: not n syncs
+            super().fill(session, n)  # of the disk just before the timed appends (each nests)
+
+
+class MemkitStoreWindowThread(MemkitStoreWindow):
+    """The same `StoreWindow`, each call run in a worker thread from an event loop, as `SQLiteSession`
+    runs its own SQLite calls (`asyncio.to_thread`): a control for the calling thread, not a pair."""
+
+    name = STORE_WINDOW_THREAD
+
+    def __init__(self, folder: Path, synchronous: str) -> None:
+        self.store = MemoryStore(folder / "window-thread.sqlite3", limits=LIMITS,
+                                 synchronous=synchronous)  # type: ignore[arg-type]
+        self.window = StoreWindow(self.store)
+        self.loop = asyncio.new_event_loop()
+
+    def _timed(self, call: Any, n: int) -> float:
+        async def body() -> float:
+            started = time.perf_counter()
+            for i in range(n):
+                await asyncio.to_thread(call, i)
+            return (time.perf_counter() - started) / n
+        with paused_gc():
+            return self.loop.run_until_complete(body())
+
+    def read_batch(self, session: str, n: int) -> float:
+        return self._timed(lambda _: self.window.recent(USER + session, session), n)
+
+    def append_batch(self, session: str, first: int, n: int) -> float:
+        return self._timed(lambda i: self.window.append(USER + session, session, *_turn(first + i)), n)
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.loop.shutdown_default_executor())
+        self.loop.close()
+        super().close()
 
 
 class RoundTrip:
@@ -244,8 +309,8 @@ def _one_setting(handle: Any, synchronous: str, config: WindowPeerConfig, out: d
     contenders: list[Any] = []
     try:
         kit = MemkitWindow(folder, handle.client, synchronous)
-        contenders = [MemkitStoreWindow(folder, synchronous), kit, AgentsSQLite(folder, synchronous),
-                      AgentsRedis(handle.url, kit.window.ttl, synchronous)]
+        contenders = [MemkitStoreWindow(folder, synchronous), MemkitStoreWindowThread(folder, synchronous), kit,
+                      AgentsSQLite(folder, synchronous), AgentsRedis(handle.url, kit.window.ttl, synchronous)]
         for history in config.histories:
             out["rows"] += _time_history([*contenders, RoundTrip(handle.client)], history, synchronous, config, log)
             out["checks"] += _check_history(contenders, history, synchronous, config)
@@ -279,18 +344,38 @@ def _time_history(contenders: list[Any], history: int, synchronous: str, config:
         c.fill(reader, history)
     reads: dict[str, list[float]] = {}
     appends: dict[str, list[float]] = {}
+    spent: dict[tuple[str, str], list[tuple[float, float]]] = {}  # (op, contender): per call on a CPU, waiting
+
+    def timed(op: str, c: Any, batch: Any, n: int) -> float:
+        before = scheduler_times()
+        seconds = float(batch())
+        after = scheduler_times()
+        if before and after:
+            spent.setdefault((op, c.name), []).append(((after[0] - before[0]) / n, (after[1] - before[1]) / n))
+        return seconds
+
     for r in range(config.rounds):
-        alternate(1, contenders, lambda c, _: c.read_batch(reader, config.reads), reads, offset=r)
+        alternate(1, contenders, lambda c, _: timed(READ, c, lambda: c.read_batch(reader, config.reads),
+                                                    config.reads), reads, offset=r)
         for c in contenders:  # each round's sessions filled first, untimed
             c.fill(f"h{history}-r{r}", history)
 
         def append(c: Any, _: int, session: str = f"h{history}-r{r}") -> float:
-            return float(c.append_batch(session, history, config.appends))
+            return timed(APPEND, c, lambda: c.append_batch(session, history, config.appends), config.appends)
         alternate(1, contenders, append, appends, offset=r + 1)
-    rows = [{"synchronous": synchronous, "history": history, "operation": op, "contender": name, **summarize(times)}
-            for op, samples in ((READ, reads), (APPEND, appends)) for name, times in samples.items()]
+
+    def scheduler(op: str, name: str) -> dict[str, float]:
+        """Medians over the batches: seconds per call on a CPU and waiting for one (threads summed)."""
+        found = spent.get((op, name))
+        return {"cpu_s": statistics.median(x[0] for x in found),
+                "cpu_wait_s": statistics.median(x[1] for x in found)} if found else {}
+    rows: list[dict[str, Any]] = [
+        {"synchronous": synchronous, "history": history, "operation": op, "contender": name, **summarize(times),
+         **scheduler(op, name)}
+        for op, samples in ((READ, reads), (APPEND, appends)) for name, times in samples.items()]
     log(f"    synchronous={synchronous}, {history:>4} turns: " + "  ".join(
-        f"{row['operation']} {row['contender']} {row['median_s'] * 1e6:.1f} us" for row in rows))
+        f"{row['operation']} {row['contender']} {row['median_s'] * 1e6:.1f} us"
+        + (f" (waiting for a CPU {row['cpu_wait_s'] * 1e6:.0f})" if "cpu_wait_s" in row else "") for row in rows))
     return rows
 
 
