@@ -19,10 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from .steps import DROP_SEARCH_INDEX, SEARCH_INDEX_LOOKUP, SEARCH_INDEX_TRIGGERS, STEPS
+from .steps import STEPS
 
 Steps = tuple[tuple[str, ...], ...]
 """A backend's statements of each step: `steps[N - 1]` brings a store to version N."""
+
+SEARCH_INDEX_TRIGGERS: list[str] = [statement for statement in STEPS[0].statements
+                                    if statement.startswith("CREATE TRIGGER memories_fts_")]
+"""The triggers that keep the trigram index up to date, as step 1 made them; from step 5 on, only where
+search may ask the index (`search_index.py`): with them a put writes about twice the pages."""
+
+SEARCH_INDEX_LOOKUP = "CREATE UNIQUE INDEX memories_by_id ON memories (id)"
+"""From step 15 on, kept with the triggers: the index's matches are fetched from `memories` by id."""
+
+DROP_SEARCH_INDEX: list[str] = STEPS[4].statements
+"""Stop keeping the trigram index and empty it (step 5, and `schema.drop_search_index`)."""
 
 MIGRATIONS: list[list[str]] = [step.statements for step in STEPS]
 """SQLite's statements of each step: `MIGRATIONS[N - 1]` brings a file to `PRAGMA user_version = N`."""

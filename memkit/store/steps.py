@@ -20,6 +20,21 @@ class Step:
     statements: list[str]
 
 
+APPEND_ONLY = """CREATE TRIGGER memory_events_append_only BEFORE UPDATE ON memory_events BEGIN
+            SELECT RAISE(ABORT, 'memory_events is append-only: events are never changed');
+        END"""
+"""Step 2's trigger (and step 15's, which rebuilds the table)."""
+
+VECTOR_TRIGGERS = [
+    """CREATE TRIGGER memory_embeddings_stale AFTER UPDATE OF value ON memories BEGIN
+            DELETE FROM memory_embeddings WHERE memory_id = old.id;
+        END""",
+    """CREATE TRIGGER memory_embeddings_gone AFTER DELETE ON memories BEGIN
+            DELETE FROM memory_embeddings WHERE memory_id = old.id;
+        END""",
+]
+"""Step 9's triggers (and step 15's): a vector goes with the value it was made from."""
+
 STEPS: list[Step] = [
     # 1: a memory is one row of `memories`, and there is at most one row per (user, kind, key): the
     # UNIQUE constraint makes a second put of a key update that row (revision + 1), never add one.
@@ -100,9 +115,7 @@ STEPS: list[Step] = [
     ]),
     # 2: the history is append-only in the database itself; a DELETE stays (forget_user needs it).
     Step("the event history refuses an UPDATE", [
-        """CREATE TRIGGER memory_events_append_only BEFORE UPDATE ON memory_events BEGIN
-            SELECT RAISE(ABORT, 'memory_events is append-only: events are never changed');
-        END""",
+        APPEND_ONLY,
     ]),
     # 3: a sequence that only grows, in one row with the database's random id. Every write
     # transaction takes a number, so every WAL memkit writes carries its database's id, and a WAL
@@ -181,12 +194,7 @@ STEPS: list[Step] = [
             vector BLOB NOT NULL CHECK (length(vector) = 4 * dim)
         )""",
         "CREATE INDEX memory_embeddings_by_user ON memory_embeddings (user_id, model)",
-        """CREATE TRIGGER memory_embeddings_stale AFTER UPDATE OF value ON memories BEGIN
-            DELETE FROM memory_embeddings WHERE memory_id = old.id;
-        END""",
-        """CREATE TRIGGER memory_embeddings_gone AFTER DELETE ON memories BEGIN
-            DELETE FROM memory_embeddings WHERE memory_id = old.id;
-        END""",
+        *VECTOR_TRIGGERS,
     ]),
     # 10: openai-agents session items (`MemkitSession`), apart from the transcript on purpose: a
     # framework's session pops and clears its items; the archive never changes a kept turn.
@@ -244,71 +252,41 @@ STEPS: list[Step] = [
             PRIMARY KEY (user_id, session_id, turn)
         ) WITHOUT ROWID""",
     ]),
-    # 15: each table a write touches is kept in the order it is looked up in, so a write dirties
-    # one page of each instead of a table page and an index page: a record is found by (user, kind,
-    # key) in `memories` itself, and a key's history is one run of `memory_events`. Ids come from
-    # the store's sequence (a put's event and record take the put's number, a delete's event its
-    # own), so they stay unique, never reused, and in commit order. `memories_by_user_seq` goes:
-    # newest first sorts a user's rows, which the per-user quota bounds and which now sit together.
-    # The trigram index keeps its own lookup by id (`SEARCH_INDEX_TRIGGERS` and `memories_by_id`,
-    # added back at open where search may ask it).
+    # 15: a write dirties one page of each table it touches, not a table page and an index page:
+    # a record is found by (user, kind, key) in `memories` itself, a key's history is one run of
+    # `memory_events`, and their ids come from the sequence (never reused, in commit order). Newest
+    # first sorts the user's rows (together now, and bounded by the quota); the retire mark sits in
+    # the user's count row, which a delete writes anyway. Rebuilt tables lose their triggers: made again.
     Step("records and their history clustered by key, ids from the sequence, the retire mark beside the count", [
-        "DROP TRIGGER IF EXISTS memories_fts_insert",
-        "DROP TRIGGER IF EXISTS memories_fts_delete",
-        "DROP TRIGGER IF EXISTS memories_fts_update",
-        "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')",
-        """CREATE TABLE memories_by_key (
-            id INTEGER NOT NULL,
-            user_id TEXT NOT NULL,
-            kind TEXT NOT NULL CHECK (kind IN ('preference', 'episode')),
-            memory_key TEXT NOT NULL,
-            value TEXT NOT NULL,
-            source_session TEXT NOT NULL,
-            revision INTEGER NOT NULL CHECK (revision >= 1),
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            key_fold TEXT NOT NULL,
-            value_fold TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            PRIMARY KEY (user_id, kind, memory_key)
-        ) WITHOUT ROWID""",
-        """INSERT INTO memories_by_key SELECT id, user_id, kind, memory_key, value, source_session, revision,
-            created_at, updated_at, key_fold, value_fold, seq FROM memories""",
+        *(f"DROP TRIGGER IF EXISTS memories_fts_{change}" for change in ("insert", "delete", "update")),
+        "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')",  # step 5: index and triggers go together
+        """CREATE TABLE memories_by_key (id INTEGER NOT NULL, user_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('preference', 'episode')), memory_key TEXT NOT NULL,
+            value TEXT NOT NULL, source_session TEXT NOT NULL, revision INTEGER NOT NULL CHECK (revision >= 1),
+            created_at TEXT NOT NULL, updated_at TEXT NOT NULL, key_fold TEXT NOT NULL, value_fold TEXT NOT NULL,
+            seq INTEGER NOT NULL, PRIMARY KEY (user_id, kind, memory_key)) WITHOUT ROWID""",
+        "INSERT INTO memories_by_key SELECT id, user_id, kind, memory_key, value, source_session, revision,"
+        " created_at, updated_at, key_fold, value_fold, seq FROM memories",
         "DROP TABLE memories",
         "ALTER TABLE memories_by_key RENAME TO memories",
         "DROP INDEX memory_events_by_key",  # the table of that name holds its order now
-        """CREATE TABLE memory_events_by_key (
-            id INTEGER NOT NULL,
-            user_id TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            memory_key TEXT NOT NULL,
-            action TEXT NOT NULL CHECK (action IN ('create', 'update', 'delete')),
-            revision INTEGER NOT NULL,
-            session_id TEXT,
-            old_value TEXT,
-            new_value TEXT,
-            confirmation TEXT,
-            at TEXT NOT NULL,
-            PRIMARY KEY (user_id, kind, memory_key, id)
-        ) WITHOUT ROWID""",
-        """INSERT INTO memory_events_by_key SELECT id, user_id, kind, memory_key, action, revision, session_id,
-            old_value, new_value, confirmation, at FROM memory_events""",
+        """CREATE TABLE memory_events_by_key (id INTEGER NOT NULL, user_id TEXT NOT NULL, kind TEXT NOT NULL,
+            memory_key TEXT NOT NULL, action TEXT NOT NULL CHECK (action IN ('create', 'update', 'delete')),
+            revision INTEGER NOT NULL, session_id TEXT, old_value TEXT, new_value TEXT, confirmation TEXT,
+            at TEXT NOT NULL, PRIMARY KEY (user_id, kind, memory_key, id)) WITHOUT ROWID""",
+        "INSERT INTO memory_events_by_key SELECT id, user_id, kind, memory_key, action, revision, session_id,"
+        " old_value, new_value, confirmation, at FROM memory_events",
         "DROP TABLE memory_events",
         "ALTER TABLE memory_events_by_key RENAME TO memory_events",
-        # Numbers already given as rowids are never given again.
-        """UPDATE store_meta SET sequence = max(sequence, (SELECT coalesce(max(id), 0) FROM memories),
-            (SELECT coalesce(max(id), 0) FROM memory_events))""",
-        # A delete writes its user's count and the time it retires their recent history: one row
-        # (`history_retired` stays, as a view of it). A user without records keeps a row while retired.
+        # numbers already given as rowids are never given again
+        "UPDATE store_meta SET sequence = max(sequence, (SELECT coalesce(max(id), 0) FROM memories),"
+        " (SELECT coalesce(max(id), 0) FROM memory_events))",
         "ALTER TABLE user_counts ADD COLUMN retired_at TEXT",
-        """INSERT INTO user_counts (user_id, records, retired_at) SELECT user_id, 0, at FROM history_retired WHERE true
-            ON CONFLICT (user_id) DO UPDATE SET retired_at = excluded.retired_at""",
+        "INSERT INTO user_counts (user_id, records, retired_at) SELECT user_id, 0, at FROM history_retired WHERE true"
+        " ON CONFLICT (user_id) DO UPDATE SET retired_at = excluded.retired_at",
         "DROP TABLE history_retired",
         "CREATE VIEW history_retired AS SELECT user_id, retired_at AS at FROM user_counts WHERE retired_at IS NOT NULL",
-        # The tables' triggers went with them: the same ones again (steps 2, 9 and 12).
-        """CREATE TRIGGER memory_events_append_only BEFORE UPDATE ON memory_events BEGIN
-            SELECT RAISE(ABORT, 'memory_events is append-only: events are never changed');
-        END""",
+        APPEND_ONLY, *VECTOR_TRIGGERS,
         """CREATE TRIGGER memories_count_insert AFTER INSERT ON memories BEGIN
             INSERT INTO user_counts (user_id, records) VALUES (new.user_id, 1)
                 ON CONFLICT (user_id) DO UPDATE SET records = records + 1;
@@ -319,24 +297,7 @@ STEPS: list[Step] = [
             DELETE FROM user_counts WHERE user_id = old.user_id AND records <= 0 AND retired_at IS NULL;
             UPDATE store_meta SET records = records - 1;
         END""",
-        """CREATE TRIGGER memory_embeddings_stale AFTER UPDATE OF value ON memories BEGIN
-            DELETE FROM memory_embeddings WHERE memory_id = old.id;
-        END""",
-        """CREATE TRIGGER memory_embeddings_gone AFTER DELETE ON memories BEGIN
-            DELETE FROM memory_embeddings WHERE memory_id = old.id;
-        END""",
     ]),
 ]
 """Every step, in order: step N is `STEPS[N - 1]`. Append a step here, and its PostgreSQL form to
 `memkit/store/postgres/steps.py`."""
-
-SEARCH_INDEX_TRIGGERS: list[str] = [statement for statement in STEPS[0].statements
-                                    if statement.startswith("CREATE TRIGGER memories_fts_")]
-"""The triggers that keep the trigram index up to date, as step 1 made them; from step 5 on, only where
-search may ask the index (`search_index.py`): with them a put writes about twice the pages."""
-
-SEARCH_INDEX_LOOKUP = "CREATE UNIQUE INDEX memories_by_id ON memories (id)"
-"""From step 15 on, kept with the triggers: the index's matches are fetched from `memories` by id."""
-
-DROP_SEARCH_INDEX: list[str] = STEPS[4].statements
-"""Stop keeping the trigram index and empty it (step 5, and `schema.drop_search_index`)."""

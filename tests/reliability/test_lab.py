@@ -153,9 +153,9 @@ def test_the_checker_reports_a_lost_write_and_a_half_written_one(tmp_path):
     conn = sqlite3.connect(db, isolation_level=None)
     # A record without its create event: what a non-atomic writer could leave behind.
     conn.execute(
-        "INSERT INTO memories (user_id, kind, memory_key, value, source_session, revision, created_at,"
-        " updated_at, key_fold, value_fold) VALUES ('crash', 'episode', 'r1-900000', 'x', 'r1', 1, 'x', 'x',"
-        " 'r1-900000', 'x')"
+        "INSERT INTO memories (id, user_id, kind, memory_key, value, source_session, revision, created_at,"
+        " updated_at, key_fold, value_fold, seq) VALUES (900000, 'crash', 'episode', 'r1-900000', 'x', 'r1', 1,"
+        " 'x', 'x', 'r1-900000', 'x', 900000)"
     )
     conn.close()
 

@@ -18,8 +18,10 @@ from memkit.store import MemoryStore
 
 
 def test_one_user_updating_a_key_forever_never_starves_another_user(tmp_path, figures):
-    # The default cap at full size; a smaller one in the everyday run, reached as surely.
-    limits = Limits() if FULL else Limits(max_db_bytes=1 << 20)
+    # The default cap at full size; a smaller one in the everyday run, reached as surely. 2 MiB holds
+    # one user's bounded history of these events (1.5 KB each, an overflow page apiece from schema
+    # step 15: about 1.3 MB), as 16 MiB does at full size.
+    limits = Limits() if FULL else Limits(max_db_bytes=2 << 20)
     updates = scale(2500, 15_000)
     path = tmp_path / "memory.sqlite3"
     refused_hog = refused_others = 0

@@ -390,7 +390,7 @@ def test_expected_columns_are_what_the_steps_make_at_every_version(tmp_path):
 
     for version in range(1, SCHEMA_VERSION + 1):
         conn = sqlite3.connect(_file_at_version(tmp_path / f"v{version}.sqlite3", version))
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
                                                  " AND name NOT LIKE 'sqlite%' AND name NOT LIKE 'memories_fts%'")}
         made = {table: {row[1] for row in conn.execute(f"PRAGMA table_info({table})")} for table in tables}
         conn.close()
