@@ -121,6 +121,7 @@ class StorePart:
     read_only: bool
     embedder: Embedder | None
     _clock: Clock
+    fts_min_user_rows: int
 
     if TYPE_CHECKING:
         def transaction(self) -> contextlib.AbstractContextManager[Any]: ...

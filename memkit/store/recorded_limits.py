@@ -160,3 +160,15 @@ def write(conn: Any, changes: Mapping[str, int]) -> None:
     for name, value in changes.items():
         conn.execute("INSERT INTO store_limits (name, value) VALUES (?, ?)"
                      " ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, int(value)))
+
+
+def adopt(db: Any, given: Limits | None, read_only: bool) -> Limits:
+    """The limits a store opened on `db` enforces: `given`, else those it recorded; a store that
+    recorded none yet records `given` (or the defaults) now, unless it is open read-only."""
+    values = recorded(db.fetch("SELECT name, value FROM store_limits")) if has_table(db.connection) else None
+    chosen = given if given is not None else limits_from(values or {})
+    if not values and values is not None and not read_only:
+        with db.transaction() as conn:
+            record(conn, chosen)
+    db.use_limits(chosen)
+    return chosen

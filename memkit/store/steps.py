@@ -252,11 +252,8 @@ STEPS: list[Step] = [
             PRIMARY KEY (user_id, session_id, turn)
         ) WITHOUT ROWID""",
     ]),
-    # 15: a write dirties one page of each table it touches, not a table page and an index page:
-    # a record is found by (user, kind, key) in `memories` itself, a key's history is one run of
-    # `memory_events`, and their ids come from the sequence (never reused, in commit order). Newest
-    # first sorts the user's rows (together now, and bounded by the quota); the retire mark sits in
-    # the user's count row, which a delete writes anyway. Rebuilt tables lose their triggers: made again.
+    # 15: each table a write touches is kept in the order it is looked up in (one page each, not a
+    # table page and an index page); ids from the sequence. Why, and the cost: docs/design/schema.md.
     Step("records and their history clustered by key, ids from the sequence, the retire mark beside the count", [
         *(f"DROP TRIGGER IF EXISTS memories_fts_{change}" for change in ("insert", "delete", "update")),
         "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')",  # step 5: index and triggers go together

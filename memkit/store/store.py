@@ -2,9 +2,9 @@
 
 Read `put`, `get`, `delete`, `search` and `transaction` first: every argument is checked against the
 store's `Limits`, then the operation runs on the backend (db.py for SQLite), a write in one
-transaction. Proposals, conversations, vectors, browsing and identity are methods of the same class,
-kept in their own modules (proposals.py, sessions.py, embeddings.py, browse.py, identity.py) so this
-one stays the lesson.
+transaction. Proposals, conversations, vectors, reading back (records, users, traces, health) and
+identity are methods of the same class, kept in their own modules (proposals.py, sessions.py,
+embeddings.py, browse.py, identity.py) so this one stays the lesson.
 """
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ import contextlib
 import os
 from pathlib import Path
 from typing import Any, Literal, Self
-from collections.abc import Sequence
 
 from ..clock import Clock, iso, utc_now
 from ..errors import ValidationError
-from ..limits import DEFAULT_LIMITS, KINDS, Limits
+from ..limits import DEFAULT_LIMITS, Limits
 from ..semantic import Embedder, embedding_text
-from . import health
 from .backend import Backend
 from .browse import StoreBrowse
 from .db import SqliteDatabase
@@ -27,8 +25,7 @@ from .embeddings import StoreEmbeddings
 from .identity import StoreIdentity
 from .proposals import StoreProposals
 from .readonly import ReadOnlyDatabase
-from .recorded_limits import has_table as has_limits_table, limits_from, record as record_limits
-from .recorded_limits import recorded as recorded_limits
+from .recorded_limits import adopt as adopt_limits
 from .sessions import StoreSessions
 from .statements import RECORD_SQL, SQLITE_STATEMENTS, Record, prune_history, put_read_args, to_record
 from .targets import check_sqlite_target
@@ -217,36 +214,7 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
             self.limits.check_kind(kind)
         return self._db.search(user, query, limit, kind, self.fts_min_user_rows)
 
-    def search_many(self, user: str, queries: Sequence[str], limit: int = 5,
-                    kinds: Sequence[str] = KINDS) -> dict[tuple[str, str], list[Record]]:
-        """`{(query, kind): search(user, query, limit, kind)}` for every query and kind, reading the
-        user's rows once (what retrieval needs: a few terms, each in both kinds). Checks as `search`."""
-        self.limits.check_id("user", user)
-        for query in queries:
-            self.limits.check_query(query)
-        self.limits.check_limit(limit)
-        for kind in kinds:
-            self.limits.check_kind(kind)
-        return self._db.search_many(user, queries, limit, kinds, self.fts_min_user_rows)
-
-    # -- reading a user's memory back ---------------------------------------------------------------
-
-    def records(self, user: str, kind: str | None = None) -> list[Record]:
-        """Every record of `user` (bounded by the per-user quota), by kind then key."""
-        self.limits.check_id("user", user)
-        if kind is not None:
-            self.limits.check_kind(kind)
-        rows = self._db.fetch(
-            f"SELECT {RECORD_SQL} FROM memories WHERE user_id = ? AND (? IS NULL OR kind = ?)"
-            " ORDER BY kind, memory_key",
-            (user, kind, kind),
-        )
-        return [to_record(row) for row in rows]
-
-    def users(self) -> dict[str, int]:
-        """Users that have records, with their record counts, by user id."""
-        return {row[0]: row[1] for row in self._db.fetch(
-            "SELECT user_id, records FROM user_counts WHERE records > 0 ORDER BY user_id")}
+    # -- a key's history ---------------------------------------------------------------------------
 
     def history(self, user: str, kind: str, key: str) -> list[dict[str, Any]]:
         """How the value under (kind, key) changed, oldest first, and on whose say-so.
@@ -295,17 +263,6 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
             conn.execute("DELETE FROM window_turns WHERE user_id = ?", (user,))
         return counts
 
-    def traces(self, user: str) -> dict[str, int]:
-        """How many rows of `user` the store holds: records, events, transcript (archived turns and
-        agent session items), proposals; all 0 once forgotten."""
-        self.limits.check_id("user", user)
-        row = self._db.fetch(
-            "SELECT (SELECT count(*) FROM memories WHERE user_id = ?), (SELECT count(*) FROM memory_events"
-            " WHERE user_id = ?), (SELECT count(*) FROM transcript WHERE user_id = ?)"
-            " + (SELECT count(*) FROM agent_items WHERE user_id = ?),"
-            " (SELECT count(*) FROM proposals WHERE user_id = ?)", (user, user, user, user, user))[0]
-        return {"records": row[0], "events": row[1], "transcript": row[2], "proposals": row[3]}
-
     # -- opening, and what this store is ------------------------------------------------------------
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -321,24 +278,12 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
         self.embedder = embedder
         """The embedding model writes and searches by meaning use (None: literal search only)."""
         try:
-            self.limits = self._own_limits(limits)
+            self.limits = adopt_limits(db, limits, read_only)
             if not read_only:
                 db.fit_search_index(self.fts_min_user_rows)
         except BaseException:
             db.close()
             raise
-
-    def _own_limits(self, given: Limits | None) -> Limits:
-        """`given`, else the limits the store recorded (recorded_limits.py); a store that recorded none
-        yet records `given` (or the defaults) now, unless it is open read-only."""
-        values = recorded_limits(self._db.fetch("SELECT name, value FROM store_limits")) \
-            if has_limits_table(self._db.connection) else None
-        chosen = given if given is not None else limits_from(values or {})
-        if not values and values is not None and not self.read_only:
-            with self._db.transaction() as conn:
-                record_limits(conn, chosen)
-        self._db.use_limits(chosen)
-        return chosen
 
     def close(self) -> None:
         """Close the connection. Safe to call twice."""
@@ -349,11 +294,6 @@ class Store(StoreProposals, StoreSessions, StoreEmbeddings, StoreBrowse, StoreId
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def health(self) -> dict[str, Any]:
-        """What an operator asks first, in one call: settings, size against the cap, records against
-        the quotas, and whether the quota counters agree with the rows (`health.health`)."""
-        return health.health(self._db)
 
 
 class MemoryStore(Store):
