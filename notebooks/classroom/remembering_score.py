@@ -231,9 +231,6 @@ def check_policy(policy: Any) -> exercises.Verdict:
         lost = [m["said"] for m in got.mistakes if m["said"] not in before and m["mistake"] == "missed it"][:3]
         return exercises.wrong(f"recall fell to {got.recall:.2f} from {DEFAULT.recall:.2f}: it now misses {lost}",
                                "keep out only what is not a fact about the person")
-    if got.recall <= DEFAULT.recall and got.precision >= DEFAULT.precision:
-        return exercises.wrong(f"recall is {got.recall:.2f}, not above the default's {DEFAULT.recall:.2f}",
-                               "add a rule for one of the utterances it missed")
     if got.precision < DEFAULT.precision:
         before = {m["said"] for m in DEFAULT.mistakes}
         new = [m for m in got.mistakes if m["said"] not in before or m["mistake"] != "missed it"]
