@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from memkit import MemoryStore, retrieve
+from memkit.semantic import DEFAULT_MIN_SIMILARITY
 
 from . import exercises
 
@@ -50,7 +51,8 @@ def check_meaning_question(asked: Asked, key: str = "diet") -> exercises.Verdict
             f"by meaning, the closest of Alice's records are {keys[:3]}; the {key} record scored "
             f"{similarity:.2f} and came #{place}",
             "ask about what the record means, in a few words about food")
-    weak = " (under retrieve's threshold of 0.3: a weak match, kept out of a request)" if similarity < 0.3 else ""
+    weak = (f" (under retrieve's threshold of {DEFAULT_MIN_SIMILARITY}: a weak match, kept out of a request)"
+            if similarity < DEFAULT_MIN_SIMILARITY else "")
     return exercises.right(f"literal retrieval missed the {key} record and retrieval by meaning ranked it first "
                            f"of Alice's records (similarity {similarity:.2f}){weak}: the question shares its "
                            "meaning, not its words")
