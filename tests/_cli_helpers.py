@@ -21,3 +21,15 @@ def env_with(**changes: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MEMKIT_DB", "DATABASE_URL", "REDIS_URL")}
     env.update({k: v for k, v in changes.items() if v is not None})
     return env
+
+
+def new_pg_database(pg_url: str, prefix: str) -> str:
+    """A fresh database `prefix_<random>` on the server of `pg_url` (its `postgres` database), and its URL."""
+    import uuid
+
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return pg_url.replace("/postgres?", f"/{name}?", 1)

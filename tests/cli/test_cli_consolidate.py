@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from _cli_helpers import env_with, memkit
+from _cli_helpers import env_with, memkit, new_pg_database
 
 TABLES = ("memories", "memory_events", "proposals", "transcript", "window_turns")
 
@@ -166,17 +166,10 @@ def test_a_bad_redis_url_is_refused_before_the_store_is_read(tmp_path):
 
 @pytest.mark.postgres
 def test_on_postgresql_the_redis_window_is_read_with_its_url_and_said_unread_without(pg_url):
-    import uuid
-
-    import psycopg
-
     from memkit.store import open_store
     from memkit.window import start_embedded_redis
 
-    name = f"cons_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = pg_url.replace("/postgres?", f"/{name}?", 1)
+    url = new_pg_database(pg_url, "cons")
     with start_embedded_redis(persistence="none") as redis:
         told = memkit("chat", "--db", url, "--user", "sam", "--session", "s1", "--redis-url", redis.url,
                       "--message", "My ticket number is T-4471", env=env_with())

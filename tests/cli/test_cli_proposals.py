@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from memkit import FakeClock, MemoryStore
-from _cli_helpers import env_with, memkit
+from _cli_helpers import env_with, memkit, new_pg_database
 
 TABLES = ("memories", "memory_events", "user_counts", "(SELECT records FROM store_meta)", "transcript", "proposals")
 
@@ -161,14 +161,7 @@ def test_chat_at_a_terminal_asks_the_person_and_approves_on_yes(tmp_path, answer
 
 @pytest.mark.postgres
 def test_the_proposal_walk_on_postgresql(pg_url):
-    import uuid
-
-    import psycopg
-
-    name = f"cli_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = pg_url.replace("/postgres?", f"/{name}?", 1)
+    url = new_pg_database(pg_url, "cli")
     env = env_with()
     chatted = memkit("chat", "--db", url, "--user", "alice", "--window", "process", "--message",
                      "Remember my city is Porto", "--message", "Remember my drink is tea", env=env)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli_helpers import memkit
+from _cli_helpers import env_with, memkit, new_pg_database
 
 
 def digest(path: Path) -> str:
@@ -129,15 +129,8 @@ def test_without_the_extra_by_meaning_is_refused_with_the_hint_and_literal_searc
 @pytest.mark.postgres
 def test_by_meaning_and_reindex_on_postgresql(pg_url):
     """The same commands with --db postgresql://... (pgserver's PostgreSQL 16, which has pgvector)."""
-    import uuid
-
-    import psycopg
-
-    name = f"sem_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = pg_url.replace("/postgres?", f"/{name}?", 1)
-    env = {k: v for k, v in os.environ.items() if k not in ("MEMKIT_DB", "DATABASE_URL", "REDIS_URL")}
+    url = new_pg_database(pg_url, "sem")
+    env = env_with()
     for user, value in (("alice", "espresso"), ("bob", "cappuccino")):
         done = memkit("put", "--db", url, "--user", user, "--key", "drink", "--value", value, "--confirm", env=env)
         assert done.returncode == 0, done.stderr
