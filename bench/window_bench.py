@@ -125,10 +125,10 @@ class MemkitStoreWindow(MemkitWindow):
     out in its own transaction (timed: there is no archiver to leave it to)."""
 
     name = STORE_WINDOW
+    file = "window.sqlite3"
 
     def __init__(self, folder: Path, synchronous: str) -> None:
-        self.store = MemoryStore(folder / "window.sqlite3", limits=LIMITS,
-                                 synchronous=synchronous)  # type: ignore[arg-type]
+        self.store = MemoryStore(folder / self.file, limits=LIMITS, synchronous=synchronous)  # type: ignore[arg-type]
         self.window = StoreWindow(self.store)
 
     def fill(self, session: str, n: int) -> None:
@@ -141,11 +141,10 @@ class MemkitStoreWindowThread(MemkitStoreWindow):
     runs its own SQLite calls (`asyncio.to_thread`): a control for the calling thread, not a pair."""
 
     name = STORE_WINDOW_THREAD
+    file = "window-thread.sqlite3"
 
     def __init__(self, folder: Path, synchronous: str) -> None:
-        self.store = MemoryStore(folder / "window-thread.sqlite3", limits=LIMITS,
-                                 synchronous=synchronous)  # type: ignore[arg-type]
-        self.window = StoreWindow(self.store)
+        super().__init__(folder, synchronous)
         self.loop = asyncio.new_event_loop()
 
     def _timed(self, call: Any, n: int) -> float:
