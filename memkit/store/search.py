@@ -9,13 +9,12 @@ the rule's answer, newest first by `seq` (commit order, not the clock). The SQL 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, cast
 
-from .statements import _RECORD_KEYS, RECORD_SQL, Record, SearchSql, to_record
+from .statements import Record, SearchSql, to_record, to_records
 
 
 class Searched(Protocol):
@@ -35,16 +34,6 @@ NEVER = sys.maxsize
 """A threshold no user reaches: scan, without reading the user's count (search_index.py passes it)."""
 
 
-_KEY_OF = {column: key for key, column in _RECORD_KEYS.items()}
-_FIELDS = tuple(_KEY_OF[column.strip()] for column in RECORD_SQL.split(","))  # what the statements select
-
-
-def _records(rows: list[Any]) -> list[Record]:
-    if rows and isinstance(rows[0], sqlite3.Row):  # its values in order: zipped, twice as fast as by name
-        return [dict(zip(_FIELDS, row, strict=True)) for row in rows]
-    return [to_record(cast(Any, row)) for row in rows]  # PostgreSQL's Row reads by name, as sqlite3.Row does
-
-
 def search(db: Searched, sql: SearchSql, user: str, query: str, limit: int, kind: str | None,
            fts_min_user_rows: int, lock: AbstractContextManager[Any] = _UNLOCKED,
            indexed: Indexed | None = None) -> list[Record]:
@@ -58,24 +47,24 @@ def search(db: Searched, sql: SearchSql, user: str, query: str, limit: int, kind
     folded = query.casefold()
     kind_sql, kind_args = ("AND kind = ?", (kind,)) if kind else ("", ())
     if not folded:
-        return _records(db.fetch(sql.newest(kind_sql), (user, *kind_args, limit)))
+        return to_records(db.fetch(sql.newest(kind_sql), (user, *kind_args, limit)))
     scan_args = (user, *kind_args, folded, folded, limit)
     with lock:
         if (len(folded) < 3 or not db.search_index or fts_min_user_rows == NEVER
                 or db.user_records(user) < fts_min_user_rows):
             # The user's rows through the (user_id, seq) index, newest first: the database stops
             # at the `limit`-th match, and never reads another user's rows.
-            return _records(db.fetch(sql.scan(kind_sql), scan_args))
+            return to_records(db.fetch(sql.scan(kind_sql), scan_args))
         if fts_min_user_rows > 0:
             # A large user: the newest rows first. If they hold `limit` matches, those are the
             # answer (every other match is older); only otherwise is the index worth asking.
             rows = db.fetch(sql.recent(kind_sql), (user, *kind_args, fts_min_user_rows, folded, folded, limit))
             if len(rows) == limit:
-                return _records(rows)
+                return to_records(rows)
         args = (user, *kind_args, *sql.index_terms(folded), limit)
         if indexed is None:
-            return _records(db.fetch(sql.indexed(kind_sql), args))
-        return _records(indexed(sql, args, scan_args, kind_sql))
+            return to_records(db.fetch(sql.indexed(kind_sql), args))
+        return to_records(indexed(sql, args, scan_args, kind_sql))
 
 
 def search_many(db: Searched, sql: SearchSql, user: str, queries: Sequence[str], limit: int, kinds: Sequence[str],

@@ -203,6 +203,18 @@ def to_record(row: sqlite3.Row) -> Record:
     return {key: row[column] for key, column in _RECORD_KEYS.items()}
 
 
+_KEY_OF = {column: key for key, column in _RECORD_KEYS.items()}
+_FIELDS = tuple(_KEY_OF[column.strip()] for column in RECORD_SQL.split(","))  # the keys, in RECORD_SQL's order
+
+
+def to_records(rows: list[Any]) -> list[Record]:
+    """Rows selected with exactly `RECORD_SQL`, as `Record`s: SQLite's zipped with the keys in column
+    order (twice as fast as reading by name), PostgreSQL's read by name as `to_record` does."""
+    if rows and isinstance(rows[0], sqlite3.Row):
+        return [dict(zip(_FIELDS, row, strict=True)) for row in rows]
+    return [to_record(row) for row in rows]
+
+
 def put_read_args(user: str, kind: str, key: str) -> tuple[str, ...]:
     """The parameters of `select_for_put`, which names the key three times (plain `?`, not SQLite's
     numbered `?1`, so PostgreSQL runs the same statement through its adapter)."""
