@@ -33,9 +33,7 @@ from memkit.visible import hidden
 pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not installed: pip install -e '.[mcp]'")
 pytest.importorskip("ipywidgets", reason="the proposals panel needs the `notebook` extra")
 
-import mcp_types as types
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from _mcp_client import Person, connect
 
 HIDING = ["\u2028", "\u2029", "\u202e", "\u202d", "\u2066", "\u200b", "\u200d", "\u2060", "\ufeff", "\u00ad",
           "\u034f", "\ufe0f", "\U000e0041", "\U000e0100", "\u3164", "\u115f", "\u180e", "\u00a0", "\u3000",
@@ -84,31 +82,16 @@ class Tally:
 
 def mcp_questions(workspace: Path, era: str, values: list[str]) -> list[str]:
     """The messages the person is shown when a client asks to save each value (they decline each)."""
-    asked: list[str] = []
-
-    async def person(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        assert isinstance(params, types.ElicitRequestFormParams)
-        asked.append(params.message)
-        return types.ElicitResult(action="decline")
+    person = Person("decline")
 
     async def body() -> None:
-        params = StdioServerParameters(command=sys.executable,
-                                       args=["-m", "memkit", "mcp", "--workspace", str(workspace), "--user", "alice"])
-        async with (stdio_client(params) as (read, write),
-                    ClientSession(read, write, elicitation_callback=person) as session):
-            await (session.initialize() if era == "legacy" else session.discover())
+        async with connect(workspace, era, person) as client:
             for value in values:
-                arguments = {"kind": "preference", "key": "drink", "value": value}
-                result = await session.call_tool("memory_put", arguments, allow_input_required=True)
-                if isinstance(result, types.InputRequiredResult):  # 2026-07-28: answer as a host does
-                    answers = {key: await person(None, request.params)
-                               for key, request in (result.input_requests or {}).items()}
-                    result = await session.call_tool("memory_put", arguments, input_responses=answers,
-                                                     request_state=result.request_state, allow_input_required=True)
+                result = await client.call("memory_put", {"kind": "preference", "key": "drink", "value": value})
                 assert result.structured_content["stored"] is False, result
 
     anyio.run(body)
-    return asked
+    return person.asked
 
 
 def chat_question(db: Path, value: str, user: str) -> str:
