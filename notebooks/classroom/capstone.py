@@ -34,23 +34,26 @@ from .sync import run_sync
 BUDGET = 4000
 """Characters per model request, from the desk's brief."""
 
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October")
+
+
+def _closed(prefix: str, first: int, by: str, issues: list[str]) -> list[tuple[str, str]]:
+    """One customer's closed tickets, numbered from `first`, one a month from January."""
+    return [(f"ticket.{prefix}-{first + n}", f"closed in {month}: {issue}; {by}, customer satisfied, "
+             "no further action needed on this ticket")
+            for n, (month, issue) in enumerate(zip(_MONTHS, issues, strict=True))]
+
+
 CLOSED_TICKETS = {
-    "ana": [(f"ticket.t-{1100 + n}", f"closed in {month}: {issue}; solved by the help desk, "
-             "customer satisfied, no further action needed on this ticket")
-            for n, (month, issue) in enumerate([
-                ("January", "modem lights blinking orange"), ("February", "slow Wi-Fi upstairs"),
-                ("March", "bill sent to the old address"), ("April", "TV box lost its channels"),
-                ("May", "password reset link expired"), ("June", "router replaced under warranty"),
-                ("July", "roaming not active abroad"), ("August", "voicemail PIN forgotten"),
-                ("September", "SIM card not activated"), ("October", "speed test below contract")])],
-    "ben": [(f"ticket.q-{8000 + n}", f"closed in {month}: {issue}; refunded or answered by billing, "
-             "customer satisfied, no further action needed on this ticket")
-            for n, (month, issue) in enumerate([
-                ("January", "invoice in the wrong currency"), ("February", "direct debit failed once"),
-                ("March", "discount missing"), ("April", "paper bill still sent"),
-                ("May", "VAT number missing"), ("June", "late fee charged in error"),
-                ("July", "refund took two weeks"), ("August", "card expired"),
-                ("September", "address change not applied"), ("October", "contract end date wrong")])],
+    "ana": _closed("t", 1100, "solved by the help desk", [
+        "modem lights blinking orange", "slow Wi-Fi upstairs", "bill sent to the old address",
+        "TV box lost its channels", "password reset link expired", "router replaced under warranty",
+        "roaming not active abroad", "voicemail PIN forgotten", "SIM card not activated",
+        "speed test below contract"]),
+    "ben": _closed("q", 8000, "refunded or answered by billing", [
+        "invoice in the wrong currency", "direct debit failed once", "discount missing",
+        "paper bill still sent", "VAT number missing", "late fee charged in error", "refund took two weeks",
+        "card expired", "address change not applied", "contract end date wrong"]),
 }
 """The desk's past tickets of each customer, in the store before the week starts (its own notes)."""
 
