@@ -88,7 +88,7 @@ class StoreWindow(ShortTermWindow):
         expires = expiry_at(now, self.ttl)
         rows = self.store.window_rows(user, session)  # one statement: one snapshot
         if all(row[4] == expires for row in rows):
-            return _turns(rows)
+            return [Turn(turn=row[0], role=row[1], content=row[2], at=row[3]) for row in rows]
         with self.store.transaction() as conn:  # expired, or the expiry moves to another second
             self._archive_if_expired(conn, user, session, now)
             self._restart_expiry(conn, user, session, expires)
@@ -139,7 +139,7 @@ class StoreWindow(ShortTermWindow):
     def _window_turns(self, conn: Any, user: str, session: str, up_to: int = EVERY_TURN) -> list[Turn]:
         rows = conn.execute("SELECT turn, role, content, at FROM window_turns WHERE user_id = ? AND session_id = ?"
                             " AND turn <= ? ORDER BY turn", (user, session, up_to)).fetchall()
-        return _turns(rows)
+        return [Turn(turn=row[0], role=row[1], content=row[2], at=row[3]) for row in rows]
 
     def _restart_expiry(self, conn: Any, user: str, session: str, expires: str) -> None:
         conn.execute("UPDATE window_turns SET expires_at = ? WHERE user_id = ? AND session_id = ?"
@@ -158,8 +158,3 @@ class StoreWindow(ShortTermWindow):
         if turns:
             conn.execute("DELETE FROM window_turns WHERE user_id = ? AND session_id = ? AND turn <= ?",
                          (user, session, turns[-1]["turn"]))
-
-
-def _turns(rows: list[Any]) -> list[Turn]:
-    """Rows that begin (turn, role, content, at), as turns."""
-    return [Turn(turn=row[0], role=row[1], content=row[2], at=row[3]) for row in rows]
