@@ -1,8 +1,9 @@
 """An MCP host in a test: the SDK's own stdio client against `python -m memkit mcp`, and the person behind it.
 
 Shared by the MCP server's tests on SQLite (integrations/test_mcp_server.py), on PostgreSQL
-(postgres/test_postgres_integrations.py) and by reliability/test_reliability_shown_text.py. The caller
-skips first when the `mcp` extra is absent: importing this module imports the SDK.
+(postgres/test_postgres_integrations.py) and by the reliability lab's (test_reliability_shown_text.py,
+test_reliability_replay.py). The caller skips first when the `mcp` extra is absent: importing this
+module imports the SDK.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -36,7 +35,8 @@ pytest.importorskip("mcp.server.mcpserver", reason="the `mcp` extra is not insta
 
 import mcp_types as types
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from _mcp_client import Person, connect
 
 
 class Where:
@@ -45,9 +45,6 @@ class Where:
     def __init__(self, workspace: Path, url: str | None) -> None:
         self.workspace, self.url = workspace, url
         self.user = f"alice-{uuid.uuid4().hex[:8]}" if url else "alice"
-
-    def argv(self) -> list[str]:
-        return ["--db", self.url] if self.url else ["--workspace", str(self.workspace)]
 
     @contextlib.contextmanager
     def store(self) -> Iterator[Store]:
@@ -76,21 +73,11 @@ Hook = Callable[[], Awaitable[None]]
 
 
 @contextlib.asynccontextmanager
-async def serve(where: Where, era: str, person: Callable[[types.ElicitRequestFormParams], Awaitable[str]] | None
-                ) -> AsyncIterator[ClientSession]:
-    """A `memkit mcp` process and the SDK's client on it; `person` answers legacy questions."""
-
-    async def callback(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        assert isinstance(params, types.ElicitRequestFormParams) and person is not None
-        action = await person(params)
-        return types.ElicitResult(action=action, content={} if action == "accept" else None)
-
-    params = StdioServerParameters(command=sys.executable, args=["-m", "memkit", "mcp", *where.argv(),
-                                                                 "--user", where.user])
-    async with (stdio_client(params) as (read, write),
-                ClientSession(read, write, elicitation_callback=callback) as session):
-        await (session.initialize() if era == "legacy" else session.discover())
-        yield session
+async def serve(where: Where, era: str, person: Person) -> AsyncIterator[ClientSession]:
+    """A `memkit mcp` process and the SDK's client on it, a client that can ask a person (so the server
+    asks); `person` answers legacy questions, the modern rounds answer by hand."""
+    async with connect(where.workspace, era, person, user=where.user, db=where.url) as client:
+        yield client.session
 
 
 class Rounds:
@@ -145,7 +132,7 @@ def no_write(result: Any) -> bool:
 
 
 async def modern_rounds(where: Where, rounds: Rounds, count: int) -> None:
-    async with serve(where, "modern", None) as session:
+    async with serve(where, "modern", Person()) as session:
         for n in range(count):
             for what in ("forget", "change", "delete"):
                 key = f"{what}{n}"
@@ -179,15 +166,12 @@ async def modern_rounds(where: Where, rounds: Rounds, count: int) -> None:
 
 async def legacy_rounds(where: Where, rounds: Rounds, count: int) -> None:
     hooks: list[Hook] = []
-    asked: list[str] = []
 
-    async def person(params: types.ElicitRequestFormParams) -> str:
-        asked.append(params.message)
+    async def before() -> None:  # the person is slow: meanwhile, the store changes
         if hooks:
             await hooks.pop(0)()
-        return "accept"
 
-    async with serve(where, "legacy", person) as session:
+    async with serve(where, "legacy", Person("accept", before=before)) as session:
         for n in range(count):
             for what in ("forget", "change"):
                 key = f"late-{what}{n}"
