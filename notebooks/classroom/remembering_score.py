@@ -13,11 +13,11 @@ import json
 import sqlite3
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from memkit import MemoryStore
 from memkit.clock import Clock, utc_now
-from memkit.remembering import MemoryChange, worth_remembering
+from memkit.remembering import MemoryChange, Policy, worth_remembering
 
 from . import exercises
 
@@ -151,7 +151,7 @@ class Score:
                 f"{len(self.mistakes)} mistakes")
 
 
-def score(policy: Callable[[str], MemoryChange | None],
+def score(policy: Policy,
           labelled: Iterable[tuple[str, str, MemoryChange | None]] = LABELLED) -> Score:
     """Run `policy` on every labelled utterance and score what it proposed.
 
@@ -182,7 +182,7 @@ DEFAULT = score(worth_remembering)
 """The score of the default policy, which a student's policy is compared with."""
 
 
-def generalisation(policies: dict[str, Callable[[str], MemoryChange | None]]) -> list[dict[str, Any]]:
+def generalisation(policies: dict[str, Policy]) -> list[dict[str, Any]]:
     """Each policy scored on the labelled set it was tuned on and on `HELD_OUT`, a row per policy.
 
     Only the scores: the held-out sentences stay out of sight, or the next rule would be tuned on
