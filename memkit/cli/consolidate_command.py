@@ -12,7 +12,6 @@ read, and the report's `note` says so. A session with no turns is refused, and n
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 from typing import Any
 
@@ -21,7 +20,7 @@ from ..errors import ValidationError
 from ..servers.redis_client import check_redis_url
 from ..store import Store
 from ..transcript import Turn
-from .options import store_for, window_for
+from .options import redis_url, store_for, window_for
 from .output import emit
 
 ARCHIVE_ONLY = ("read the archive only: a PostgreSQL store keeps chat's recent turns in Redis, and turns of "
@@ -41,7 +40,7 @@ def add_command(command: Any) -> None:
 
 
 def cmd_consolidate(args: argparse.Namespace) -> None:
-    url = args.redis_url or os.environ.get("REDIS_URL") or None
+    url = redis_url(args)
     if url is not None:
         check_redis_url(url)  # before the store opens: a bad URL changes nothing
     with store_for(args) as store:

@@ -199,9 +199,14 @@ def check_args(args: argparse.Namespace) -> None:
         _check_chat_window(args)
 
 
+def redis_url(args: argparse.Namespace) -> str | None:
+    """The Redis of chat's window: `--redis-url`, else this shell's REDIS_URL, else None."""
+    return args.redis_url or os.environ.get("REDIS_URL") or None
+
+
 def _check_chat_window(args: argparse.Namespace) -> None:
     """Refuse a window `chat` cannot use before the store is opened (opening may create it)."""
-    url = args.redis_url or os.environ.get("REDIS_URL") or None
+    url = redis_url(args)
     if args.window == "process":
         if args.redis_url:
             raise CliError("--window process keeps the conversation in this process: drop --redis-url, or the option")
@@ -236,7 +241,7 @@ def window_for(args: argparse.Namespace, store: Store) -> Iterator[ShortTermWind
         with InProcessWindow(size, limits=store.limits) as goldfish:
             yield goldfish
         return
-    url = args.redis_url or os.environ.get("REDIS_URL") or None
+    url = redis_url(args)
     if url is None:
         if store.path is None:  # checked before opening too (_check_chat_window): a MEMKIT_DB read late
             raise CliError(POSTGRES_NEEDS_REDIS)
