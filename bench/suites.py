@@ -288,11 +288,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.list or args.tracks:
         times = json.loads((args.out / "notebook_times.json").read_text(encoding="utf-8")) if args.tracks else None
-        print(report.tracks(times) if times else "\n".join(f"{s.name:15} {s.measures}" for s in SUITES))
-        if times and args.guide:
-            changed = report.write_guide_tracks(report.GUIDE, report.tracks(times))
+        if not times:
+            print("\n".join(f"{s.name:15} {s.measures}" for s in SUITES))
+            return 0
+        minutes = report.stated()  # every notebook's first cell, read once for the tables and the verdict
+        text = report.tracks(times, minutes)
+        print(text)
+        if args.guide:
+            changed = report.write_guide_tracks(report.GUIDE, text)
             print(f"{'wrote the track tables into' if changed else 'the track tables are already in'} {report.GUIDE}")
-        over = report.tracks_that_do_not_fit(times) if times else []
+        over = report.tracks_that_do_not_fit(times, minutes)
         if over:
             print(f"over its minutes: {', '.join(over)} (bench/report.py TRACKS, or the notebooks' stated minutes)",
                   file=sys.stderr)
