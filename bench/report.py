@@ -306,21 +306,23 @@ def _profile_section(profile: dict[str, Any]) -> str:
 
 
 def _writers_section(writers: dict[str, Any]) -> str:
-    def rounds(name: str, show: Callable[[dict[str, Any]], str]) -> str:
-        return ", ".join(show(r) for r in writers["rounds"] if r["contender"] == name)
     fair = "slowest_share" in writers["rounds"][0]
+
+    def row(name: str, median: float) -> list[str]:
+        mine = [r for r in writers["rounds"] if r["contender"] == name]
+        return [name, f"{median:.0f}", ", ".join(f"{r['writes_per_s']:.0f}" for r in mine),
+                *([", ".join(f"{r['slowest_share']:.2f}" for r in mine),
+                   "; ".join(" ".join(f"{n:,}" for n in r["per_worker"]) for r in mine),
+                   str(sum(r["refused"] for r in mine))] if fair else []),
+                f"{'yes' if sum(writers['found'][name].values()) == writers['written'][name] else '**no**'} "
+                f"({writers['written'][name]:,})"]
+
     return fill("writers", processes=writers["processes"], seconds=f"{writers['seconds']:g}",
                 writer_rounds=len(writers["rounds"]) // 2, writer_sync=writers["synchronous"], writers=table(
                     ["contender", "median writes/s", "rounds (writes/s)",
                      *(["slowest ÷ mean, each round", "writes per process, each round", "refused"] if fair else []),
                      "keys written = keys found"],
-                    ([name, f"{median:.0f}", rounds(name, lambda r: f"{r['writes_per_s']:.0f}"),
-                      *([rounds(name, lambda r: f"{r['slowest_share']:.2f}"),
-                         "; ".join(" ".join(f"{n:,}" for n in r["per_worker"]) for r in writers["rounds"]
-                                   if r["contender"] == name),
-                         str(sum(r["refused"] for r in writers["rounds"] if r["contender"] == name))] if fair else []),
-                      f"{'yes' if sum(writers['found'][name].values()) == writers['written'][name] else '**no**'} "
-                      f"({writers['written'][name]:,})"] for name, median in writers["median_writes_per_s"].items()),
+                    (row(name, median) for name, median in writers["median_writes_per_s"].items()),
                     "lrl" + ("lllr" if fair else "l")))
 
 
