@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from _cli_helpers import memkit
+
 USERS = ["auth0|123", "o'brien; echo run", "thread $HOME `id`"]
 
 
@@ -27,16 +29,11 @@ def shell(suggested: str, *where: str, cwd: Path) -> subprocess.CompletedProcess
     return subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
-def memkit(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memkit", *argv], capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("user", USERS)
 def test_chats_approve_with_runs_in_a_shell_for_any_user_id(tmp_path, user):
     db = tmp_path / "memory.sqlite3"
-    done = subprocess.run([sys.executable, "-m", "memkit", "chat", "--db", str(db), "--window", "process", "--user",
-                           user, "--session", "s1", "--message", "Remember my city is Porto"],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    done = memkit("chat", "--db", str(db), "--window", "process", "--user", user, "--session", "s1",
+                  "--message", "Remember my city is Porto", stdin="")
     assert done.returncode == 0, done.stderr
     [waiting] = json.loads(done.stdout)["proposals_waiting"]
     approved = shell(waiting["approve_with"], "--db", str(db), cwd=tmp_path)
