@@ -121,16 +121,17 @@ def test_a_guide_without_the_markers_is_refused_and_left_alone(tmp_path: Path):
 
 def test_the_tracks_command_fails_when_a_track_does_not_fit(tmp_path: Path):
     """`python -m bench --tracks` prints the tables and exits 1 when a track is over its minutes."""
-    slow = {**_times(), "notebooks": [{**row, "median_s": 3600.0} for row in _times()["notebooks"]]}
-    (tmp_path / "notebook_times.json").write_text(json.dumps(slow))
-    done = subprocess.run([sys.executable, "-m", "bench", "--tracks", "--out", str(tmp_path)],
-                          cwd=Path(report.__file__).parent.parent, capture_output=True, text=True)
+    def tracks_command(times: dict) -> subprocess.CompletedProcess:
+        (tmp_path / "notebook_times.json").write_text(json.dumps(times))
+        return subprocess.run([sys.executable, "-m", "bench", "--tracks", "--out", str(tmp_path)],
+                              cwd=Path(report.__file__).parent.parent, capture_output=True, text=True)
+
+    times = _times()
+    done = tracks_command({**times, "notebooks": [{**row, "median_s": 3600.0} for row in times["notebooks"]]})
     assert done.returncode == 1 and "**does not fit**" in done.stdout
     assert done.stderr.startswith("over its minutes: A 90-minute taster, A three-hour class")
     assert done.stderr.count("\n") == 1
-    (tmp_path / "notebook_times.json").write_text(json.dumps(_times()))
-    done = subprocess.run([sys.executable, "-m", "bench", "--tracks", "--out", str(tmp_path)],
-                          cwd=Path(report.__file__).parent.parent, capture_output=True, text=True)
+    done = tracks_command(times)
     assert done.returncode == 0 and "does not fit" not in done.stdout and done.stderr == ""
 
 
