@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from .errors import CommittedThenFailedError, MemkitError, ValidationError
+from .limits import DEFAULT_LIMITS
 from .remembering import NOT_A_VALUE, ONE_OFF, MemoryChange, Policy, worth_remembering
 from .store import Store
 from .transcript import Turn
@@ -86,7 +87,8 @@ def consolidate(store: Store, user: str, session: str, policy: Policy = worth_re
     if summary:
         limit = store.limits.max_value_chars
         text = summary if isinstance(summary, str) else summarise(session, turns, told, other, limit)
-        episode = MemoryChange("put", "episode", episode_key(session), fit(text, limit))
+        key = episode_key(session, store.limits.max_key_chars)
+        episode = MemoryChange("put", "episode", key, fit(text, limit))
         changes[(episode.kind, episode.key)] = episode
     for change in changes.values():
         _propose(store, done, change)
@@ -117,10 +119,11 @@ def _after(done: Consolidation, exc: MemkitError) -> MemkitError:
     return CommittedThenFailedError([f"proposal {p['id']} kept" for p in done.proposed], exc)
 
 
-def episode_key(session: str) -> str:
-    """The episode key of a session's summary: `session.` and the id in key characters."""
+def episode_key(session: str, max_chars: int = DEFAULT_LIMITS.max_key_chars) -> str:
+    """The episode key of a session's summary: `session.` and the id in key characters, cut to the
+    store's longest key (`Limits.max_key_chars`)."""
     word = re.sub(r"[^a-z0-9_.:-]+", "-", session.lower()).strip("-") or "unnamed"
-    return f"session.{word}"[:64]  # Limits.max_key_chars by default
+    return f"session.{word}"[:max_chars]
 
 
 def summarise(session: str, turns: list[Turn], told: list[MemoryChange], other: list[str],

@@ -91,6 +91,8 @@ def test_a_failure_after_some_proposals_says_they_were_kept(tmp_path):
 def test_the_episode_key_is_a_key_whatever_the_session_id():
     assert episode_key("thread/42 Main") == "session.thread-42-main"
     assert episode_key("///") == "session.unnamed"
+    assert len(episode_key("s" * 100)) == 64  # the default longest key
+    assert episode_key("s" * 100, 20) == "session." + "s" * 12  # a store whose keys are shorter
 
 
 def test_the_same_session_gives_the_same_summary(tmp_path):
