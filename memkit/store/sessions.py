@@ -292,4 +292,3 @@ class StoreSessions(StorePart):
     def _check_session(self, user: str, session: str) -> None:
         self.limits.check_id("user", user)
         self.limits.check_id("session", session)
-
