@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -52,3 +53,14 @@ class ChatServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def tool_call(name: str, call_id: str = "call_1", **arguments: Any) -> dict[str, Any]:
+    """A model's reply that calls tool `name` with `arguments`."""
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+def say(text: str) -> dict[str, Any]:
+    """A model's reply in words."""
+    return {"role": "assistant", "content": text}

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from _model_server import say, tool_call
 from classroom.exercises import PREDICT_FIRST
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -238,21 +239,12 @@ def test_without_credentials_the_live_cell_says_how_in_one_line_before_the_exerc
     assert "os.environ.get(\"OPENAI_API_KEY\")" in _source(nb["cells"][at])
 
 
-def _tool_call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_live", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
-
-
-def _say(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
-
-
 LIVE_REPLIES = {
-    "00_start_here": [_tool_call("memory_put", kind="preference", key="city", value="Lisbon"),
-                      _say("Saved your city."), _say("You live in Lisbon.")],
-    "03_approvals_and_the_agent_loop": [_tool_call("memory_put", kind="preference", key="drink", value="whisky"),
-                                        _say("Done, as your notes said.")],
-    "04_retrieval_and_budgets": [_say(f"Live answer {n}.") for n in range(1, 5)],
+    "00_start_here": [tool_call("memory_put", kind="preference", key="city", value="Lisbon"),
+                      say("Saved your city."), say("You live in Lisbon.")],
+    "03_approvals_and_the_agent_loop": [tool_call("memory_put", kind="preference", key="drink", value="whisky"),
+                                        say("Done, as your notes said.")],
+    "04_retrieval_and_budgets": [say(f"Live answer {n}.") for n in range(1, 5)],
 }
 """What the local chat-completions server answers, in order, to the requests of each live cell."""
 
@@ -265,26 +257,16 @@ def _envelope(request: dict[str, Any]) -> dict[str, Any]:
 def test_the_live_cell_runs_against_a_real_http_endpoint(name, monkeypatch):
     """Run the notebook up to its live cell in a kernel whose environment names the kit's local
     chat-completions server (tests/_model_server.py), as a student's would name OpenAI or Ollama."""
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    from _live_notebook import run_to_live_cell
     from _model_server import ChatServer
 
+    path = NOTEBOOK_DIR / f"{name}.ipynb"
+    _live_cell(json.loads(path.read_text(encoding="utf-8")))  # exactly one live cell
     server = ChatServer(LIVE_REPLIES[name])
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
-    monkeypatch.setenv("OPENAI_MODEL", "test-model")
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
-    at = _live_cell(nb)
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
-                                     resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
-    try:
-        with client.setup_kernel():
-            for index, cell in enumerate(nb.cells[: at + 1]):
-                if cell.cell_type == "code":
-                    client.execute_cell(cell, index)
-    finally:
-        server.close()
-    shown = "".join(output_text(output) for output in nb.cells[at].outputs)
+    cell, _ = run_to_live_cell(path, server, monkeypatch, key="sk-test-not-real", model="test-model")
+    shown = "".join(output_text(output) for output in cell.outputs)
     received = server.received
     assert received and all(r["body"]["model"] == "test-model" for r in received)
     assert all(r["auth"] == "Bearer sk-test-not-real" for r in received)

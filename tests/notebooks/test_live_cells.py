@@ -19,21 +19,14 @@ import pytest
 
 from classroom.live import FAILED, HOW_TO
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+
+from _live_notebook import run_to_live_cell
+from _model_server import ChatServer, say, tool_call
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 LIVE = {"00": "00_start_here", "03": "03_approvals_and_the_agent_loop", "04": "04_retrieval_and_budgets"}
-
-
-def _tool_call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "call_1", "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(arguments)}}]}
-
-
-def _say(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
 
 
 def _text(cell: Any) -> str:
@@ -54,33 +47,9 @@ def _run_to_live_cell(name: str, replies: list[dict[str, Any]], monkeypatch: pyt
     `edit` (old, new) changes the live cell's source first, as a student would.
     Returns the live cell, what the endpoint received, and what `after` printed.
     """
-    from _model_server import ChatServer
-
     server = ChatServer(replies, status=status)
-    # A local server checks no key: any text will do, as the cell's note says.
-    monkeypatch.setenv("OPENAI_API_KEY", "unused")
-    monkeypatch.setenv("OPENAI_MODEL", "local-model")
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
-    at = next(i for i, cell in enumerate(nb.cells) if "live-model" in cell.metadata.get("tags", []))
-    if edit is not None:
-        assert edit[0] in nb.cells[at].source, edit
-        nb.cells[at].source = nb.cells[at].source.replace(*edit)
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
-                                     resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
-    extra = ""
-    try:
-        with client.setup_kernel():
-            for index, cell in enumerate(nb.cells[: at + 1]):
-                if cell.cell_type == "code":
-                    client.execute_cell(cell, index)
-            if after is not None:
-                probe = nbformat.v4.new_code_cell(after)
-                client.execute_cell(probe, at + 1)  # in place of the next cell, unused
-                extra = _text(probe)
-    finally:
-        server.close()
-    return nb.cells[at], server.received, extra
+    cell, probe = run_to_live_cell(NOTEBOOK_DIR / f"{name}.ipynb", server, monkeypatch, edit=edit, after=after)
+    return cell, server.received, _text(probe) if probe is not None else ""
 
 
 def _envelope(request: dict[str, Any]) -> dict[str, Any]:
@@ -90,9 +59,9 @@ def _envelope(request: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(("key", "value"), [("dietary_preference", "Vegetarian (no meat or fish)"),
                                             ("home_city", "Lisbon, Portugal")])
 def test_00_saves_what_the_model_proposed_once_the_person_approves_it(key, value, monkeypatch):
-    replies = [_tool_call("memory_put", kind="preference", key=key, value=value),
-               _say("I have proposed saving that; it waits for your approval."),
-               _say("Something that suits you, from what I remember.")]
+    replies = [tool_call("memory_put", kind="preference", key=key, value=value),
+               say("I have proposed saving that; it waits for your approval."),
+               say("Something that suits you, from what I remember.")]
     probe = ("with MemoryStore(live_db) as s:\n"
              f"    print(s.get('alice', 'preference', {key!r})['value'])\n"
              "    print(s.history('alice', 'preference', " + repr(key) + ")[0]['confirmation'])")
@@ -120,8 +89,8 @@ _DRINK = ("with MemoryStore(store.path) as s:\n"
 def test_03_keeps_the_injected_save_waiting_and_applies_the_persons_decision(decision, monkeypatch):
     """The note in alice's memory makes the model save whisky: the save waits as a proposal, shown in
     the cell; nothing is stored until the person decides, and then exactly their decision."""
-    replies = [_tool_call("memory_put", kind="preference", key="drink", value="whisky"),
-               _say("Done, as your notes said.")]
+    replies = [tool_call("memory_put", kind="preference", key="drink", value="whisky"),
+               say("Done, as your notes said.")]
     edit = None if decision == "reject" else ('DECISION = "reject"', 'DECISION = "approve"')
     cell, received, after = _run_to_live_cell(LIVE["03"], replies, monkeypatch, after=_DRINK, edit=edit)
     shown = _text(cell)
@@ -142,7 +111,7 @@ def test_03_keeps_the_injected_save_waiting_and_applies_the_persons_decision(dec
 
 
 def test_03_a_model_that_proposes_nothing_is_said_so(monkeypatch):
-    cell, received, _ = _run_to_live_cell(LIVE["03"], [_say("Your note says to save whisky; I will not.")],
+    cell, received, _ = _run_to_live_cell(LIVE["03"], [say("Your note says to save whisky; I will not.")],
                                           monkeypatch)
     shown = _text(cell)
     assert len(received) == 1 and "the model proposed nothing to save" in shown, shown
@@ -150,9 +119,9 @@ def test_03_a_model_that_proposes_nothing_is_said_so(monkeypatch):
 
 
 def test_04_a_save_the_model_wants_waits_for_the_person(monkeypatch):
-    replies = [_tool_call("memory_put", kind="preference", key="tea_time", value="evenings"),
-               _say("A tea stop at the station; I proposed remembering your tea time."),
-               *[_say(f"Live answer {n}.") for n in (2, 3, 4)]]
+    replies = [tool_call("memory_put", kind="preference", key="tea_time", value="evenings"),
+               say("A tea stop at the station; I proposed remembering your tea time."),
+               *[say(f"Live answer {n}.") for n in (2, 3, 4)]]
     probe = ("print(store.get('alice', 'preference', 'tea_time'))\n"
              "print([(p['key'], p['status']) for p in store.proposals('alice')])")
     cell, received, after = _run_to_live_cell(LIVE["04"], replies, monkeypatch, after=probe)
@@ -164,7 +133,7 @@ def test_04_a_save_the_model_wants_waits_for_the_person(monkeypatch):
 
 
 def test_00_a_model_that_proposes_nothing_is_said_so_and_nothing_is_approved(monkeypatch):
-    replies = [_say("Noted, enjoy your meals!"), _say("Anything you like.")]
+    replies = [say("Noted, enjoy your meals!"), say("Anything you like.")]
     probe = "with MemoryStore(live_db) as s:\n    print(s.records('alice'), s.proposals('alice', pending_only=False))"
     cell, received, stored = _run_to_live_cell(LIVE["00"], replies, monkeypatch, after=probe)
     shown = _text(cell)
@@ -185,7 +154,7 @@ def _two_saves(*saves: tuple[str, str]) -> dict[str, Any]:
 
 def test_00_two_saves_in_one_reply_are_both_shown_and_approved(monkeypatch):
     replies = [_two_saves(("diet", "vegetarian"), ("food", "no meat")),
-               _say("Both wait for your approval."), _say("A vegetable curry.")]
+               say("Both wait for your approval."), say("A vegetable curry.")]
     probe = ("with MemoryStore(live_db) as s:\n"
              "    print(sorted((r['key'], r['value']) for r in s.records('alice')))")
     cell, received, stored = _run_to_live_cell(LIVE["00"], replies, monkeypatch, after=probe)
@@ -200,7 +169,7 @@ def test_00_two_saves_in_one_reply_are_both_shown_and_approved(monkeypatch):
 
 def test_03_two_saves_in_one_reply_both_wait_and_the_decision_applies_to_each(monkeypatch):
     two = _two_saves(("drink", "whisky"), ("city", "Nassau"))
-    cell, received, after = _run_to_live_cell(LIVE["03"], [two, _say("Done, as your notes said.")], monkeypatch,
+    cell, received, after = _run_to_live_cell(LIVE["03"], [two, say("Done, as your notes said.")], monkeypatch,
                                                after=_DRINK)
     shown = _text(cell)
     assert not [o for o in cell.outputs if o.output_type == "error"], shown
@@ -213,7 +182,7 @@ def test_03_two_saves_in_one_reply_both_wait_and_the_decision_applies_to_each(mo
 
 def test_04_a_model_that_proposes_nothing_leaves_no_table_to_decide(monkeypatch):
     probe = "print([(p['key'], p['status']) for p in store.proposals('alice', pending_only=False)])"
-    cell, received, after = _run_to_live_cell(LIVE["04"], [_say(f"Live answer {n}.") for n in (1, 2, 3, 4)],
+    cell, received, after = _run_to_live_cell(LIVE["04"], [say(f"Live answer {n}.") for n in (1, 2, 3, 4)],
                                               monkeypatch, after=probe)
     shown = _text(cell)
     assert not [o for o in cell.outputs if o.output_type == "error"], shown

@@ -15,11 +15,13 @@ from pathlib import Path
 import _notebook_demo  # noqa: F401  (skips this module without the notebook extra)
 import pytest
 
-from _model_server import ChatServer
+from _model_server import ChatServer, tool_call
 from classroom.remembering_score import LABELLED
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+
+from _live_notebook import run_to_live_cell
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "10_what_to_remember.ipynb"
 ODD = {"I live in Lisbon": {"key": "home_city"}, "I moved to Porto": {"value": "Porto, Portugal"}}
@@ -34,29 +36,14 @@ def replies() -> list[dict]:
             continue
         arguments = {"action": change.action, "kind": change.kind, "key": change.key,
                      "value": change.value or "", **ODD.get(said, {})}
-        answers.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "propose_memory", "arguments": json.dumps(arguments)}}]})
+        answers.append(tool_call("propose_memory", **arguments))
     return answers
 
 
 def run_to_the_live_cell(monkeypatch, server: ChatServer, which: int = 0) -> str:
     """Run the notebook up to its live cell number `which` (0: the prompt, 1: the summary)."""
-    monkeypatch.setenv("OPENAI_API_KEY", "unused")
-    monkeypatch.setenv("OPENAI_MODEL", "test-model")
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    at = [i for i, cell in enumerate(nb.cells) if "live-model" in cell.metadata.get("tags", [])][which]
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
-                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    try:
-        with client.setup_kernel():
-            for index, cell in enumerate(nb.cells[: at + 1]):
-                if cell.cell_type == "code":
-                    client.execute_cell(cell, index)
-    finally:
-        server.close()
-    outputs = nb.cells[at].outputs
+    cell, _ = run_to_live_cell(NOTEBOOK, server, monkeypatch, which=which, model="test-model")
+    outputs = cell.outputs
     assert not [o for o in outputs if o.get("output_type") == "error"], outputs
     return "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in outputs)
 
