@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shlex
 import sys
 from typing import Any, TextIO
 from collections.abc import Callable
 
 from ..errors import MemkitError
 from ..store import Store
-from ..store.proposals import describe
+from ..store.proposals import approve_command, describe
 from ..visible import visible_json
 from .options import CliError, require_confirm, store_for
 from .output import emit
@@ -135,7 +134,7 @@ def settle_proposals(store: Store, user: str, tool_results: list[dict[str, Any]]
         except MemkitError as exc:
             entry.update(decision="refused", error=str(exc))
         if entry["decision"] == "pending":
-            entry["approve_with"] = f"memkit approve {number} --user {shlex.quote(user)} --confirm"
+            entry["approve_with"] = approve_command(number, user)
         settled.append(entry)
     return settled
 

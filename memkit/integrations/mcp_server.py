@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shlex
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -34,6 +33,7 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 from ..clock import iso, utc_now
 from ..store import Store
+from ..store.proposals import approve_command
 from ..tools import tool_schemas
 from .mcp_changes import Memory, Question, StaleAnswer, ask, decline, read_state, write_confirmed
 
@@ -253,7 +253,7 @@ async def _not_stored(memory: Memory, question: Question, outcome: str,
     elif question.ticket is not None:
         result["proposal"] = question.ticket
         result["message"] += (f" It waits as proposal {question.ticket} for the person to approve later "
-                              f"(memkit approve {question.ticket} --user {shlex.quote(memory.user)} --confirm); "
+                              f"({approve_command(question.ticket, memory.user)}); "
                               "tell them it waits, do not say it was done.")
     return result
 

@@ -82,6 +82,11 @@ def describe(proposal: Proposal) -> str:
     return f"delete {proposal['kind']} {proposal['key']!r}"
 
 
+def approve_command(proposal_id: int | str, user: str) -> str:
+    """The command a person runs to approve proposal `proposal_id` of `user`, ready to paste into a shell."""
+    return f"memkit approve {proposal_id} --user {shlex.quote(user)} --confirm"
+
+
 def fetch(conn: Any, user: str, proposal_id: int, now: _dt.datetime) -> Proposal | None:
     """The proposal `proposal_id` of `user`, or None (unknown, or another user's: the same answer)."""
     row = conn.execute(f"{_SELECT} WHERE p.id = ? AND p.user_id = ?", (proposal_id, user)).fetchone()
