@@ -60,7 +60,7 @@ class SqliteDatabase(FileChecks, TrigramIndex, WalCap, SqliteHealth, SqliteVecto
         self.no_wait = False  # a write that must not wait for another writer's turn (search_index.py)
         self._conn: sqlite3.Connection | None = None
         self._conn = self._open(check_integrity)
-        self._turns = WriterTurns(path)
+        self._turns = WriterTurns.for_folder(path)
         self.page_size: int = self._conn.execute("PRAGMA page_size").fetchone()[0]
         """Fixed for the file's life (WAL cannot change it), so the size check reads only page_count."""
 

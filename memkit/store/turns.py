@@ -4,17 +4,25 @@ apart (a reader of db.py can skip it): correctness never depends on it, SQLite's
 Without it, a writer that finds the file locked sleeps in SQLite's busy handler (1, 2, 5, 10 ... 100
 ms) and a writer that has just committed takes the lock again at once: four processes on one file
 made 1, 301, 799 and 7,712 writes in the same two seconds, and a few writes waited out the whole
-busy timeout while the others progressed. Here a writer first takes an exclusive `flock` on the
-database's folder: the waiters sleep in the kernel and are woken when it is released, right after
-the commit. Why the folder and not the database file: closing any descriptor of the database file
-drops every POSIX lock this process holds on it, SQLite's included (fcntl(2)), while SQLite never
-locks the folder, so the descriptor here can be opened and closed at will. Writers of other
-databases in the same folder take turns with these too: they only wait, never fail for it.
+busy timeout while the others progressed. Here a process first takes an exclusive `flock` on the
+database's folder: the waiters sleep in the kernel and are woken when it is released. Why the folder
+and not the database file: closing any descriptor of the database file drops every POSIX lock this
+process holds on it, SQLite's included (fcntl(2)), while SQLite never locks the folder, so the
+descriptor here can be opened and closed at will. Writers of other databases in the same folder take
+turns with these too: they only wait, never fail for it.
+
+A turn is a slice, not one write: the process keeps it for the writes it starts within `SLICE`
+seconds of taking it (a thread of its own lets go when the slice is over and no write is under way),
+then waits `GRACE` before asking again, so that a woken waiter takes it first. Handing the turn over
+after every commit cost a wake-up and cold caches per write (four writers made 0.45 of one peer's
+writes per second); a slice costs another writer at most `SLICE` of waiting. Every store of one
+folder in a process shares the process's turn on it, so a write inside another store's transaction
+never waits for its own process. bench/RESULTS.md ("Four writer processes on one file") has the figures.
 
 The wait is bounded by the store's busy timeout (a writer stalled inside its transaction, or a
 lock that cannot be had, ends in LockedError as before); a descriptor's lock goes with its process,
 however it ends; where `flock` is missing (Windows) or refused (some network file systems), writers
-go straight to SQLite's lock. bench/RESULTS.md ("Four writer processes on one file") has the figures.
+go straight to SQLite's lock.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import contextlib
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +40,12 @@ try:
 except ImportError:  # Windows: no flock; SQLite's own lock alone
     fcntl = None  # type: ignore[assignment]
 
-_held = threading.local()  # the folders this thread holds a turn on (another store's, in a nested write)
+SLICE = 0.010
+"""Seconds a process keeps the turn for the writes it starts, from when it took it (about 25 writes at
+FULL on the bench's disk). Longer slices bought little more; another process waits at most this long."""
+
+GRACE = 0.0002
+"""Seconds a process waits after letting go before asking again: time for a woken waiter to take it."""
 
 
 class _Request:
@@ -41,36 +55,114 @@ class _Request:
 
 
 class WriterTurns:
-    """The turn of one store's writers: `turn(timeout)` holds it for a write transaction."""
+    """This process's turn on one folder, shared by every store it opens there (`for_folder`):
+    `turn(timeout)` holds it for a write transaction."""
 
-    def __init__(self, path: Path) -> None:
-        self._fd: int | None = None
+    _open: dict[tuple[int, int], WriterTurns] = {}  # this process's turns, by folder (device, inode)
+    _registry = threading.Lock()
+
+    @classmethod
+    def for_folder(cls, path: Path) -> WriterTurns:
+        """The turn on `path`'s folder, shared with this process's other stores there; `close()` it
+        when the store closes (the last one closes the folder's descriptor)."""
+        fd: int | None = None
         if fcntl is not None:
             try:
-                self._fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                self._key = os.fstat(self._fd)[:2]  # (device, inode): the folder, however it was named
+                fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             except OSError:
-                self._fd = None
+                return cls(None, (0, 0))
+        if fd is None:
+            return cls(None, (0, 0))
+        key = os.fstat(fd)[:2]  # (device, inode): the folder, however it was named
+        with cls._registry:
+            turns = cls._open.get(key)
+            if turns is None:
+                turns = cls._open[key] = cls(fd, key)
+            else:
+                os.close(fd)
+            turns._stores += 1
+        return turns
+
+    def __init__(self, fd: int | None, key: tuple[int, int]) -> None:
+        self._fd, self._key, self._stores = fd, key, 0
         self._state = threading.Lock()  # guards a request between the caller and the waiting thread
         self._requests: queue.SimpleQueue[_Request | None] | None = None
+        self._waiting_fd: int | None = None  # the waiting thread's duplicate of `_fd`
+        self._taking = threading.Lock()  # one thread of this process asks for the turn at a time
+        self._slice = threading.Condition()  # guards what follows, against the watching thread
+        self._holding = False
+        self._writers = 0  # writes of this process under way in the turn (threads, nested stores)
+        self._taken_at = self._let_go_at = 0.0
+        self._watcher: threading.Thread | None = None
 
     @contextlib.contextmanager
     def turn(self, timeout: float) -> Iterator[bool]:
         """Hold the folder's turn inside the block; yields False when waiting `timeout` seconds did
         not get it (the caller refuses the write), True otherwise (also without flock: no turn to take)."""
-        held: dict[tuple[int, int], int] = _held.__dict__.setdefault("folders", {})
-        if self._fd is None or held.get(self._key):
-            yield True  # no flock here, or this thread holds the folder's turn already (a nested write)
+        if self._fd is None:
+            yield True
             return
-        if not self._take(timeout):
+        if not self._enter(timeout):
             yield False
             return
-        held[self._key] = 1
         try:
             yield True
         finally:
-            del held[self._key]
+            with self._slice:
+                self._writers -= 1
+                if not self._writers and time.monotonic() - self._taken_at >= SLICE:
+                    self._let_go()
+
+    def _enter(self, timeout: float) -> bool:
+        """Count a write in: within the slice this process holds, or after taking the turn."""
+        with self._slice:
+            # A write starting while another is under way joins it whatever the slice: it may be
+            # nested inside it (another store's transaction), and waiting would be waiting on itself.
+            if self._holding and (self._writers or time.monotonic() - self._taken_at < SLICE):
+                self._writers += 1
+                return True
+            if self._holding:
+                self._let_go()
+        deadline = time.monotonic() + timeout
+        if not self._taking.acquire(timeout=max(timeout, 0)):
+            return False
+        try:
+            with self._slice:
+                if self._holding:  # another thread of this process took it meanwhile
+                    self._writers += 1
+                    return True
+                rest = self._let_go_at + GRACE - time.monotonic()
+            if rest > 0:
+                time.sleep(rest)
+            if not self._take(deadline - time.monotonic()):
+                return False
+            with self._slice:
+                self._holding, self._writers, self._taken_at = True, self._writers + 1, time.monotonic()
+                if self._watcher is None:
+                    self._watcher = threading.Thread(target=self._watch, daemon=True,
+                                                     name=f"memkit-writer-slice-{self._key}")
+                    self._watcher.start()
+                self._slice.notify()
+            return True
+        finally:
+            self._taking.release()
+
+    def _let_go(self) -> None:
+        """(holding `_slice`) Release the turn."""
+        self._holding, self._let_go_at = False, time.monotonic()
+        if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _watch(self) -> None:
+        """The watching thread: lets go of the turn when the slice is over and no write is under way
+        (a write that ends after the slice lets go itself)."""
+        with self._slice:
+            while self._fd is not None:
+                left = self._taken_at + SLICE - time.monotonic()
+                if not self._holding or self._writers or left > 0:
+                    self._slice.wait(left if self._holding and left > 0 else None)
+                    continue
+                self._let_go()
 
     def _take(self, timeout: float) -> bool:
         assert self._fd is not None
@@ -80,15 +172,16 @@ class WriterTurns:
         except BlockingIOError:
             pass
         except OSError:  # flock refused here (a network file system): SQLite's lock alone decides
-            self.close()
+            self._stop()
             return True
         if timeout <= 0:
             return False
-        # Another writer holds it: wait in the kernel, from a thread of our own, so the wait can end.
+        # Another process holds it: wait in the kernel, from a thread of our own, so the wait can end.
         request = _Request()
         if self._requests is None:
             self._requests = queue.SimpleQueue()
-            threading.Thread(target=self._wait, args=(os.dup(self._fd), self._requests), daemon=True,
+            self._waiting_fd = os.dup(self._fd)
+            threading.Thread(target=self._wait, args=(self._waiting_fd, self._requests), daemon=True,
                              name=f"memkit-writer-turn-{self._key}").start()
         self._requests.put(request)
         request.done.wait(timeout)
@@ -99,7 +192,7 @@ class WriterTurns:
 
     def _wait(self, fd: int, requests: queue.SimpleQueue[_Request | None]) -> None:
         """The waiting thread: one blocking flock per request, on a duplicate of the descriptor (the
-        same open file, so the same lock), closed here when the store closes."""
+        same open file, so the same lock), closed here when the last store closes."""
         try:
             while (request := requests.get()) is not None:
                 try:
@@ -116,12 +209,43 @@ class WriterTurns:
                 request.done.set()
         finally:
             os.close(fd)
+            self._waiting_fd = None
 
     def close(self) -> None:
-        """Let go of the folder's descriptor (and stop the waiting thread). Safe to call twice."""
+        """One store is done with the folder's turn (call once per `for_folder`); the last closes its
+        descriptor, releasing the lock, and stops both threads."""
+        with WriterTurns._registry:
+            self._stores -= 1
+            if self._stores > 0:
+                return
+            if WriterTurns._open.get(self._key) is self:
+                del WriterTurns._open[self._key]
+        self._stop()
+
+    def _stop(self) -> None:
         if self._requests is not None:
             self._requests.put(None)
             self._requests = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._slice:
+            self._holding = False
+            if self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)  # the waiting thread's duplicate keeps the file open
+                os.close(self._fd)
+                self._fd = None
+            self._slice.notify()
+
+
+def _forget_in_child() -> None:
+    """A forked child starts with no turn: the parent's descriptors share its locks (one open file)."""
+    for turns in WriterTurns._open.values():
+        for fd in (turns._fd, turns._waiting_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        turns._fd = turns._waiting_fd = None
+    WriterTurns._open.clear()
+    WriterTurns._registry = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

@@ -131,3 +131,74 @@ def test_threads_and_nested_transactions_of_one_process_never_wait_on_themselves
         assert time.monotonic() - started < 0.25
         assert (a.get("alice", "preference", "drink")["value"], b.get("alice", "preference", "drink")["value"]) \
             == ("tea", "coffee")
+
+
+IDLE_AFTER_ONE_WRITE = """
+import sys, time
+from memkit.store import MemoryStore
+with MemoryStore(sys.argv[1]) as store:
+    store.put("idle", "s1", "episode", "once", "one write, then nothing")
+    print("wrote", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_process_that_wrote_and_went_idle_lets_go_of_its_slice(tmp_path):
+    # A turn is a slice of writes (turns.SLICE): a process that keeps its store open after writing
+    # must still hand the turn on when the slice is over, or every other writer waits out the busy timeout.
+    path = tmp_path / "memory.sqlite3"
+    MemoryStore(path).close()
+    idle = subprocess.Popen([sys.executable, "-c", IDLE_AFTER_ONE_WRITE, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert idle.stdout is not None and idle.stdout.readline().strip() == "wrote"
+        with MemoryStore(path, limits=Limits(busy_timeout_ms=2000)) as store:
+            for n in range(5):
+                store.put("alice", "s1", "preference", f"k{n}", "tea")  # LockedError if the turn stayed held
+            assert len(store.records("alice")) == 5
+    finally:
+        idle.kill()
+        idle.wait()
+
+
+FORK_INSIDE_A_WRITE = """
+import os, signal, sys, time
+from memkit.store import MemoryStore
+store = MemoryStore(sys.argv[1])
+with store.transaction():
+    store.put("forker", "s1", "episode", "inside", "never committed")
+    if os.fork() == 0:   # the child inherits the folder's descriptor, and with it the turn's lock
+        time.sleep(120)
+        os._exit(0)
+    print("forked", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_forked_child_does_not_keep_its_dead_parents_turn(tmp_path):
+    # flock belongs to the open file, which a fork shares: a child that kept the parent's descriptor
+    # would hold the turn after the parent died, and every writer would wait out the busy timeout.
+    path = tmp_path / "memory.sqlite3"
+    MemoryStore(path).close()
+    forker = subprocess.Popen([sys.executable, "-c", FORK_INSIDE_A_WRITE, str(path)], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        assert forker.stdout is not None and forker.stdout.readline().strip() == "forked"
+        forker.wait(timeout=30)
+        assert forker.returncode == -signal.SIGKILL
+        with MemoryStore(path, limits=Limits(busy_timeout_ms=2000)) as store:
+            store.put("alice", "s1", "preference", "drink", "tea")
+            assert store.get("alice", "preference", "drink")["value"] == "tea"
+            assert store.traces("forker")["records"] == 0
+    finally:
+        os.killpg(forker.pid, signal.SIGKILL)  # the sleeping child, in the forker's session
+
+
+def test_stores_of_one_folder_in_one_process_share_its_turn(tmp_path):
+    # Two stores of one folder in one process take the same turn: writing one after the other, or one
+    # inside the other's transaction, never waits for the process itself.
+    from memkit.store.turns import WriterTurns
+    with MemoryStore(tmp_path / "a.sqlite3") as a, MemoryStore(tmp_path / "b.sqlite3") as b:
+        assert a._db._turns is b._db._turns  # type: ignore[attr-defined]
+    with MemoryStore(tmp_path / "a.sqlite3") as a:
+        assert WriterTurns._open, "the folder's turn is open while a store is"
+    assert not WriterTurns._open, "the last store closed the folder's turn"
