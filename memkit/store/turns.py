@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 try:
     import fcntl
@@ -58,8 +59,8 @@ class WriterTurns:
     """This process's turn on one folder, shared by every store it opens there (`for_folder`):
     `turn(timeout)` holds it for a write transaction."""
 
-    _open: dict[tuple[int, int], WriterTurns] = {}  # this process's turns, by folder (device, inode)
-    _registry = threading.Lock()
+    _open: ClassVar[dict[tuple[int, int], WriterTurns]] = {}  # this process's turns, by folder (device, inode)
+    _registry: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
     def for_folder(cls, path: Path) -> WriterTurns:
