@@ -23,7 +23,7 @@ from ..errors import CommittedThenFailedError, MemkitError
 from ..limits import check_text
 from ..models import FixtureModel, OpenAIModel
 from ..store.files import write_private
-from .options import CliError, cli_approvals, store_for, window_for
+from .options import CliError, cli_approvals, redis_url, store_for, window_for
 from .output import emit, emit_line
 from .proposal_commands import settle_proposals, waiting_in
 
@@ -56,7 +56,7 @@ def cmd_chat(args: argparse.Namespace) -> None:
         asyncio.run(model.aclose())
         raise
     turns: list[dict[str, Any]] = []
-    with store, window_for(args, store) as window:
+    with store, window_for(store, redis_url(args), process_only=args.window == "process") as window:
         approvals = cli_approvals(store)
         for key, value in args.confirm_preference or []:
             approvals.confirm_put("preference", key, value)

@@ -70,6 +70,5 @@ def session_turns(args: argparse.Namespace, store: Store, url: str | None) -> tu
     turns may remain unread: None for the turns means the archive alone (`consolidate`'s default)."""
     if url is None and store.path is None:  # PostgreSQL: chat's window was in a Redis not named here
         return None, ARCHIVE_ONLY
-    args.window = "kept"  # the window chat keeps: the store's own file, or the Redis at the URL
-    with window_for(args, store) as window:
+    with window_for(store, url) as window:  # the window chat keeps: the store's own file, or the Redis at the URL
         return window.load_session(args.user, args.session), None

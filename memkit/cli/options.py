@@ -232,16 +232,15 @@ def require_confirm(args: argparse.Namespace, what: str) -> None:
 
 
 @contextlib.contextmanager
-def window_for(args: argparse.Namespace, store: Store) -> Iterator[ShortTermWindow]:
-    """The short-term window of `chat`: Redis at `--redis-url` or `REDIS_URL`, else the store's own
-    file (`StoreWindow`), so the conversation continues in the next process with nothing running
-    between commands; `--window process` keeps it in this process only (the goldfish)."""
+def window_for(store: Store, url: str | None, *, process_only: bool = False) -> Iterator[ShortTermWindow]:
+    """The short-term window `chat` keeps: Redis at `url` (`--redis-url` or `REDIS_URL`), else the
+    store's own file (`StoreWindow`), so the conversation continues in the next process with nothing
+    running between commands; `process_only` (`--window process`) keeps it in this process only (the goldfish)."""
     size = store.limits.window_turns
-    if args.window == "process":
+    if process_only:
         with InProcessWindow(size, limits=store.limits) as goldfish:
             yield goldfish
         return
-    url = redis_url(args)
     if url is None:
         if store.path is None:  # checked before opening too (_check_chat_window): a MEMKIT_DB read late
             raise CliError(POSTGRES_NEEDS_REDIS)
