@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,57 +57,6 @@ def test_every_worked_solution_is_tagged_so_the_student_copy_leaves_it_out():
     # most hold one in a cell, so the tag is in use.
     assert sum(any(handout.is_solution(c) for c in json.loads(p.read_text(encoding="utf-8"))["cells"])
                for p in COURSE) >= len(COURSE) // 2
-
-
-QUESTIONS_HEADING = "## Check your understanding"
-NUMBERED_RE = re.compile(r"(?m)^(\d+)\. ")
-
-
-def questions_problems(nb: dict[str, Any]) -> list[str]:
-    """The convention for the questions that check understanding, where a notebook has them: a
-    markdown cell headed QUESTIONS_HEADING with five to eight numbered questions, and after it a
-    folded **Answers.** cell tagged `solution` answering each by its number."""
-    cells = nb["cells"]
-    text = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
-    at = [i for i, t in enumerate(text) if t.lstrip().startswith(QUESTIONS_HEADING)]
-    if not at:
-        return []
-    asked = NUMBERED_RE.findall(text[at[0]])
-    problems = [] if 5 <= len(asked) <= 8 else [f"{len(asked)} numbered questions; ask five to eight"]
-    answers = [i for i in range(at[0] + 1, len(cells)) if text[i].lstrip().startswith("**Answers.**")]
-    if not answers:
-        return [*problems, "no **Answers.** cell after the questions"]
-    cell = cells[answers[0]]
-    if not handout.is_solution(cell) or not cell["metadata"].get("jupyter", {}).get("source_hidden"):
-        problems.append("the **Answers.** cell is not tagged 'solution' and folded")
-    if NUMBERED_RE.findall(text[answers[0]]) != asked:
-        problems.append("the **Answers.** cell does not answer each question by its number")
-    return problems
-
-
-@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
-def test_questions_that_check_understanding_follow_the_convention(path: Path):
-    assert questions_problems(json.loads(path.read_text(encoding="utf-8"))) == []
-
-
-def _md(source: str, **metadata: Any) -> dict[str, Any]:
-    return {"cell_type": "markdown", "source": source, "metadata": metadata}
-
-
-FOLDED = {"jupyter": {"source_hidden": True}, "tags": ["solution"]}
-FIVE = "".join(f"{n}. Why {n}?\n" for n in range(1, 6))
-
-
-@pytest.mark.parametrize("cells, problem", [
-    ([_md(f"{QUESTIONS_HEADING}\n\n{FIVE}"), _md(f"**Answers.**\n\n{FIVE}", **FOLDED)], None),
-    ([_md(f"{QUESTIONS_HEADING}\n\n1. Why?\n"), _md("**Answers.**\n\n1. So.\n", **FOLDED)], "five to eight"),
-    ([_md(f"{QUESTIONS_HEADING}\n\n{FIVE}")], "no **Answers.**"),
-    ([_md(f"{QUESTIONS_HEADING}\n\n{FIVE}"), _md(f"**Answers.**\n\n{FIVE}")], "not tagged"),
-    ([_md(f"{QUESTIONS_HEADING}\n\n{FIVE}"), _md("**Answers.**\n\n1. a\n2. b\n", **FOLDED)], "by its number"),
-])
-def test_the_questions_convention_is_judged(cells: list[dict[str, Any]], problem: str | None):
-    found = questions_problems({"cells": cells})
-    assert found == [] if problem is None else any(problem in p for p in found), found
 
 
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)

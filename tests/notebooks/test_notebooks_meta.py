@@ -398,23 +398,30 @@ def test_the_order_check_catches_a_name_used_too_early_and_an_unexplained_term()
 
 
 def understanding_problems(nb: dict[str, Any]) -> list[str]:
-    """What is wrong with a notebook's "Check your understanding" cell and its folded answers."""
+    """What is wrong with a notebook's "Check your understanding" cell and its answers: one markdown
+    cell of five to eight numbered questions, and right after it an **Answers.** cell answering each
+    by its number, tagged `solution` (the student's handout leaves it out) and folded."""
     cells = nb["cells"]
+    text = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
     at = [i for i, cell in enumerate(cells) if cell["cell_type"] == "markdown"
-          and "".join(cell["source"]).startswith("## Check your understanding")]
+          and text[i].startswith("## Check your understanding")]
     if len(at) != 1:
         return [f"{len(at)} 'Check your understanding' cells (want 1)"]
-    questions = re.findall(r"^\d+\. ", "".join(cells[at[0]]["source"]), flags=re.M)
+    questions = NUMBERED.findall(text[at[0]])
     problems = [] if 5 <= len(questions) <= 8 else [f"{len(questions)} questions (want 5 to 8)"]
     answers = cells[at[0] + 1] if at[0] + 1 < len(cells) else None
-    if answers is None or not "".join(answers["source"]).startswith("**Answers.**"):
+    if answers is None or not text[at[0] + 1].startswith("**Answers.**"):
         return [*problems, "no **Answers.** cell right after the questions"]
     if "solution" not in answers.get("metadata", {}).get("tags", []):
         problems.append("the answers are not tagged 'solution' (the student's handout would show them)")
-    answered = re.findall(r"^\d+\. ", "".join(answers["source"]), flags=re.M)
-    if len(answered) != len(questions):
-        problems.append(f"{len(answered)} answers to {len(questions)} questions")
+    elif not answers["metadata"].get("jupyter", {}).get("source_hidden"):
+        problems.append("the answers are not folded (the projector would show them with the questions)")
+    if NUMBERED.findall(text[at[0] + 1]) != questions:
+        problems.append(f"the answers are numbered {NUMBERED.findall(text[at[0] + 1])}, the questions {questions}")
     return problems
+
+
+NUMBERED = re.compile(r"(?m)^(\d+)\. ")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -423,18 +430,22 @@ def test_every_notebook_asks_questions_that_check_understanding(path):
 
 
 def test_the_questions_check_reports_what_is_missing():
-    def nb(*cells: tuple[str, list[str]]) -> dict[str, Any]:
-        return {"cells": [{"cell_type": "markdown", "source": [text], "metadata": {"tags": tags}}
-                          for text, tags in cells]}
+    def nb(*cells: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+        return {"cells": [{"cell_type": "markdown", "source": [text], "metadata": metadata}
+                          for text, metadata in cells]}
     five = "## Check your understanding\n\n" + "".join(f"{n}. Why?\n" for n in range(1, 6))
     answers = "**Answers.**\n\n" + "".join(f"{n}. Because.\n" for n in range(1, 6))
-    assert understanding_problems(nb((five, []), (answers, ["solution"]))) == []
-    assert understanding_problems(nb(("## Summary", []))) == ["0 'Check your understanding' cells (want 1)"]
-    assert understanding_problems(nb((five.replace("5. Why?\n", ""), []), (answers, ["solution"]))) == [
-        "4 questions (want 5 to 8)", "5 answers to 4 questions"]
-    assert understanding_problems(nb((five, []), (answers, []))) == [
+    folded = {"tags": ["solution"], "jupyter": {"source_hidden": True}}
+    assert understanding_problems(nb((five, {}), (answers, folded))) == []
+    assert understanding_problems(nb(("## Summary", {}))) == ["0 'Check your understanding' cells (want 1)"]
+    assert understanding_problems(nb((five.replace("5. Why?\n", ""), {}), (answers, folded))) == [
+        "4 questions (want 5 to 8)", "the answers are numbered ['1', '2', '3', '4', '5'], the questions "
+        "['1', '2', '3', '4']"]
+    assert understanding_problems(nb((five, {}), (answers, {}))) == [
         "the answers are not tagged 'solution' (the student's handout would show them)"]
-    assert understanding_problems(nb((five, []))) == ["no **Answers.** cell right after the questions"]
+    assert understanding_problems(nb((five, {}), (answers, {"tags": ["solution"]}))) == [
+        "the answers are not folded (the projector would show them with the questions)"]
+    assert understanding_problems(nb((five, {}))) == ["no **Answers.** cell right after the questions"]
 
 
 # -- a projector (1280x800 at 150%) shows about 90 words of prose at once --------------------------
