@@ -13,11 +13,12 @@ turns with these too: they only wait, never fail for it.
 
 A turn is a slice, not one write: the process keeps it for the writes it starts within `SLICE`
 seconds of taking it (a thread of its own lets go when the slice is over and no write is under way),
-then waits `GRACE` before asking again, so that a woken waiter takes it first. Handing the turn over
-after every commit cost a wake-up and cold caches per write (four writers made 0.45 of one peer's
-writes per second); a slice costs another writer at most `SLICE` of waiting. Every store of one
-folder in a process shares the process's turn on it, so a write inside another store's transaction
-never waits for its own process. bench/RESULTS.md ("Four writer processes on one file") has the figures.
+then, if another process waits for it, waits `GRACE` before asking again, so that the waiter takes
+it first. Handing the turn over after every commit cost a wake-up and cold caches per write (four
+writers made 0.45 of one peer's writes per second); a slice costs another writer at most `SLICE` of
+waiting. Every store of one folder in a process shares the process's turn on it, so a write inside
+another store's transaction never waits for its own process. bench/RESULTS.md ("Four writer
+processes on one file") has the figures.
 
 The wait is bounded by the store's busy timeout (a writer stalled inside its transaction, or a
 lock that cannot be had, ends in LockedError as before); a descriptor's lock goes with its process,
@@ -46,7 +47,11 @@ SLICE = 0.010
 FULL on the bench's disk). Longer slices bought little more; another process waits at most this long."""
 
 GRACE = 0.0002
-"""Seconds a process waits after letting go before asking again: time for a woken waiter to take it."""
+"""Seconds a process waits after letting go before asking again, when another waits: time for the
+woken waiter to take it (flock hands the lock to whoever asks first, and the process that let go is awake)."""
+
+LOCKS = Path("/proc/locks")
+"""Linux lists every flock there, a waiter's with '->' (proc(5)): a lone writer need not wait its GRACE."""
 
 
 class _Request:
@@ -133,7 +138,7 @@ class WriterTurns:
                     self._writers += 1
                     return True
                 rest = self._let_go_at + GRACE - time.monotonic()
-            if rest > 0:
+            if rest > 0 and self._someone_waits():
                 time.sleep(rest)
             if not self._take(deadline - time.monotonic()):
                 return False
@@ -147,6 +152,17 @@ class WriterTurns:
             return True
         finally:
             self._taking.release()
+
+    def _someone_waits(self) -> bool:
+        """Whether another process waits for this folder's turn (True where that cannot be read)."""
+        assert self._fd is not None
+        st = os.fstat(self._fd)
+        tag = f" {os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino} "
+        try:
+            listed = LOCKS.read_text(encoding="ascii", errors="replace")
+        except OSError:
+            return True
+        return any("->" in line and tag in line for line in listed.splitlines())
 
     def _let_go(self) -> None:
         """(holding `_slice`) Release the turn."""
