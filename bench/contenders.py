@@ -345,3 +345,47 @@ def make_contenders(workdir: Path, data: DataSet, synchronous: str) -> tuple[lis
     naive = Naive(naive_path, synchronous, data)
     load["naive (executemany)"] = time.perf_counter() - started
     return [RawLimit(raw_path, synchronous), naive, Kit(kit_path, synchronous)], load
+
+
+class KitSearch:
+    """memkit's `MemoryStore.search` as an application calls it: the bound method, nothing around it.
+
+    For the small store's search (`store_bench.run_small_search`), beside `BareSearch`.
+    """
+
+    name = "memkit"
+
+    def __init__(self, path: Path, synchronous: str, limits: Limits) -> None:
+        self.store = MemoryStore(path, limits=limits, synchronous=synchronous, check_integrity=False)  # type: ignore[arg-type]
+        self.conn = self.store.connection  # traced by the agreement check: which statements the call ran
+        self.search = self.store.search
+
+    def close(self) -> None:
+        self.store.close()
+
+    def answer(self, user: str, query: str, limit: int) -> list[tuple[Any, ...]]:
+        """The records found, each as its values in column order (a record is the selected columns, zipped)."""
+        return [tuple(record.values()) for record in self.store.search(user, query, limit)]
+
+
+class BareSearch:
+    """The one statement `MemoryStore.search` runs for a literal query of 3 characters or more where
+    no user can reach `fts_min_user_rows` (the store's own `search.scan`, so it follows the schema),
+    on its own long-lived `sqlite3` connection to a copy of the kit's file: the query folded, the
+    statement run, its rows fetched, and nothing else."""
+
+    name = "bare statement"
+
+    def __init__(self, path: Path, synchronous: str) -> None:
+        self.conn = _connect(path, synchronous)
+        self.sql = _SQL.search.scan()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def search(self, user: str, query: str, limit: int = 5) -> list[tuple[Any, ...]]:
+        folded = query.casefold()
+        return self.conn.execute(self.sql, (user, folded, folded, limit)).fetchall()
+
+    def answer(self, user: str, query: str, limit: int) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self.search(user, query, limit)]

@@ -19,6 +19,7 @@ import datetime as dt
 import math
 import platform
 import re
+import statistics
 import string
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 from .budget_bench import ENCODE, WITH_PARTS, WRAPPED
 from .peer_bench import FSYNC, MEMKIT, MEMKIT_INDEXED, PEER_OPERATIONS, PEERS, WAL_PEER, WRITE_OPERATIONS, \
     own_pages_probe
-from .store_bench import CONTENDERS, OPERATIONS
+from .store_bench import CONTENDERS, OPERATIONS, SMALL_OPERATIONS, SMALL_TARGET
 from .window_bench import APPEND, PAIRS, READ, ROUND_TRIP
 from .window_bench import CONTENDERS as WINDOW_CONTENDERS
 
@@ -154,6 +155,31 @@ def _store_targets(store: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _small_ratios(small: dict[str, Any]) -> dict[str, float]:
+    """memkit/limit of each operation of the small store's search: the bare median over memkit's."""
+    bare, kit = small["contenders"]
+    med = _medians(small["rows"], "operation")
+    return {op: med[(op, bare)] / med[(op, kit)] for op in SMALL_OPERATIONS}
+
+
+def _small_targets(small: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 36 item 5, each operation: memkit/limit at least `SMALL_TARGET`, and the same answers by
+    the same statement as the bare one (a ratio against another query would mean nothing)."""
+    checks = {c["operation"]: c for c in small["checks"]}
+    out = []
+    for op, value in _small_ratios(small).items():
+        c = checks[op]
+        wrong = c["disagreements"] or c["same_statement"] != c["questions"]
+        spread = min(small["round_ratios"][op]), max(small["round_ratios"][op])
+        measured = f"{value:.2f} (rounds {spread[0]:.2f}-{spread[1]:.2f})" + (
+            f"; answers differ on {c['disagreements']}, memkit ran other SQL on "
+            f"{c['questions'] - c['same_statement']} of {c['questions']} questions" if wrong else "")
+        out.append(target(f"{op} on {small['users']} users x {small['records_per_user']} records, limit "
+                          f"{small['limit']}: memkit/limit ≥ {SMALL_TARGET}", measured,
+                          value >= SMALL_TARGET and not wrong))
+    return out
+
+
 def _budget_target(budget: dict[str, Any]) -> dict[str, Any]:
     med = _medians(budget["rows"], "case")
     enc, wrapped = med[("agent turn, fits", ENCODE)], med[("agent turn, fits", WRAPPED)]
@@ -222,6 +248,7 @@ def _window_targets(window: dict[str, Any]) -> list[dict[str, Any]]:
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Every target of the store suites that this run measured, with the measured value and hold/miss."""
     out = _store_targets(results["store"]) if results.get("store") else []
+    out += _small_targets(results["search_small"]) if results.get("search_small") else []
     out += [_budget_target(results["budget"])] if results.get("budget") else []
     out += _peer_targets(results["peers"], results.get("write_profile")) if results.get("peers") else []
     out += _writers_target(results["writers"]) if results.get("writers") else []
@@ -235,7 +262,26 @@ def _targets_table(found: list[dict[str, Any]]) -> str:
 
 # -- the store suites: sections -------------------------------------------------------------------
 
-def _store_section(store: dict[str, Any]) -> str:
+def _small_section(small: dict[str, Any]) -> str:
+    """The small store's search: memkit against the statement it runs, each round's ratio, agreement."""
+    bare, kit = small["contenders"]
+    med, ratios = _medians(small["rows"], "operation"), _small_ratios(small)
+    return fill("search-small", records=f"{small['users'] * small['records_per_user']:,}", users=small["users"],
+                per_user=small["records_per_user"], limit=small["limit"], date=small["date"],
+                load=" / ".join(f"{x:.2f}" for x in small["load"]), rounds=small["rounds"],
+                calls=small["calls_per_round"], synchronous=small["synchronous"], target=SMALL_TARGET, table=table(
+                    ["operation", bare, kit, "memkit/limit", "target", "rounds' memkit/limit: lowest, median, highest"],
+                    ([op, fmt_time(med[(op, bare)]), fmt_time(med[(op, kit)]), f"{ratios[op]:.2f}",
+                      f"≥ {SMALL_TARGET}, {'held' if ratios[op] >= SMALL_TARGET else '**missed**'}",
+                      ", ".join(f"{x:.2f}" for x in (min(each), statistics.median(each), max(each)))]
+                     for op in SMALL_OPERATIONS for each in [small["round_ratios"][op]]), "lrrrll"),
+                checks=table(["operation", "distinct questions", "non-empty answers", "disagreements",
+                              "memkit ran the bare statement alone"],
+                             ([c["operation"], c["questions"], c["non_empty"], c["disagreements"],
+                               c["same_statement"]] for c in small["checks"])))
+
+
+def _store_section(store: dict[str, Any], small: dict[str, Any] | None = None) -> str:
     med = _medians(store["rows"], "size", "operation")
     sizes = [f"### {x['size']:,} records ({x['users']} users)\n\n" + table(
         ["operation", "raw sqlite3 (limit)", "naive", "memkit", "memkit/limit", "memkit vs naive"],
@@ -248,7 +294,7 @@ def _store_section(store: dict[str, Any]) -> str:
         "r" * (len(columns) + 1)), checks=table(
         ["records", "operation", "questions", "non-empty answers", "disagreements"],
         ([f"{c['size']:,}", c["operation"], c["questions"], c["non_empty"], c["disagreements"]]
-         for c in store["checks"]), "rlrrr"))
+         for c in store["checks"]), "rlrrr"), search_small=_small_section(small) if small else None)
 
 
 def _budget_section(budget: dict[str, Any]) -> str:
@@ -359,7 +405,8 @@ def markdown(results: dict[str, Any], notes: str) -> str:
                 peers="\n".join(parts) or f"Not measured in this run: {results.get('peers_status', 'skipped')}.",
                 window=_window_section(window) if window else
                 f"Not measured in this run: {results.get('window_status', 'skipped (--no-window)')}.",
-                store=_store_section(results["store"]) if results.get("store") else "",
+                store=_store_section(results["store"], results.get("search_small")) if results.get("store") else
+                _small_section(results["search_small"]) if results.get("search_small") else "",
                 budget=_budget_section(results["budget"]) if results.get("budget") else "",
                 notebook_suite=f"`pytest notebooks --nbval` over {nb['notebooks']} notebooks: **{nb['wall_s']} s** "
                 f"wall (exit code {nb['exit_code']}; {nb['summary']})." if nb and nb.get("wall_s") is not None else

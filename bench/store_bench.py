@@ -9,13 +9,21 @@ checks confirm the contenders still agree: the same search results, values and r
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import os
+import random
 import shutil
+import statistics
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .contenders import make_contenders
-from .data import MISS_QUERY_STEM, DataSet, hit_query, make_dataset, sentence, task_text
+from memkit.clock import iso
+from memkit.limits import Limits
+
+from .contenders import BareSearch, KitSearch, build_kit_file, make_contenders
+from .data import _TOPICS, MISS_QUERY_STEM, DataSet, Memory, hit_query, make_dataset, sentence, task_text
 from .timing import alternate, run_batch, summarize
 
 OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)",
@@ -157,3 +165,130 @@ def run(config: StoreConfig, log: Any = print) -> dict[str, Any]:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     return {"rows": rows, "checks": checks, "loads": loads}
+
+
+# -- search on a small store (issue 36 item 5) ----------------------------------------------------
+
+SMALL_OPERATIONS = ("search (hit)", "search (miss)")
+SMALL_TARGET = 0.5
+"""Issue 36 item 5: on a small store, memkit's search at least half as fast as the statement it runs."""
+
+
+@dataclasses.dataclass
+class SmallSearchConfig:
+    """A class's store (every user under the teaching quota of 64 records), searched with a small limit."""
+
+    users: int = 15
+    records_per_user: int = 60
+    limit: int = 5
+    rounds: int = 31
+    calls_per_round: int = 300
+    synchronous: str = "FULL"
+    seed: int = 1
+
+
+def even_dataset(users: int, per_user: int, seed: int = 1) -> DataSet:
+    """`users` users of `per_user` records each, made as `make_dataset` makes its records (the same
+    sentences, kinds and keys, the users' records interleaved in time), deterministic for a seed."""
+    size = users * per_user
+    rng = random.Random(seed * 1_000_003 + size)
+    names = [f"user{i:05d}" for i in range(users)]
+    order = [user for user in names for _ in range(per_user)]
+    rng.shuffle(order)
+    start, counters, records = dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dict.fromkeys(names, 0), []
+    for i, user in enumerate(order):
+        counters[user] += 1
+        n = counters[user]
+        kind, key = ("preference", f"{rng.choice(_TOPICS)}.{n}") if rng.random() < 0.4 else ("episode", f"ep.{n}")
+        records.append(Memory(user, kind, key, sentence(rng), iso(start + dt.timedelta(seconds=i))))
+    return DataSet(size, records, names, [per_user] * users, rng)
+
+
+def small_contenders(workdir: Path, data: DataSet, config: SmallSearchConfig) -> list[Any]:
+    """memkit's store at the teaching limits, loaded through its bulk path, and the bare statement on a
+    copy of its file (closed, so checkpointed: the copy holds everything)."""
+    build_kit_file(workdir / "kit.sqlite3", data, Limits())
+    shutil.copyfile(workdir / "kit.sqlite3", workdir / "bare.sqlite3")
+    return [BareSearch(workdir / "bare.sqlite3", config.synchronous),
+            KitSearch(workdir / "kit.sqlite3", config.synchronous, Limits())]
+
+
+def small_agreement(contenders: list[Any], questions: dict[str, list[tuple[str, str]]],
+                    limit: int) -> list[dict[str, Any]]:
+    """Every distinct question the timed calls asked, to every contender: the same rows, in the same
+    order, must come back. The SQL each call ran is traced: memkit's must be the bare statement's,
+    the same text with the same values, and only it (else the bare one is not what memkit runs)."""
+    checks = []
+    for op, asked in questions.items():
+        disagreements = nonempty = same_sql = 0
+        for user, query in dict.fromkeys(asked):
+            answers, ran = [], []
+            for contender in contenders:
+                traced: list[str] = []
+                contender.conn.set_trace_callback(traced.append)
+                try:
+                    answers.append(contender.answer(user, query, limit))
+                finally:
+                    contender.conn.set_trace_callback(None)
+                ran.append(traced)
+            disagreements += any(a != answers[0] for a in answers[1:])
+            nonempty += bool(answers[0])
+            same_sql += all(r == ran[0] and len(r) == 1 for r in ran[1:])
+        distinct = len(dict.fromkeys(asked))
+        checks.append({"operation": op, "questions": distinct, "non_empty": nonempty,
+                       "disagreements": disagreements, "same_statement": same_sql})
+    return checks
+
+
+def run_small_search(config: SmallSearchConfig, log: Any = print,
+                     contenders: Callable[[Path, DataSet, SmallSearchConfig], list[Any]] = small_contenders,
+                     ) -> dict[str, Any]:
+    """Time `search(user, query, limit)` on a small store: memkit against the statement it runs.
+
+    Both contenders alternate in rotating order on the same (user, query) items, `rounds` rounds of
+    `calls_per_round` calls for hits and misses; then every distinct question is asked again and the
+    answers compared (`small_agreement`). Returns the rows, each round's bare ÷ memkit ratio (the two
+    ran within milliseconds of each other), the checks and the load average before and after.
+    """
+    data = even_dataset(config.users, config.records_per_user, config.seed)
+    rng, mine = data.rng, data.by_user()
+    plan: dict[str, list[list[tuple[Any, ...]]]] = {op: [] for op in SMALL_OPERATIONS}
+    for _ in range(config.rounds):
+        users = data.pick_users(config.calls_per_round)
+        plan["search (hit)"].append([(u, hit_query(rng, mine[u]), config.limit) for u in users])
+        plan["search (miss)"].append([(u, f"{MISS_QUERY_STEM}{'abcdefgh'[i % 8]}", config.limit)
+                                      for i, u in enumerate(users)])
+    load = [round(os.getloadavg()[0], 2)]
+    workdir = Path(tempfile.mkdtemp(prefix="memkit-bench-small-"))
+    rows: list[dict[str, Any]] = []
+    round_ratios: dict[str, list[float]] = {}
+    try:
+        able = contenders(workdir, data, config)
+        try:
+            for op in SMALL_OPERATIONS:
+                for contender in able:  # the statement prepared, the pages read: no round pays for it
+                    contender.search(*plan[op][0][0])
+
+                def measure(contender: Any, r: int, op: str = op) -> float:
+                    return run_batch(contender.search, plan[op][r])[0]
+                samples = alternate(config.rounds, able, measure)
+                rows += [{"operation": op, "contender": name, "calls": config.rounds * config.calls_per_round,
+                          **summarize(times)} for name, times in samples.items()]
+                bare, kit = samples[able[0].name], samples[able[1].name]
+                round_ratios[op] = [b / k for b, k in zip(bare, kit, strict=True)]
+                log(f"    {op:<14} " + "  ".join(f"{r['contender']} {r['median_s'] * 1e6:7.1f} us"
+                                              for r in rows[-len(able):])
+                    + f"  memkit/limit {statistics.median(bare) / statistics.median(kit):.2f}")
+            checks = small_agreement(able, {op: [item[:2] for batch in plan[op] for item in batch]
+                                            for op in SMALL_OPERATIONS}, config.limit)
+        finally:
+            for contender in able:
+                contender.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    load.append(round(os.getloadavg()[0], 2))
+    return {"users": config.users, "records_per_user": config.records_per_user, "limit": config.limit,
+            "rounds": config.rounds, "calls_per_round": config.calls_per_round,
+            "synchronous": config.synchronous, "contenders": [c.name for c in able],
+            "date": dt.date.today().isoformat(), "load": load, "rows": rows,
+            "round_ratios": round_ratios, "checks": checks}

@@ -1,6 +1,7 @@
 """`python -m bench [SUITE ...]` (what `make bench` runs): the registered suites, then RESULTS.md and results.json.
 
-    python -m bench                 # store, budget, peers, window, notebook-suite, postgres: a few minutes
+    python -m bench                 # store, search-small, budget, peers, window, notebook-suite,
+                                    # postgres: a few minutes
     python -m bench --quick         # a smoke run: 1k records, 2 rounds, small peers, no window, no notebooks
     python -m bench --sizes 200 --rounds 1 --no-notebooks --no-window --out OUT   # a small run
     python -m bench chat inspector  # named suites only (`--list` lists them all)
@@ -63,6 +64,15 @@ def _store(args: argparse.Namespace) -> dict[str, Any]:
     config.read_cap_s = 0.05 if args.quick else config.read_cap_s
     print(f"  sizes {list(config.sizes)}, {config.rounds} rounds, synchronous={config.synchronous}")
     return {"store": store_bench.run(config)}
+
+
+def _search_small(args: argparse.Namespace) -> dict[str, Any]:
+    from . import store_bench
+
+    config = store_bench.SmallSearchConfig(synchronous=args.synchronous, rounds=_pick(args, "rounds", 31, 2))
+    config.calls_per_round = 30 if args.quick else config.calls_per_round
+    print(f"  {config.users} users x {config.records_per_user} records, limit {config.limit}, {config.rounds} rounds")
+    return {"search_small": store_bench.run_small_search(config)}
 
 
 def _budget(args: argparse.Namespace) -> dict[str, Any]:
@@ -171,6 +181,8 @@ def _bench(module: str) -> Any:
 SUITES = (
     Suite("store", "store operations at each size: memkit against the raw SQLite limit and the naive way",
           _store, _write_store_suites, ("store",), default=True),
+    Suite("search-small", "search on 15 users x 60 records, limit 5: memkit against the statement it runs",
+          _search_small, _write_store_suites, ("search_small",), default=True),
     Suite("budget", "the budget wrapper's cost per request against sending it unmeasured",
           _budget, _write_store_suites, ("budget",), default=True),
     Suite("peers", "memkit's store against langgraph SqliteStore: operations, a write's pages, writers (bench extra)",
@@ -195,7 +207,7 @@ SUITES = (
           _section(report.semantic_markdown, "semantic"), ("semantic",)),
 )
 BY_NAME = {suite.name: suite for suite in SUITES}
-STORE_SUITES = {"store", "budget", "peers", "window", "notebook-suite"}
+STORE_SUITES = {"store", "search-small", "budget", "peers", "window", "notebook-suite"}
 """The suites of the one block at the top of RESULTS.md (and of results.json's `meta`)."""
 
 

@@ -7,6 +7,7 @@ judged in bench/RESULTS.md from a full run).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,89 @@ def test_contenders_give_the_same_answers_as_the_data(tmp_path):
     finally:
         for contender in contenders:
             contender.close()
+
+
+# -- search on a small store (issue 36 item 5): memkit against the one statement it runs -------------
+
+def _small_run(contenders=None):
+    from bench.store_bench import SmallSearchConfig, run_small_search, small_contenders
+
+    config = SmallSearchConfig(rounds=2, calls_per_round=10)
+    return run_small_search(config, log=lambda _: None, contenders=contenders or small_contenders)
+
+
+def test_the_small_store_search_reports_memkit_over_its_statement_and_their_agreement():
+    from bench import report
+    from bench.store_bench import SMALL_OPERATIONS
+
+    small = _small_run()
+    assert small["users"] * small["records_per_user"] == 900 and small["limit"] == 5
+    assert {(r["operation"], r["contender"]) for r in small["rows"]} == {
+        (op, c) for op in SMALL_OPERATIONS for c in ("bare statement", "memkit")}
+    assert all(r["median_s"] > 0 and r["calls"] == 20 for r in small["rows"])
+    assert all(len(small["round_ratios"][op]) == 2 for op in SMALL_OPERATIONS)
+    checks = {c["operation"]: c for c in small["checks"]}
+    hit, miss = checks["search (hit)"], checks["search (miss)"]
+    # Hits really hit, misses find nothing, and memkit ran exactly the bare statement for every question.
+    assert hit["questions"] > 0 and hit["non_empty"] == hit["questions"] and miss["non_empty"] == 0
+    assert all(c["disagreements"] == 0 and c["same_statement"] == c["questions"] for c in checks.values())
+    ratios = report._small_ratios(small)
+    found = report._small_targets(small)
+    assert [t["target"] for t in found] == [
+        f"{op} on 15 users x 60 records, limit 5: memkit/limit ≥ 0.5" for op in SMALL_OPERATIONS]
+    assert [t["holds"] for t in found] == [ratios[op] >= 0.5 for op in SMALL_OPERATIONS]
+    text = report._small_section(small)
+    assert text.startswith("### Search on a small store: 900 records (15 users x 60), limit 5\n")
+    med = report._medians(small["rows"], "operation")
+    bare, kit = (report.fmt_time(med[("search (hit)", c)]) for c in ("bare statement", "memkit"))
+    assert f"| search (hit) | {bare} | {kit} | {ratios['search (hit)']:.2f} | ≥ 0.5, " in text
+    assert f"| search (hit) | {hit['questions']} | {hit['questions']} | 0 | {hit['questions']} |" in text
+    assert not re.search(r"\{[a-z_]+\}", text), "every slot filled"
+
+
+class _ReversedRows:
+    """A bare contender that answers oldest first: the rows of the right statement, in the wrong order."""
+
+    def __init__(self, bare):
+        self.bare, self.name, self.conn = bare, bare.name, bare.conn
+
+    def search(self, user, query, limit=5):
+        return self.bare.search(user, query, limit)[::-1]
+
+    def answer(self, user, query, limit):
+        return [tuple(row) for row in self.search(user, query, limit)]
+
+    def close(self):
+        self.bare.close()
+
+
+class _CountsFirst(_ReversedRows):
+    """A bare contender that gives the right answers but reads the user's count first (what memkit did
+    before it knew no user could reach the index): not the statement memkit runs."""
+
+    def search(self, user, query, limit=5):
+        self.conn.execute("SELECT count(*) FROM memories WHERE user_id = ?", (user,)).fetchone()
+        return self.bare.search(user, query, limit)
+
+
+@pytest.mark.parametrize("wrong", [_ReversedRows, _CountsFirst])
+def test_the_small_store_search_fails_its_target_when_the_bare_contender_is_not_memkits_statement(wrong):
+    from bench import report
+    from bench.store_bench import small_contenders
+
+    def contenders(workdir, data, config):
+        bare, kit = small_contenders(workdir, data, config)
+        return [wrong(bare), kit]
+
+    small = _small_run(contenders)
+    hit = {c["operation"]: c for c in small["checks"]}["search (hit)"]
+    if wrong is _ReversedRows:  # a hit of two rows or more comes back in the other order
+        assert 0 < hit["disagreements"] < hit["questions"] and hit["same_statement"] == hit["questions"]
+    else:
+        assert hit["disagreements"] == 0 and hit["same_statement"] == 0
+    found = {t["target"].split(" on ")[0]: t for t in report._small_targets(small)}
+    assert not found["search (hit)"]["holds"]
+    assert "answers differ" in found["search (hit)"]["measured"]
 
 
 @needs_peers
@@ -241,7 +325,8 @@ def test_an_unknown_suite_is_refused_naming_the_suites_and_nothing_is_written(tm
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "bench", "store", "nosuch", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "no suite nosuch" in done.stderr and "store, budget, peers" in done.stderr
+    assert done.returncode == 2 and "no suite nosuch" in done.stderr
+    assert "store, search-small, budget, peers" in done.stderr
     assert not out.exists()
 
 
@@ -249,10 +334,11 @@ def test_the_default_run_is_make_bench_and_quick_leaves_out_the_window_and_noteb
     from bench.__main__ import chosen, parse_args
 
     names = [s.name for s in chosen(parse_args([]))]
-    assert names == ["store", "budget", "peers", "window", "notebook-suite", "postgres"]
-    assert [s.name for s in chosen(parse_args(["--quick"]))] == ["store", "budget", "peers", "postgres"]
+    assert names == ["store", "search-small", "budget", "peers", "window", "notebook-suite", "postgres"]
+    assert [s.name for s in chosen(parse_args(["--quick"]))] == ["store", "search-small", "budget", "peers",
+                                                                 "postgres"]
     assert [s.name for s in chosen(parse_args(["--quick", "--window", "--no-peers"]))] == [
-        "store", "budget", "window", "postgres"]
+        "store", "search-small", "budget", "window", "postgres"]
     assert [s.name for s in chosen(parse_args(["chat", "semantic", "chat"]))] == ["chat", "semantic"]
 
 
