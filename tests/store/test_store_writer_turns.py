@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +203,24 @@ def test_stores_of_one_folder_in_one_process_share_its_turn(tmp_path):
     with MemoryStore(tmp_path / "a.sqlite3") as a:
         assert WriterTurns._open, "the folder's turn is open while a store is"
     assert not WriterTurns._open, "the last store closed the folder's turn"
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="Linux lists flock waiters in /proc/locks")
+def test_a_writer_sees_whether_another_process_waits_for_the_turn(tmp_path):
+    # After its slice a process waits its GRACE only when another waits (turns._someone_waits): a
+    # lone writer must see nobody, and a writer blocked on the turn must be seen.
+    path = tmp_path / "memory.sqlite3"
+    script = WRITER.replace('print("ready", flush=True)', 'print("ready", flush=True)\n    go.touch()')
+    with MemoryStore(path, limits=_limits()) as store, store.transaction():
+        store.put("holder", "s1", "episode", "inside", "held while another waits")
+        turns = store._db._turns  # type: ignore[attr-defined]
+        assert turns._someone_waits() is False
+        waiter = subprocess.Popen([sys.executable, "-c", script, str(path), "waiter", str(tmp_path / "go"), "0.2"],
+                                  stdout=subprocess.PIPE, text=True)
+        assert waiter.stdout is not None and waiter.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while not turns._someone_waits() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert turns._someone_waits() is True
+    out = waiter.communicate(timeout=60)[0].split()
+    assert int(out[0]) > 0 and out[1] == "0"  # it wrote once the turn was free, and was refused nothing
