@@ -15,6 +15,7 @@ import random
 import shutil
 import statistics
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -247,8 +248,9 @@ def run_small_search(config: SmallSearchConfig, log: Any = print,
 
     Both contenders alternate in rotating order on the same (user, query) items, `rounds` rounds of
     `calls_per_round` calls for hits and misses; then every distinct question is asked again and the
-    answers compared (`small_agreement`). Returns the rows, each round's bare ÷ memkit ratio (the two
-    ran within milliseconds of each other), the checks and the load average before and after.
+    answers compared (`small_agreement`). Returns the rows (wall and CPU time per call), each round's
+    bare ÷ memkit ratio (the two ran within milliseconds of each other), the checks and the load
+    average before and after.
     """
     data = even_dataset(config.users, config.records_per_user, config.seed)
     rng, mine = data.rng, data.by_user()
@@ -268,12 +270,19 @@ def run_small_search(config: SmallSearchConfig, log: Any = print,
             for op in SMALL_OPERATIONS:
                 for contender in able:  # the statement prepared, the pages read: no round pays for it
                     contender.search(*plan[op][0][0])
+                cpu: dict[str, list[float]] = {c.name: [] for c in able}
 
-                def measure(contender: Any, r: int, op: str = op) -> float:
-                    return run_batch(contender.search, plan[op][r])[0]
+                def measure(contender: Any, r: int, op: str = op, cpu: dict[str, list[float]] = cpu) -> float:
+                    # The thread's CPU time beside the wall time: on a shared machine a batch may wait
+                    # for a core, which the wall time counts and the CPU time does not.
+                    started = time.thread_time()
+                    seconds, done = run_batch(contender.search, plan[op][r])
+                    cpu[contender.name].append((time.thread_time() - started) / done)
+                    return seconds
                 samples = alternate(config.rounds, able, measure)
                 rows += [{"operation": op, "contender": name, "calls": config.rounds * config.calls_per_round,
-                          **summarize(times)} for name, times in samples.items()]
+                          **summarize(times), "cpu_median_s": statistics.median(cpu[name])}
+                         for name, times in samples.items()]
                 bare, kit = samples[able[0].name], samples[able[1].name]
                 round_ratios[op] = [b / k for b, k in zip(bare, kit, strict=True)]
                 log(f"    {op:<14} " + "  ".join(f"{r['contender']} {r['median_s'] * 1e6:7.1f} us"

@@ -118,7 +118,7 @@ def test_the_small_store_search_reports_memkit_over_its_statement_and_their_agre
     assert small["users"] * small["records_per_user"] == 900 and small["limit"] == 5
     assert {(r["operation"], r["contender"]) for r in small["rows"]} == {
         (op, c) for op in SMALL_OPERATIONS for c in ("bare statement", "memkit")}
-    assert all(r["median_s"] > 0 and r["calls"] == 20 for r in small["rows"])
+    assert all(r["median_s"] > 0 and r["cpu_median_s"] > 0 and r["calls"] == 20 for r in small["rows"])
     assert all(len(small["round_ratios"][op]) == 2 for op in SMALL_OPERATIONS)
     checks = {c["operation"]: c for c in small["checks"]}
     hit, miss = checks["search (hit)"], checks["search (miss)"]
@@ -135,6 +135,8 @@ def test_the_small_store_search_reports_memkit_over_its_statement_and_their_agre
     med = report._medians(small["rows"], "operation")
     bare, kit = (report.fmt_time(med[("search (hit)", c)]) for c in ("bare statement", "memkit"))
     assert f"| search (hit) | {bare} | {kit} | {ratios['search (hit)']:.2f} | ≥ 0.5, " in text
+    cpu = {r["contender"]: r["cpu_median_s"] for r in small["rows"] if r["operation"] == "search (hit)"}
+    assert f"| {report.ratio(cpu['bare statement'], cpu['memkit'])} |\n" in text
     assert f"| search (hit) | {hit['questions']} | {hit['questions']} | 0 | {hit['questions']} |" in text
     assert not re.search(r"\{[a-z_]+\}", text), "every slot filled"
 
