@@ -148,6 +148,10 @@ class RawLimit:
         self.conn = _connect(path, synchronous)
         self.fts_min_user_rows = MemoryStore.fts_min_user_rows
         self.limits = BENCH_LIMITS  # for retrieve(), which reads the retrieval bounds from its store
+        # As the store decides at open (search_index.TrigramIndex.fit_search_index): where no user can
+        # reach the index's threshold, search scans without reading the user's count first.
+        biggest = self.conn.execute("SELECT max(records) FROM user_counts").fetchone()[0] or 0
+        self.index_reachable = max(self.limits.max_records_per_user, biggest) >= self.fts_min_user_rows
 
     def close(self) -> None:
         self.conn.close()
@@ -196,7 +200,7 @@ class RawLimit:
         search = _SQL.search  # the store's own search statements
         if not folded:
             return conn.execute(search.newest(kind_sql), (user, *kind_args, limit)).fetchall()
-        if len(folded) < 3 or self._user_records(user) < self.fts_min_user_rows:
+        if len(folded) < 3 or not self.index_reachable or self._user_records(user) < self.fts_min_user_rows:
             return conn.execute(search.scan(kind_sql), (user, *kind_args, folded, folded, limit)).fetchall()
         if self.fts_min_user_rows > 0:
             rows = conn.execute(search.recent(kind_sql),
@@ -215,7 +219,7 @@ class RawLimit:
         unique = list(dict.fromkeys(queries))
         if not unique:
             return {}
-        if self._user_records(user) >= self.fts_min_user_rows:
+        if self.index_reachable and self._user_records(user) >= self.fts_min_user_rows:
             return {(q, k): self._rows(user, q, limit, k) for q in unique for k in kinds}
         rows = self.conn.execute(_SQL.search.flagged(len(unique), len(kinds)),
                                  (*(f for q in unique for f in (q.casefold(),) * 2), user, *kinds)).fetchall()
