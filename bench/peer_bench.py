@@ -126,6 +126,8 @@ class WritersConfig:
     size: int = 10_000
     synchronous: str = "FULL"
     seed: int = 1
+    solo_rounds: int = 3
+    """Rounds of one writer process alone, per contender: the rate the four are measured against."""
 
 
 def _open(contender: str, path: Path, synchronous: str) -> Any:
@@ -163,12 +165,14 @@ def _worker(contender: str, path: str, synchronous: str, worker: int, round_no: 
     results.put({"worker": worker, "written": written, "refused": refused, "started": started, "stopped": stopped})
 
 
-def _round(contender: str, path: Path, config: WritersConfig, round_no: int) -> dict[str, Any]:
+def _round(contender: str, path: Path, config: WritersConfig, round_no: int, processes: int | None = None
+           ) -> dict[str, Any]:
+    processes = processes or config.processes
     context = multiprocessing.get_context("spawn")
-    barrier, results = context.Barrier(config.processes), context.Queue()
+    barrier, results = context.Barrier(processes), context.Queue()
     procs = [context.Process(target=_worker, args=(contender, str(path), config.synchronous, w, round_no,
                                                    config.seconds, barrier, results))
-             for w in range(config.processes)]
+             for w in range(processes)]
     for proc in procs:
         proc.start()
     reports = [results.get(timeout=120 + config.seconds) for _ in procs]
@@ -211,7 +215,14 @@ def run_writers(config: WritersConfig, log: Any = print) -> dict[str, Any]:
             rounds.append(_round(contender, paths[contender], config, r))
             return float(rounds[-1]["writes_per_s"])
         medians = {c: statistics.median(v) for c, v in alternate(config.rounds, list(paths), one_round).items()}
-        totals = {c: sum(x["written"] for x in rounds if x["contender"] == c) for c in paths}
+        solo: list[dict[str, Any]] = []  # round numbers after the crowd's: users of their own again
+
+        def solo_round(contender: str, r: int) -> float:
+            solo.append(_round(contender, paths[contender], config, config.rounds + r, processes=1))
+            return float(solo[-1]["writes_per_s"])
+        solo_medians = {c: statistics.median(v)
+                        for c, v in alternate(config.solo_rounds, list(paths), solo_round).items()}
+        totals = {c: sum(x["written"] for x in rounds + solo if x["contender"] == c) for c in paths}
         found = {c: _keys_written(c, paths[c], config) for c in paths}
         checks = {c: sum(found[c].values()) == totals[c] for c in paths}
         log(f"    {config.processes} writers, {config.seconds:g} s x {config.rounds} rounds: "
@@ -219,8 +230,10 @@ def run_writers(config: WritersConfig, log: Any = print) -> dict[str, Any]:
                         + " ".join(f"{r['slowest_share']:.2f}" for r in rounds if r["contender"] == c)
                         + f", refused {sum(r['refused'] for r in rounds if r['contender'] == c)}"
                         for c, m in medians.items())
+            + "; one writer alone: " + ", ".join(f"{c} {m:.0f}" for c, m in solo_medians.items())
             + ("" if all(checks.values()) else f"  KEYS MISSING {found} vs {totals}"))
         return {"processes": config.processes, "seconds": config.seconds, "rounds": rounds,
+                "solo_rounds": solo, "solo_writes_per_s": solo_medians,
                 "synchronous": config.synchronous, "median_writes_per_s": medians,
                 "written": totals, "found": found, "all_found": all(checks.values())}
     finally:

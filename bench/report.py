@@ -322,7 +322,8 @@ def _peer_store_section(peers: dict[str, Any]) -> str:
     extra = [MEMKIT_INDEXED] if MEMKIT_INDEXED in names else []
     probes = [p for p in (own_pages_probe(MEMKIT), own_pages_probe(WAL_PEER)) if p in names]
     head = ["operation", MEMKIT, *extra, *PEERS, *(f"{p} ÷ memkit" for p in PEERS), "fsync", "memkit in fsyncs",
-            f"{WAL_PEER} in fsyncs", *probes, *(["memkit ÷ own-page sync"] if probes else [])]
+            f"{WAL_PEER} in fsyncs", *probes, *(["memkit ÷ own-page sync"] if probes else []),
+            *([f"{WAL_PEER} ÷ own-page sync"] if len(probes) == 2 else [])]
     tables = []
     for sync in [s for s in ("FULL", "NORMAL") if any(r["synchronous"] == s for r in peers["rows"])]:
         rows = []
@@ -331,7 +332,9 @@ def _peer_store_section(peers: dict[str, Any]) -> str:
             rows.append([op, fmt_time(kit), *(fmt_time(med.get((sync, op, e))) for e in extra),
                          *map(fmt_time, times), *(f"{t / kit:.2f}" for t in times), fmt_time(fsync), ratio(kit, fsync),
                          ratio(med[(sync, op, WAL_PEER)], fsync), *(fmt_time(med.get((sync, op, p))) for p in probes),
-                         *([ratio(kit, med.get((sync, op, probes[0])))] if probes else [])])
+                         *([ratio(kit, med.get((sync, op, probes[0])))] if probes else []),
+                         *([ratio(med[(sync, op, WAL_PEER)], med.get((sync, op, probes[1])))]
+                           if len(probes) == 2 else [])])
         tables.append(f"**synchronous={sync}**\n\n" + table(head, rows))
     return fill("peer-store", size=f"{peers['rows'][0]['size']:,}", users=peers["loads"][0]["users"],
                 wal_peer=WAL_PEER, fsync_call=peers.get("fsync_call") or "fsync", tables="\n\n".join(tables),
@@ -368,7 +371,12 @@ def _writers_section(writers: dict[str, Any]) -> str:
                 f"{'yes' if sum(writers['found'][name].values()) == writers['written'][name] else '**no**'} "
                 f"({writers['written'][name]:,})"]
 
-    return fill("writers", processes=writers["processes"], seconds=f"{writers['seconds']:g}",
+    solo = writers.get("solo_writes_per_s")
+    alone = table(["contender", "one writer: median writes/s", f"{writers['processes']} writers ÷ one writer"],
+                  ([name, f"{solo[name]:.0f}", f"{writers['median_writes_per_s'][name] / solo[name]:.2f}"]
+                   for name in solo)) if solo else None
+    return fill("writers", processes=writers["processes"], seconds=f"{writers['seconds']:g}", alone=alone,
+                solo_rounds=len(writers.get("solo_rounds", [])) // 2,
                 writer_rounds=len(writers["rounds"]) // 2, writer_sync=writers["synchronous"], writers=table(
                     ["contender", "median writes/s", "rounds (writes/s)",
                      *(["slowest ÷ mean, each round", "writes per process, each round", "refused"] if fair else []),

@@ -100,7 +100,7 @@ def _peers(args: argparse.Namespace) -> dict[str, Any]:
     store, crowd = peer_bench.PeerConfig(), peer_bench.WritersConfig()
     if args.quick:
         store.size, store.rounds, store.read_cap_s = 1_000, 2, 0.05
-        crowd.size, crowd.rounds, crowd.seconds = 1_000, 1, 0.3
+        crowd.size, crowd.rounds, crowd.seconds, crowd.solo_rounds = 1_000, 1, 0.3, 1
     store.size = crowd.size = args.peer_size or store.size
     store.rounds = crowd.rounds = args.rounds or store.rounds
     # The pages first: the store run then times the sync of exactly those pages beside each write.
