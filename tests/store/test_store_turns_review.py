@@ -168,3 +168,51 @@ def test_a_timed_out_wait_does_not_release_the_turn_a_later_write_holds(tmp_path
             os.close(other)
         assert not taken, "another open file took the turn while this process's write held it"
         assert store.get("alice", "preference", "drink")["value"] == "coffee"
+
+
+INTERRUPTED_WHILE_WAITING = """
+import os, signal, sys, threading
+from memkit.store import MemoryStore
+store = MemoryStore(sys.argv[1])
+print("open", flush=True)
+sys.stdin.readline()  # the test holds the turn now
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    store.put("interrupted", "s1", "episode", "k", "v")
+    print("written", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+sys.stdin.readline()  # idle, its store open, until the test is done
+store.close()
+"""
+
+
+def test_a_write_interrupted_while_waiting_for_the_turn_does_not_keep_it_once_granted(tmp_path):
+    # Ctrl-C ("Interrupt the kernel" in a notebook) during a write that waits for the turn raises
+    # KeyboardInterrupt in Event.wait, before `_take` cancels its request (turns._take). The waiting
+    # thread later takes the lock for that request and grants it to nobody: the process, idle, holds
+    # the turn until it writes again or closes its store, and every other writer waits out its busy
+    # timeout (a script's other process was refused after 5.0 s, its busy timeout; the same at baed96a).
+    path = tmp_path / "memory.sqlite3"
+    with MemoryStore(path, limits=_limits(busy_timeout_ms=1000)) as store:
+        other = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)  # another open file: as another process
+        interrupted = subprocess.Popen([sys.executable, "-c", INTERRUPTED_WHILE_WAITING, str(path)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert interrupted.stdout is not None and interrupted.stdin is not None
+            assert interrupted.stdout.readline().strip() == "open"
+            fcntl.flock(other, fcntl.LOCK_EX)
+            interrupted.stdin.write("go\n")
+            interrupted.stdin.flush()
+            assert interrupted.stdout.readline().strip() == "interrupted"
+            fcntl.flock(other, fcntl.LOCK_UN)  # the interrupted process's waiting thread takes it now
+            time.sleep(0.2)
+            try:
+                store.put("alice", "s1", "preference", "drink", "tea")
+            except LockedError as exc:
+                pytest.fail(f"refused while an idle process kept the turn its interrupted write asked for: {exc}")
+            assert store.get("alice", "preference", "drink")["value"] == "tea"
+        finally:
+            os.close(other)
+            interrupted.kill()
+            interrupted.wait()
