@@ -137,19 +137,20 @@ class SqliteDatabase(FileChecks, TrigramIndex, WalCap, SqliteHealth, SqliteVecto
                 yield from self._savepoint(conn)
                 return
             with self._turns.turn(0 if self.no_wait else self.limits.busy_timeout_ms / 1000) as ours:
-                if not ours:
-                    raise self.locked_error()
-                yield from self._write(conn)
+                yield from self._write(conn, waited_out=not ours)
 
-    def _write(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    def _write(self, conn: sqlite3.Connection, waited_out: bool) -> Iterator[sqlite3.Connection]:
         if self._wal_bytes() > self.limits.max_db_bytes:
             self._shrink_wal(conn)  # no reader in the way: the log is written back and cut to nothing
         try:
+            if waited_out:  # the busy timeout went on waiting for the turn: SQLite's lock gets one try
+                conn.execute("PRAGMA busy_timeout = 0")
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise self.locked_error() if is_busy(exc) else StoreError(
-                f"cannot write to {self.path}: {exc}"
-            ) from None
+            raise self.locked_error() if is_busy(exc) else StoreError(f"cannot write to {self.path}: {exc}") from None
+        finally:
+            if waited_out:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
         try:
             self._check_wal()
         except BaseException:

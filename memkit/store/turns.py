@@ -93,6 +93,7 @@ class WriterTurns:
         self._fd, self._key, self._stores = fd, key, 0
         self._state = threading.Lock()  # guards a request between the caller and the waiting thread
         self._requests: queue.SimpleQueue[_Request | None] | None = None
+        self._pending = 0  # requests given to the waiting thread and not yet answered (under `_state`)
         self._waiting_fd: int | None = None  # the waiting thread's duplicate of `_fd`
         self._taking = threading.Lock()  # one thread of this process asks for the turn at a time
         self._slice = threading.Condition()  # guards what follows, against the watching thread
@@ -100,36 +101,48 @@ class WriterTurns:
         self._writers = 0  # writes of this process under way in the turn (threads, nested stores)
         self._taken_at = self._let_go_at = 0.0
         self._watcher: threading.Thread | None = None
+        self._mine = threading.local()  # this thread's writes under way (nested stores)
 
     @contextlib.contextmanager
     def turn(self, timeout: float) -> Iterator[bool]:
         """Hold the folder's turn inside the block; yields False when waiting `timeout` seconds did
-        not get it (the caller refuses the write), True otherwise (also without flock: no turn to take)."""
+        not get it, True otherwise (also without flock: no turn to take). The turn is advisory: a
+        caller that did not get it tries SQLite's lock once, without waiting, since a holder may be
+        idle (a process in one long C call cannot run the thread that ends its slice)."""
         if self._fd is None:
             yield True
             return
         if not self._enter(timeout):
             yield False
             return
+        self._mine.n = getattr(self._mine, "n", 0) + 1
         try:
             yield True
         finally:
+            self._mine.n -= 1
             with self._slice:
                 self._writers -= 1
+                self._slice.notify_all()
                 if not self._writers and time.monotonic() - self._taken_at >= SLICE:
                     self._let_go()
 
     def _enter(self, timeout: float) -> bool:
         """Count a write in: within the slice this process holds, or after taking the turn."""
+        deadline = time.monotonic() + timeout
         with self._slice:
-            # A write starting while another is under way joins it whatever the slice: it may be
-            # nested inside it (another store's transaction), and waiting would be waiting on itself.
-            if self._holding and (self._writers or time.monotonic() - self._taken_at < SLICE):
+            # A write nested in this thread's own joins whatever the slice (waiting would be waiting on
+            # itself); another thread's joins only within the slice, else waits for the writes under way.
+            nested = getattr(self._mine, "n", 0) > 0
+            if self._holding and (nested or time.monotonic() - self._taken_at < SLICE):
                 self._writers += 1
                 return True
+            while self._holding and self._writers:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._slice.wait(left)
             if self._holding:
                 self._let_go()
-        deadline = time.monotonic() + timeout
         if not self._taking.acquire(timeout=max(timeout, 0)):
             return False
         try:
@@ -183,25 +196,37 @@ class WriterTurns:
 
     def _take(self, timeout: float) -> bool:
         assert self._fd is not None
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            pass
-        except OSError:  # flock refused here (a network file system): SQLite's lock alone decides
-            self._stop()
-            return True
+        with self._state:
+            pending = self._pending
+        if not pending:  # the waiting thread is idle: a LOCK_NB here cannot meet its flock on the same file
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                pass
+            except OSError:  # flock refused here (a network file system): SQLite's lock alone decides
+                self._stop()
+                return True
         if timeout <= 0:
             return False
         # Another process holds it: wait in the kernel, from a thread of our own, so the wait can end.
         request = _Request()
-        if self._requests is None:
-            self._requests = queue.SimpleQueue()
-            self._waiting_fd = os.dup(self._fd)
-            threading.Thread(target=self._wait, args=(self._waiting_fd, self._requests), daemon=True,
-                             name=f"memkit-writer-turn-{self._key}").start()
-        self._requests.put(request)
-        request.done.wait(timeout)
+        with self._state:
+            if self._requests is None:
+                self._requests = queue.SimpleQueue()
+                self._waiting_fd = os.dup(self._fd)
+                threading.Thread(target=self._wait, args=(self._waiting_fd, self._requests), daemon=True,
+                                 name=f"memkit-writer-turn-{self._key}").start()
+            self._pending += 1
+            self._requests.put(request)
+        try:
+            request.done.wait(timeout)
+        except BaseException:  # interrupted (KeyboardInterrupt): nobody will write in this turn
+            with self._state:
+                if request.granted:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+                request.cancelled = True  # the waiting thread lets go of it when it comes
+            raise
         with self._state:
             if not request.granted:
                 request.cancelled = True  # the waiting thread lets go of it when it comes
@@ -215,14 +240,17 @@ class WriterTurns:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 except OSError:
+                    with self._state:
+                        self._pending -= 1
                     request.granted = True  # cannot wait here: SQLite's lock alone decides
                     request.done.set()
                     continue
                 with self._state:
-                    if request.cancelled:
-                        fcntl.flock(fd, fcntl.LOCK_UN)
-                    else:
+                    self._pending -= 1
+                    if not request.cancelled:
                         request.granted = True
+                    elif not self._pending:  # else a later request is queued: this lock is its
+                        fcntl.flock(fd, fcntl.LOCK_UN)
                 request.done.set()
         finally:
             os.close(fd)
@@ -253,13 +281,17 @@ class WriterTurns:
 
 
 def _forget_in_child() -> None:
-    """A forked child starts with no turn: the parent's descriptors share its locks (one open file)."""
+    """A forked child starts with no turn: the parent's descriptors share its locks (one open file),
+    and its threads are gone, perhaps holding the locks here (a store of the parent's, used in the
+    child, then writes through SQLite's lock alone, and closes without waiting on them)."""
     for turns in WriterTurns._open.values():
         for fd in (turns._fd, turns._waiting_fd):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        turns._fd = turns._waiting_fd = None
+        fresh = WriterTurns(None, turns._key)
+        fresh._stores = turns._stores
+        turns.__dict__.update(fresh.__dict__)
     WriterTurns._open.clear()
     WriterTurns._registry = threading.Lock()
 
