@@ -1,29 +1,11 @@
-"""Writers take turns: a queue in the kernel in front of SQLite's write lock. An optimisation, kept
-apart (a reader of db.py can skip it): correctness never depends on it, SQLite's lock still does.
+"""Writers take turns: a queue in the kernel in front of SQLite's write lock, so that writer
+processes of one file all progress. An optimisation, kept apart (a reader of db.py can skip it):
+correctness never depends on it, SQLite's lock still does.
 
-Without it, a writer that finds the file locked sleeps in SQLite's busy handler (1, 2, 5, 10 ... 100
-ms) and a writer that has just committed takes the lock again at once: four processes on one file
-made 1, 301, 799 and 7,712 writes in the same two seconds, and a few writes waited out the whole
-busy timeout while the others progressed. Here a process first takes an exclusive `flock` on the
-database's folder: the waiters sleep in the kernel and are woken when it is released. Why the folder
-and not the database file: closing any descriptor of the database file drops every POSIX lock this
-process holds on it, SQLite's included (fcntl(2)), while SQLite never locks the folder, so the
-descriptor here can be opened and closed at will. Writers of other databases in the same folder take
-turns with these too: they only wait, never fail for it.
-
-A turn is a slice, not one write: the process keeps it for the writes it starts within `SLICE`
-seconds of taking it (a thread of its own lets go when the slice is over and no write is under way),
-then, if another process waits for it, waits `GRACE` before asking again, so that the waiter takes
-it first. Handing the turn over after every commit cost a wake-up and cold caches per write (four
-writers made 0.45 of one peer's writes per second); a slice costs another writer at most `SLICE` of
-waiting. Every store of one folder in a process shares the process's turn on it, so a write inside
-another store's transaction never waits for its own process. bench/RESULTS.md ("Four writer
-processes on one file") has the figures.
-
-The wait is bounded by the store's busy timeout (a writer stalled inside its transaction, or a
-lock that cannot be had, ends in LockedError as before); a descriptor's lock goes with its process,
-however it ends; where `flock` is missing (Windows) or refused (some network file systems), writers
-go straight to SQLite's lock.
+A process takes an exclusive `flock` on the database's folder before `BEGIN IMMEDIATE` and keeps it
+for a slice of writes (`SLICE`); the waiters sleep in the kernel until it is released. Why the
+folder, why a slice, and what each race this must survive looks like: docs/design/store.md
+("Writers take turns"); the figures: bench/RESULTS.md ("Four writer processes on one file").
 """
 
 from __future__ import annotations
