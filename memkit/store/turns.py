@@ -29,11 +29,14 @@ SLICE = 0.010
 FULL on the bench's disk). Longer slices bought little more; another process waits at most this long."""
 
 GRACE = 0.0002
-"""Seconds a process waits after letting go before asking again, when another waits: time for the
-woken waiter to take it (flock hands the lock to whoever asks first, and the process that let go is awake)."""
+"""Seconds a process waits after letting go before asking again, while other processes write: time
+for a woken waiter to take the turn (flock hands it to whoever asks first, and the process that let
+go is awake)."""
 
-LOCKS = Path("/proc/locks")
-"""Linux lists every flock there, a waiter's with '->' (proc(5)): a lone writer need not wait its GRACE."""
+CONTENDED = 1.0
+"""Seconds after this process last found the turn taken during which it counts other writers as
+active and waits its GRACE: a lone writer never does. (Asking the kernel who waits, through
+/proc/locks, cost up to 15 ms a read here.)"""
 
 
 class _Request:
@@ -87,6 +90,7 @@ class WriterTurns:
         self._holding = False
         self._writers = 0  # writes of this process under way in the turn (threads, nested stores)
         self._taken_at = self._let_go_at = 0.0
+        self._contended_at = -CONTENDED  # when a take last found another process holding the turn
         self._watcher: threading.Thread | None = None
         self._mine = threading.local()  # this thread's writes under way (nested stores)
 
@@ -138,7 +142,7 @@ class WriterTurns:
                     self._writers += 1
                     return True
                 rest = self._let_go_at + GRACE - time.monotonic()
-            if rest > 0 and self._someone_waits():
+            if rest > 0 and time.monotonic() - self._contended_at < CONTENDED:
                 time.sleep(rest)
             if not self._take(deadline - time.monotonic()):
                 return False
@@ -152,17 +156,6 @@ class WriterTurns:
             return True
         finally:
             self._taking.release()
-
-    def _someone_waits(self) -> bool:
-        """Whether another process waits for this folder's turn (True where that cannot be read)."""
-        assert self._fd is not None
-        st = os.fstat(self._fd)
-        tag = f" {os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino} "
-        try:
-            listed = LOCKS.read_text(encoding="ascii", errors="replace")
-        except OSError:
-            return True
-        return any("->" in line and tag in line for line in listed.splitlines())
 
     def _let_go(self) -> None:
         """(holding `_slice`) Release the turn."""
@@ -190,7 +183,7 @@ class WriterTurns:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return True
             except BlockingIOError:
-                pass
+                self._contended_at = time.monotonic()
             except OSError:  # flock refused here (a network file system): SQLite's lock alone decides
                 self._stop()
                 return True

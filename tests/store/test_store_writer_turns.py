@@ -13,13 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from memkit.errors import LockedError
 from memkit.limits import Limits
 from memkit.store import MemoryStore
+from memkit.store import turns as turns_module
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX; Windows uses SQLite's lock alone")
 
@@ -205,22 +205,24 @@ def test_stores_of_one_folder_in_one_process_share_its_turn(tmp_path):
     assert not WriterTurns._open, "the last store closed the folder's turn"
 
 
-@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="Linux lists flock waiters in /proc/locks")
-def test_a_writer_sees_whether_another_process_waits_for_the_turn(tmp_path):
-    # After its slice a process waits its GRACE only when another waits (turns._someone_waits): a
-    # lone writer must see nobody, and a writer blocked on the turn must be seen.
+def test_a_writer_waits_its_grace_only_while_another_process_writes(tmp_path):
+    # After its slice a process waits its GRACE before asking again only when it has lately found the
+    # turn taken (turns.CONTENDED): a lone writer never sleeps, a writer among others lets them in.
     path = tmp_path / "memory.sqlite3"
     script = WRITER.replace('print("ready", flush=True)', 'print("ready", flush=True)\n    go.touch()')
-    with MemoryStore(path, limits=_limits()) as store, store.transaction():
-        store.put("holder", "s1", "episode", "inside", "held while another waits")
+    with MemoryStore(path, limits=_limits()) as store:
         turns = store._db._turns  # type: ignore[attr-defined]
-        assert turns._someone_waits() is False
-        waiter = subprocess.Popen([sys.executable, "-c", script, str(path), "waiter", str(tmp_path / "go"), "0.2"],
-                                  stdout=subprocess.PIPE, text=True)
-        assert waiter.stdout is not None and waiter.stdout.readline().strip() == "ready"
+        for n in range(300):  # several slices, alone
+            store.put("alone", "s1", "episode", f"k{n}", "v")
+        assert time.monotonic() - turns._contended_at >= turns_module.CONTENDED
+        with store.transaction():
+            store.put("holder", "s1", "episode", "inside", "held while another waits")
+            other = subprocess.Popen([sys.executable, "-c", script, str(path), "other", str(tmp_path / "go"), "0.5"],
+                                     stdout=subprocess.PIPE, text=True)
+            assert other.stdout is not None and other.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 10
-        while not turns._someone_waits() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert turns._someone_waits() is True
-    out = waiter.communicate(timeout=60)[0].split()
-    assert int(out[0]) > 0 and out[1] == "0"  # it wrote once the turn was free, and was refused nothing
+        while time.monotonic() - turns._contended_at >= turns_module.CONTENDED and time.monotonic() < deadline:
+            store.put("alone", "s1", "episode", f"late{time.monotonic_ns()}", "v")  # meets the other writer
+        assert time.monotonic() - turns._contended_at < turns_module.CONTENDED
+    out = other.communicate(timeout=60)[0].split()
+    assert int(out[0]) > 0 and out[1] == "0"  # it wrote beside this one, and was refused nothing
