@@ -134,7 +134,7 @@ class WriterTurns:
                 self._drained.wait(left)
             if self._holding:
                 self._let_go()
-        if not self._taking.acquire(timeout=max(timeout, 0)):
+        if not self._taking.acquire(timeout=max(deadline - time.monotonic(), 0)):
             return False
         try:
             with self._slice:
