@@ -87,7 +87,19 @@ def make_dataset(size: int, seed: int = 1) -> DataSet:
     sizes = [max(1, int(r * scale)) for r in raw]
     for i in range(size - sum(sizes)):  # hand out the rounding remainder
         sizes[i % n_users] += 1
-    users = [f"user{i:05d}" for i in range(n_users)]
+    return _records(size, [f"user{i:05d}" for i in range(n_users)], sizes, rng)
+
+
+def even_dataset(users: int, per_user: int, seed: int = 1) -> DataSet:
+    """`users` users of `per_user` records each, made as `make_dataset` makes its records (the same
+    sentences, kinds and keys, the users' records interleaved in time), deterministic for a seed."""
+    size = users * per_user
+    rng = random.Random(seed * 1_000_003 + size)
+    return _records(size, [f"user{i:05d}" for i in range(users)], [per_user] * users, rng)
+
+
+def _records(size: int, users: list[str], sizes: list[int], rng: random.Random) -> DataSet:
+    """The records of `users`, `sizes[i]` each, interleaved in time as records arrive."""
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     records: list[Memory] = []
     order = [user for user, n in zip(users, sizes, strict=False) for _ in range(n)]

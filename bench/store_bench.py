@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-import random
 import shutil
 import statistics
 import tempfile
@@ -20,11 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memkit.clock import iso
 from memkit.limits import Limits
 
 from .contenders import BareSearch, KitSearch, build_kit_file, make_contenders
-from .data import _TOPICS, MISS_QUERY_STEM, DataSet, Memory, hit_query, make_dataset, sentence, task_text
+from .data import MISS_QUERY_STEM, DataSet, even_dataset, hit_query, make_dataset, sentence, task_text
 from .timing import alternate, run_batch, summarize
 
 OPERATIONS = ("put (new key)", "put (update)", "get", "search (hit)", "search (miss)",
@@ -186,23 +184,6 @@ class SmallSearchConfig:
     calls_per_round: int = 300
     synchronous: str = "FULL"
     seed: int = 1
-
-
-def even_dataset(users: int, per_user: int, seed: int = 1) -> DataSet:
-    """`users` users of `per_user` records each, made as `make_dataset` makes its records (the same
-    sentences, kinds and keys, the users' records interleaved in time), deterministic for a seed."""
-    size = users * per_user
-    rng = random.Random(seed * 1_000_003 + size)
-    names = [f"user{i:05d}" for i in range(users)]
-    order = [user for user in names for _ in range(per_user)]
-    rng.shuffle(order)
-    start, counters, records = dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dict.fromkeys(names, 0), []
-    for i, user in enumerate(order):
-        counters[user] += 1
-        n = counters[user]
-        kind, key = ("preference", f"{rng.choice(_TOPICS)}.{n}") if rng.random() < 0.4 else ("episode", f"ep.{n}")
-        records.append(Memory(user, kind, key, sentence(rng), iso(start + dt.timedelta(seconds=i))))
-    return DataSet(size, records, names, [per_user] * users, rng)
 
 
 def small_contenders(workdir: Path, data: DataSet, config: SmallSearchConfig) -> list[Any]:
