@@ -56,13 +56,11 @@ class WriterTurns:
     def for_folder(cls, path: Path) -> WriterTurns:
         """The turn on `path`'s folder, shared with this process's other stores there; `close()` it
         when the store closes (the last one closes the folder's descriptor)."""
-        fd: int | None = None
-        if fcntl is not None:
-            try:
-                fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            except OSError:
-                return cls(None, (0, 0))
-        if fd is None:
+        try:
+            if fcntl is None:
+                raise OSError("no flock here")
+            fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:  # no flock (Windows), or a folder that cannot be opened: SQLite's lock alone
             return cls(None, (0, 0))
         key = os.fstat(fd)[:2]  # (device, inode): the folder, however it was named
         with cls._registry:
